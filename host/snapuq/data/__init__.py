@@ -1,0 +1,78 @@
+"""Datasets. `load_dataset(name, data_dir=None, seed=0)` returns a `Dataset`; each loader lives in its own
+module (imported lazily) and registers here by name."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from snapuq.errors import DatasetError
+
+
+@dataclass
+class Dataset:
+    """Inputs are float32 NHWC (vision: [0, 1]; audio: MFCC features, layout (49, 10, 1)).
+    Splits are deterministic for a given seed. `meta` carries loader-specific facts (source, preprocessing)."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_dev: np.ndarray
+    y_dev: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    class_names: list[str]
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(int(s) for s in self.x_train.shape[1:])
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
+
+
+# name -> "module:function"; function(data_dir: str | None, seed: int) -> Dataset
+LOADERS: dict[str, str] = {
+    "digits": "snapuq.data.vision:load_digits",
+    "mnist": "snapuq.data.vision:load_mnist",
+    "fashion_mnist": "snapuq.data.vision:load_fashion_mnist",
+    "cifar10": "snapuq.data.vision:load_cifar10",
+    "keywords": "snapuq.data.keywords:load_keywords",
+    "speech_commands": "snapuq.data.speech_commands:load_speech_commands",
+}
+
+# name -> "module:function"; function(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray
+# (OOD inputs with the same shape/preprocessing as the ID inputs)
+OOD_LOADERS: dict[str, str] = {
+    "digits": "snapuq.data.vision:ood_digits",
+    "mnist": "snapuq.data.vision:ood_mnist",
+    "fashion_mnist": "snapuq.data.vision:ood_fashion_mnist",
+    "cifar10": "snapuq.data.vision:ood_cifar10",
+    "keywords": "snapuq.data.keywords:ood_keywords",
+    "speech_commands": "snapuq.data.speech_commands:ood_speech_commands",
+}
+
+
+def _resolve(spec: str):
+    mod, fn = spec.split(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def dataset_names() -> list[str]:
+    return sorted(LOADERS)
+
+
+def load_dataset(name: str, data_dir: str | None = None, seed: int = 0) -> Dataset:
+    if name not in LOADERS:
+        raise DatasetError(f"unknown dataset '{name}' (known: {', '.join(dataset_names())})")
+    return _resolve(LOADERS[name])(data_dir, seed)
+
+
+def load_ood(name: str, ds: Dataset, data_dir: str | None = None, n: int = 500, seed: int = 0) -> np.ndarray:
+    if name not in OOD_LOADERS:
+        raise DatasetError(f"no OOD source for dataset '{name}'")
+    return _resolve(OOD_LOADERS[name])(data_dir, n, seed, ds)

@@ -1,0 +1,32 @@
+"""Backbones. `build_backbone(name, input_shape, n_classes, **kw)` returns a Keras 3 functional model
+built only from int8-deployable ops; each backbone lives in its own module and registers here."""
+
+from __future__ import annotations
+
+import importlib
+
+from snapuq.errors import SnapuqError
+
+# name -> "module:function"
+BACKBONES: dict[str, str] = {
+    "cnn4": "snapuq.models.cnn:build_cnn4",  # QUTE/SNAP 4-layer MNIST CNN (digits too)
+    "resnet8": "snapuq.models.resnet:build_resnet8",  # MLPerf Tiny ResNet-8 (CIFAR-10)
+    "dscnn": "snapuq.models.dscnn:build_dscnn",  # MLPerf Tiny DS-CNN (keyword spotting)
+}
+
+# dataset -> default backbone
+DEFAULT_BACKBONE: dict[str, str] = {
+    "digits": "cnn4",
+    "mnist": "cnn4",
+    "fashion_mnist": "cnn4",
+    "cifar10": "resnet8",
+    "keywords": "dscnn",
+    "speech_commands": "dscnn",
+}
+
+
+def build_backbone(name: str, input_shape, n_classes: int, **kw):
+    if name not in BACKBONES:
+        raise SnapuqError(f"unknown backbone '{name}' (known: {', '.join(sorted(BACKBONES))})")
+    mod, fn = BACKBONES[name].split(":")
+    return getattr(importlib.import_module(mod), fn)(input_shape, n_classes, **kw)
