@@ -14,7 +14,8 @@ from snapuq.errors import DatasetError
 @dataclass
 class Dataset:
     """Inputs are float32 NHWC (vision: [0, 1]; audio: MFCC features, layout (49, 10, 1)).
-    Splits are deterministic for a given seed. `meta` carries loader-specific facts (source, preprocessing)."""
+    Splits are deterministic for a given seed. `meta` carries loader-specific facts
+    (source, preprocessing)."""
 
     name: str
     x_train: np.ndarray
