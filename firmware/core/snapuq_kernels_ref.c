@@ -1,0 +1,387 @@
+/*
+ * snapuq_kernels_ref.c - portable reference int8 kernels.
+ *
+ * Arithmetic is TFLite Micro's reference integer arithmetic (default double rounding); every
+ * loop order below only changes the order of exact int32 sums, never a result.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapuq_fixed.h"
+#include "snapuq_kernels.h"
+
+static inline int8_t requant(int32_t acc, int32_t m, int32_t s, const snapuq_conv_args_t *a)
+{
+    acc = snapuq_mbqm(acc, m, s) + a->out_offset;
+    return (int8_t)snapuq_clamp_i32(acc, a->act_min, a->act_max);
+}
+
+void snapuq_conv_ref(const snapuq_conv_args_t *a)
+{
+    int32_t b, oy, ox, oc, ky, kx, ic;
+    for (b = 0; b < a->batches; b++) {
+        for (oy = 0; oy < a->out_h; oy++) {
+            const int32_t iy0 = oy * a->stride_h - a->pad_h;
+            for (ox = 0; ox < a->out_w; ox++) {
+                const int32_t ix0 = ox * a->stride_w - a->pad_w;
+                int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * a->out_c;
+                for (oc = 0; oc < a->out_c; oc++) {
+                    int32_t acc = 0;
+                    for (ky = 0; ky < a->k_h; ky++) {
+                        const int32_t iy = iy0 + a->dil_h * ky;
+                        if (iy < 0 || iy >= a->in_h) {
+                            continue;
+                        }
+                        for (kx = 0; kx < a->k_w; kx++) {
+                            const int32_t ix = ix0 + a->dil_w * kx;
+                            const int8_t *in;
+                            const int8_t *f;
+                            if (ix < 0 || ix >= a->in_w) {
+                                continue;
+                            }
+                            in = a->in + (((size_t)b * a->in_h + iy) * a->in_w + ix) * a->in_c;
+                            f = a->filter + (((size_t)oc * a->k_h + ky) * a->k_w + kx) * a->in_c;
+                            for (ic = 0; ic < a->in_c; ic++) {
+                                acc += (int32_t)f[ic] * ((int32_t)in[ic] + a->in_offset);
+                            }
+                        }
+                    }
+                    if (a->bias != NULL) {
+                        acc += a->bias[oc];
+                    }
+                    out[oc] = requant(acc, a->mult[oc], a->shift[oc], a);
+                }
+            }
+        }
+    }
+}
+
+void snapuq_dwconv_ref(const snapuq_conv_args_t *a)
+{
+    int32_t b, oy, ox, ic, m, ky, kx;
+    for (b = 0; b < a->batches; b++) {
+        for (oy = 0; oy < a->out_h; oy++) {
+            const int32_t iy0 = oy * a->stride_h - a->pad_h;
+            for (ox = 0; ox < a->out_w; ox++) {
+                const int32_t ix0 = ox * a->stride_w - a->pad_w;
+                int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * a->out_c;
+                for (ic = 0; ic < a->in_c; ic++) {
+                    for (m = 0; m < a->depth_mult; m++) {
+                        const int32_t oc = ic * a->depth_mult + m;
+                        int32_t acc = 0;
+                        for (ky = 0; ky < a->k_h; ky++) {
+                            const int32_t iy = iy0 + a->dil_h * ky;
+                            if (iy < 0 || iy >= a->in_h) {
+                                continue;
+                            }
+                            for (kx = 0; kx < a->k_w; kx++) {
+                                const int32_t ix = ix0 + a->dil_w * kx;
+                                if (ix < 0 || ix >= a->in_w) {
+                                    continue;
+                                }
+                                acc += (int32_t)a->filter[((size_t)ky * a->k_w + kx) * a->out_c + oc] *
+                                       ((int32_t)a->in[(((size_t)b * a->in_h + iy) * a->in_w + ix) *
+                                                           a->in_c + ic] +
+                                        a->in_offset);
+                            }
+                        }
+                        if (a->bias != NULL) {
+                            acc += a->bias[oc];
+                        }
+                        out[oc] = requant(acc, a->mult[oc], a->shift[oc], a);
+                    }
+                }
+            }
+        }
+    }
+}
+
+void snapuq_fc_ref(const snapuq_fc_args_t *a)
+{
+    int32_t b, oc, d;
+    for (b = 0; b < a->batches; b++) {
+        const int8_t *in = a->in + (size_t)b * a->depth;
+        for (oc = 0; oc < a->out_c; oc++) {
+            const int8_t *f = a->filter + (size_t)oc * a->depth;
+            int32_t acc = 0;
+            for (d = 0; d < a->depth; d++) {
+                acc += (int32_t)f[d] * ((int32_t)in[d] + a->in_offset);
+            }
+            if (a->bias != NULL) {
+                acc += a->bias[oc];
+            }
+            acc = snapuq_mbqm(acc, a->mult[oc], a->shift[oc]) + a->out_offset;
+            a->out[(size_t)b * a->out_c + oc] = (int8_t)snapuq_clamp_i32(acc, a->act_min, a->act_max);
+        }
+    }
+}
+
+void snapuq_maxpool_ref(const snapuq_pool_args_t *a)
+{
+    int32_t b, oy, ox, c, fy, fx;
+    for (b = 0; b < a->batches; b++) {
+        for (oy = 0; oy < a->out_h; oy++) {
+            for (ox = 0; ox < a->out_w; ox++) {
+                const int32_t iy0 = oy * a->stride_h - a->pad_h;
+                const int32_t ix0 = ox * a->stride_w - a->pad_w;
+                const int32_t fy0 = iy0 < 0 ? -iy0 : 0;
+                const int32_t fx0 = ix0 < 0 ? -ix0 : 0;
+                const int32_t fy1 = a->f_h < a->in_h - iy0 ? a->f_h : a->in_h - iy0;
+                const int32_t fx1 = a->f_w < a->in_w - ix0 ? a->f_w : a->in_w - ix0;
+                for (c = 0; c < a->depth; c++) {
+                    int32_t mx = -128;
+                    for (fy = fy0; fy < fy1; fy++) {
+                        for (fx = fx0; fx < fx1; fx++) {
+                            const int32_t v = a->in[(((size_t)b * a->in_h + iy0 + fy) * a->in_w + ix0 + fx) *
+                                                        a->depth + c];
+                            mx = v > mx ? v : mx;
+                        }
+                    }
+                    mx = snapuq_clamp_i32(mx, a->act_min, a->act_max);
+                    a->out[(((size_t)b * a->out_h + oy) * a->out_w + ox) * a->depth + c] = (int8_t)mx;
+                }
+            }
+        }
+    }
+}
+
+int snapuq_avgpool_ref(const snapuq_pool_args_t *a)
+{
+    int32_t b, oy, ox, c, fy, fx;
+    for (b = 0; b < a->batches; b++) {
+        for (oy = 0; oy < a->out_h; oy++) {
+            for (ox = 0; ox < a->out_w; ox++) {
+                const int32_t iy0 = oy * a->stride_h - a->pad_h;
+                const int32_t ix0 = ox * a->stride_w - a->pad_w;
+                const int32_t fy0 = iy0 < 0 ? -iy0 : 0;
+                const int32_t fx0 = ix0 < 0 ? -ix0 : 0;
+                const int32_t fy1 = a->f_h < a->in_h - iy0 ? a->f_h : a->in_h - iy0;
+                const int32_t fx1 = a->f_w < a->in_w - ix0 ? a->f_w : a->in_w - ix0;
+                for (c = 0; c < a->depth; c++) {
+                    int32_t acc = 0, count = 0;
+                    for (fy = fy0; fy < fy1; fy++) {
+                        for (fx = fx0; fx < fx1; fx++) {
+                            acc += a->in[(((size_t)b * a->in_h + iy0 + fy) * a->in_w + ix0 + fx) * a->depth + c];
+                            count++;
+                        }
+                    }
+                    if (count == 0) {
+                        return 0;
+                    }
+                    acc = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;
+                    acc = snapuq_clamp_i32(acc, a->act_min, a->act_max);
+                    a->out[(((size_t)b * a->out_h + oy) * a->out_w + ox) * a->depth + c] = (int8_t)acc;
+                }
+            }
+        }
+    }
+    return 1;
+}
+
+void snapuq_add_ref(const snapuq_add_args_t *a)
+{
+    int32_t i;
+    for (i = 0; i < a->n; i++) {
+        const int32_t x1 = snapuq_shl_wrap(a->in1_offset + a->in1[i], a->left_shift);
+        const int32_t x2 = snapuq_shl_wrap(a->in2_offset + a->in2[i], a->left_shift);
+        const int32_t s1 = snapuq_mbqm(x1, a->in1_mult, a->in1_shift);
+        const int32_t s2 = snapuq_mbqm(x2, a->in2_mult, a->in2_shift);
+        const int32_t raw = snapuq_mbqm((int32_t)((uint32_t)s1 + (uint32_t)s2), a->out_mult, a->out_shift) +
+                            a->out_offset;
+        a->out[i] = (int8_t)snapuq_clamp_i32(raw, a->act_min, a->act_max);
+    }
+}
+
+void snapuq_mean_ref(const snapuq_mean_args_t *a)
+{
+    /* output element = sum over the reduced axes; output layout = input layout with reduced
+     * axes of size 1 (keep_dims or not: same flat order) */
+    int32_t od[4];
+    int32_t i0, i1, i2, i3, k, n_out = 1, n_red = 1;
+    int32_t mult = a->mult, shift = a->shift, sh;
+    for (k = 0; k < 4; k++) {
+        od[k] = a->reduce[k] ? 1 : a->dims[k];
+        n_out *= od[k];
+        if (a->reduce[k]) {
+            n_red *= a->dims[k];
+        }
+    }
+    for (k = 0; k < n_out; k++) {
+        a->out[k] = 0;
+    }
+    /* TFLM folds 1/n into the multiplier: shift = floor(log2 n), capped */
+    sh = 31 - snapuq_clz32((uint32_t)n_red);
+    if (sh > 32) {
+        sh = 32;
+    }
+    if (sh > 31 + shift) {
+        sh = 31 + shift;
+    }
+    mult = (int32_t)(((int64_t)mult * ((int64_t)1 << sh)) / n_red);
+    shift = shift - sh;
+    for (i0 = 0; i0 < od[0]; i0++) {
+        for (i1 = 0; i1 < od[1]; i1++) {
+            for (i2 = 0; i2 < od[2]; i2++) {
+                for (i3 = 0; i3 < od[3]; i3++) {
+                    int32_t j0, j1, j2, j3, acc = 0, v;
+                    for (j0 = 0; j0 < (a->reduce[0] ? a->dims[0] : 1); j0++) {
+                        for (j1 = 0; j1 < (a->reduce[1] ? a->dims[1] : 1); j1++) {
+                            for (j2 = 0; j2 < (a->reduce[2] ? a->dims[2] : 1); j2++) {
+                                for (j3 = 0; j3 < (a->reduce[3] ? a->dims[3] : 1); j3++) {
+                                    const int32_t x0 = a->reduce[0] ? j0 : i0;
+                                    const int32_t x1 = a->reduce[1] ? j1 : i1;
+                                    const int32_t x2 = a->reduce[2] ? j2 : i2;
+                                    const int32_t x3 = a->reduce[3] ? j3 : i3;
+                                    acc += a->in[((x0 * a->dims[1] + x1) * a->dims[2] + x2) * a->dims[3] + x3];
+                                }
+                            }
+                        }
+                    }
+                    acc = (int32_t)((uint32_t)acc - (uint32_t)(a->in_zp * n_red));
+                    v = snapuq_mbqm(acc, mult, shift) + a->out_zp;
+                    a->out[((i0 * od[1] + i1) * od[2] + i2) * od[3] + i3] = (int8_t)snapuq_clamp_i32(v, -128, 127);
+                }
+            }
+        }
+    }
+}
+
+/* ---- gemmlowp-style fixed point for SOFTMAX / LOGISTIC ---- */
+
+/* exp(x) for x in [-1/4, 0), Q0.31 in and out */
+static int32_t exp_quarter(int32_t a)
+{
+    const int32_t constant_term = 1895147668;  /* exp(-1/8) in Q0.31 */
+    const int32_t one_third = 715827883;       /* 1/3 in Q0.31 */
+    const int32_t x = a + (1 << 28);           /* a + 1/8 */
+    const int32_t x2 = snapuq_srdhm(x, x);
+    const int32_t x3 = snapuq_srdhm(x2, x);
+    const int32_t x4 = snapuq_srdhm(x2, x2);
+    const int32_t x4_4 = snapuq_rdbpot(x4, 2);
+    const int32_t poly = snapuq_rdbpot(snapuq_srdhm(x4_4 + x3, one_third) + x2, 1);
+    return constant_term + snapuq_srdhm(constant_term, x + poly);
+}
+
+/* exp(a) for a <= 0 given with `int_bits` integer bits (Q(int_bits).(31-int_bits)); Q0.31 out */
+static int32_t exp_negative(int32_t a, int int_bits)
+{
+    static const int32_t mults[7] = {1672461947, 1302514674, 790015084, 290630308,
+                                     39332535,   720401,     242};
+    const int frac = 31 - int_bits;
+    const int32_t quarter = (int32_t)1 << (frac - 2);
+    const int32_t mask = quarter - 1;
+    const int32_t mod_minus_quarter = (a & mask) - quarter;
+    int32_t result = exp_quarter(snapuq_mul_pot(mod_minus_quarter, int_bits));
+    const int32_t remainder = (int32_t)((uint32_t)mod_minus_quarter - (uint32_t)a);
+    int e;
+    for (e = -2; e <= 4; e++) {
+        if (int_bits > e) {
+            const int sh = frac + e;
+            if (sh < 31 && (remainder & ((int32_t)1 << sh)) != 0) {
+                result = snapuq_srdhm(result, mults[e + 2]);
+            }
+        }
+    }
+    if (int_bits > 5) {
+        const int32_t clamp = -((int32_t)1 << (36 - int_bits));
+        if (a < clamp) {
+            result = 0;
+        }
+    }
+    if (a == 0) {
+        result = INT32_MAX;
+    }
+    return result;
+}
+
+/* 1 / (1 + x) for x in [0, 1) as Q0.31 (Newton-Raphson, 3 steps, Q2.29 internally) */
+static int32_t one_over_one_plus_x(int32_t a)
+{
+    const int64_t sum = (int64_t)a + INT32_MAX;
+    const int32_t half_denominator = (int32_t)((sum + (sum >= 0 ? 1 : -1)) / 2);
+    const int32_t c48_17 = 1515870810;
+    const int32_t cm32_17 = -1010580540;
+    int32_t x = c48_17 + snapuq_srdhm(half_denominator, cm32_17);
+    int i;
+    for (i = 0; i < 3; i++) {
+        const int32_t hdx = snapuq_srdhm(half_denominator, x);
+        const int32_t one_minus = ((int32_t)1 << 29) - hdx;
+        x = x + snapuq_mul_pot(snapuq_srdhm(x, one_minus), 2);
+    }
+    return snapuq_mul_pot(x, 1);
+}
+
+void snapuq_softmax_ref(const snapuq_softmax_args_t *a)
+{
+    int32_t i, c;
+    for (i = 0; i < a->outer; i++) {
+        const int8_t *in = a->in + (size_t)i * a->depth;
+        int8_t *out = a->out + (size_t)i * a->depth;
+        int32_t mx = -128, sum = 0, headroom, shifted_scale, bits_over_unit, exponent;
+        for (c = 0; c < a->depth; c++) {
+            mx = in[c] > mx ? in[c] : mx;
+        }
+        for (c = 0; c < a->depth; c++) {
+            const int32_t diff = (int32_t)in[c] - mx;
+            if (diff >= a->diff_min) {
+                const int32_t r = snapuq_srdhm(snapuq_shl_wrap(diff, a->left_shift), a->mult);
+                sum += snapuq_rdbpot(exp_negative(r, 5), 12);
+            }
+        }
+        headroom = snapuq_clz32((uint32_t)sum);
+        bits_over_unit = 12 - headroom;
+        shifted_scale = one_over_one_plus_x(
+            (int32_t)(((uint32_t)sum << headroom) - ((uint32_t)1 << 31)));
+        exponent = bits_over_unit + 31 - 8;
+        for (c = 0; c < a->depth; c++) {
+            const int32_t diff = (int32_t)in[c] - mx;
+            if (diff >= a->diff_min) {
+                const int32_t r = snapuq_srdhm(snapuq_shl_wrap(diff, a->left_shift), a->mult);
+                const int32_t e = exp_negative(r, 5);
+                const int32_t v = snapuq_rdbpot(snapuq_srdhm(shifted_scale, e), exponent) - 128;
+                out[c] = (int8_t)snapuq_clamp_i32(v, -128, 127);
+            } else {
+                out[c] = -128;
+            }
+        }
+    }
+}
+
+void snapuq_logistic_ref(const snapuq_logistic_args_t *a)
+{
+    int32_t i;
+    for (i = 0; i < a->n; i++) {
+        const int32_t x = (int32_t)a->in[i] - a->in_zp;
+        int32_t v;
+        if (x <= -a->range_radius) {
+            a->out[i] = -128;
+            continue;
+        }
+        if (x >= a->range_radius) {
+            a->out[i] = 127;
+            continue;
+        }
+        {
+            const int32_t q4 = snapuq_mbqm(x, a->mult, a->left_shift);
+            int32_t res;
+            if (q4 == 0) {
+                res = 1 << 30;
+            } else {
+                const int32_t absx = q4 > 0 ? q4 : -q4;
+                const int32_t pos = one_over_one_plus_x(exp_negative(-absx, 4));
+                res = q4 > 0 ? pos : (int32_t)((uint32_t)INT32_MAX - (uint32_t)pos);
+            }
+            v = snapuq_rdbpot(res, 23) - 128;
+            a->out[i] = (int8_t)snapuq_clamp_i32(v, -128, 127);
+        }
+    }
+}
+
+void snapuq_requant_ref(const snapuq_requant_args_t *a)
+{
+    int32_t i;
+    for (i = 0; i < a->n; i++) {
+        const int32_t v = snapuq_mbqm((int32_t)a->in[i] - a->in_zp, a->mult, a->shift) + a->out_zp;
+        a->out[i] = (int8_t)snapuq_clamp_i32(v, -128, 127);
+    }
+}

@@ -1,0 +1,166 @@
+"""Helpers for the C-core tests: build the core with the host compiler, make small int8 TFLite
+models with Keras, and run them through the C runtime and the tflite-micro interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "firmware" / "core"
+TESTS_C = ROOT / "tests" / "c"
+BUILD = ROOT / "build" / "c-core-tests"
+
+CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g", "-O1"]
+SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+RUNTIME_SRC = ["snapuq_runtime.c", "snapuq_kernels_ref.c", "snapuq_kernels_dsp.c", "snapuq_opnames.c"]
+SNAP_SRC = ["snapuq_snap.c"]
+
+
+def build_binary(name: str, sources: list[str], defines: tuple[str, ...] = (),
+                 sanitize: bool = True, extra: tuple[str, ...] = ()) -> Path:
+    """Compile tests/c/<sources> + the core into build/c-core-tests/<name> (cached by mtime)."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    out = BUILD / name
+    core = [CORE / s for s in RUNTIME_SRC + SNAP_SRC if (CORE / s).exists() and (CORE / s).stat().st_size]
+    srcs = core + [TESTS_C / s for s in sources]
+    deps = srcs + list(CORE.glob("*.h"))
+    if out.exists() and all(out.stat().st_mtime >= p.stat().st_mtime for p in deps):
+        return out
+    tmp = f"{out}.{os.getpid()}.tmp"
+    cmd = ["gcc", *CFLAGS, *(SAN if sanitize else []), *[f"-D{d}" for d in defines], *extra,
+           f"-I{CORE}", *map(str, srcs), "-o", tmp, "-lm"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    os.replace(tmp, out)
+    return out
+
+
+def run_model_c(binary: Path, tflite: bytes,
+                inputs: list[np.ndarray]) -> tuple[dict[str, Any], list[list[np.ndarray]]]:
+    """Run N input records (one int8 array per record; single-input models) through run_model."""
+    with tempfile.TemporaryDirectory() as td:
+        m = Path(td) / "m.tflite"
+        m.write_bytes(tflite)
+        if not inputs:
+            p = subprocess.run([str(binary), str(m)], capture_output=True, text=True)
+            return json.loads(p.stdout.splitlines()[0]), []
+        xi = Path(td) / "in.bin"
+        xo = Path(td) / "out.bin"
+        xi.write_bytes(b"".join(np.ascontiguousarray(x, dtype=np.int8).tobytes() for x in inputs))
+        p = subprocess.run([str(binary), str(m), str(xi), str(xo), str(len(inputs))],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"run_model failed ({p.returncode}): {p.stderr.strip()} {p.stdout.strip()}")
+        info = json.loads(p.stdout.splitlines()[0])
+        raw = np.frombuffer(xo.read_bytes(), dtype=np.int8)
+    sizes = [o["bytes"] for o in info["outputs"]]
+    rec = sum(sizes)
+    outs = []
+    for r in range(len(inputs)):
+        base = r * rec
+        parts = []
+        for o, s in zip(info["outputs"], sizes):
+            parts.append(raw[base:base + s].reshape(o["shape"]))
+            base += s
+        outs.append(parts)
+    return info, outs
+
+
+def tflm_interpreter(tflite: bytes, arena_size: int = 1 << 22) -> Any:
+    from tflite_micro.python.tflite_micro import runtime
+    return runtime.Interpreter.from_bytes(tflite, arena_size=arena_size)
+
+
+def run_model_tflm(tflite: bytes, inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
+    it = tflm_interpreter(tflite)
+    n_out = tflm_outputs_count(tflite)
+    res = []
+    for x in inputs:
+        it.set_input(np.ascontiguousarray(x, dtype=np.int8), 0)
+        it.invoke()
+        res.append([np.array(it.get_output(i)) for i in range(n_out)])
+    return res
+
+
+def tflm_outputs_count(tflite: bytes) -> int:
+    import tflite as tfl
+    m = tfl.Model.GetRootAsModel(tflite, 0)
+    return m.Subgraphs(0).OutputsLength()
+
+
+def tflm_min_arena(tflite: bytes, x: np.ndarray, lo: int = 256, hi: int = 1 << 22) -> int:
+    """Smallest arena_size (bytes, 16-byte granularity) with which TFLM allocates and invokes."""
+    def ok(n: int) -> bool:
+        try:
+            it = tflm_interpreter(tflite, n)
+            it.set_input(np.ascontiguousarray(x, dtype=np.int8), 0)
+            it.invoke()
+            return True
+        except Exception:  # noqa: BLE001 - TFLM raises RuntimeError/ValueError on allocation failure
+            return False
+    if not ok(hi):
+        raise RuntimeError("TFLM cannot run the model even with the largest arena")
+    while hi - lo > 16:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def convert_int8(model: Any, rep: Callable[[], Any] | np.ndarray) -> bytes:
+    """Full-integer int8 conversion (int8 input and output) of a Keras model."""
+    import tensorflow as tf
+    if isinstance(rep, np.ndarray):
+        data = rep
+
+        def rep_fn() -> Any:
+            for i in range(len(data)):
+                yield [data[i:i + 1].astype(np.float32)]
+    else:
+        rep_fn = rep
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = rep_fn
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    return bytes(conv.convert())
+
+
+def have_tools(*names: str) -> bool:
+    return all(shutil.which(n) for n in names)
+
+
+def cached_model(key: str, make: Callable[[], bytes]) -> bytes:
+    """Converted models are cached under build/ (conversion costs seconds; the key names the
+    architecture and seed completely)."""
+    d = BUILD / "models"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"{key}.tflite"
+    if p.exists():
+        return p.read_bytes()
+    data = make()
+    tmp = p.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, p)
+    return data
+
+
+def compare_outputs(ours: list[list[np.ndarray]], ref: list[list[np.ndarray]]) -> list[int]:
+    """Number of differing elements per output over all records."""
+    n_out = len(ref[0])
+    diffs = [0] * n_out
+    for a, b in zip(ours, ref):
+        for k in range(n_out):
+            diffs[k] += int((a[k].astype(np.int32).ravel() != b[k].astype(np.int32).ravel()).sum())
+    return diffs

@@ -1,0 +1,155 @@
+"""C runtime (firmware/core) vs the tflite-micro interpreter: element-for-element equality on
+multi-op models and on random single-op models, both kernel sets, under ASan/UBSan."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
+import ccore  # noqa: E402
+
+pytest.importorskip("tflite_micro")
+tf = pytest.importorskip("tensorflow")
+keras = tf.keras
+layers = keras.layers
+
+KERNELS = {"ref": (), "dsp": ("SNAPUQ_KERNELS_DSP=1",)}
+
+
+@pytest.fixture(scope="module", params=sorted(KERNELS))
+def runner(request: pytest.FixtureRequest) -> Path:
+    return ccore.build_binary(f"run_model_{request.param}", ["run_model.c"], KERNELS[request.param])
+
+
+def _mixed_model() -> bytes:
+    rng = np.random.default_rng(0)
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((12, 12, 3), batch_size=1)
+    x = layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    x = layers.DepthwiseConv2D(3, strides=2, padding="same", activation="relu")(x)
+    x = layers.MaxPooling2D(2)(x)
+    y = layers.Conv2D(8, 1)(x)
+    x = layers.Add()([x, y])
+    x2 = layers.AveragePooling2D(2, padding="same")(x)
+    g = layers.GlobalAveragePooling2D()(x2)
+    z = layers.Dense(10)(layers.Flatten()(x))
+    p = layers.Softmax()(z)
+    m = keras.Model(inp, [z, p, g])
+    return ccore.convert_int8(m, rng.normal(size=(64, 12, 12, 3)).astype(np.float32))
+
+
+def test_mixed_model_bit_exact_300_inputs(runner: Path) -> None:
+    tfl = ccore.cached_model("mixed_v1", _mixed_model)
+    rng = np.random.default_rng(1)
+    xs = [rng.integers(-128, 128, size=(1, 12, 12, 3), dtype=np.int8) for _ in range(300)]
+    info, ours = ccore.run_model_c(runner, tfl, xs)
+    ref = ccore.run_model_tflm(tfl, xs)
+    assert info["ops"] == ["CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "CONV_2D", "ADD", "AVERAGE_POOL_2D",
+                           "MEAN", "RESHAPE", "FULLY_CONNECTED", "SOFTMAX"]
+    assert ccore.compare_outputs(ours, ref) == [0, 0, 0]
+    # outputs are not constant (the comparison is not vacuous)
+    assert len({o[0].tobytes() for o in ours}) > 100
+
+
+def _single_op(seed: int) -> tuple[str, bytes, tuple[int, ...]]:
+    """A random one- or two-op model with random shape and quantization ranges."""
+    rng = np.random.default_rng(seed)
+    kind = ["conv", "dwconv", "dense", "dense_pt", "maxpool", "avgpool", "mean", "add", "softmax"][seed % 9]
+    h = int(rng.integers(3, 10))
+    w = int(rng.integers(3, 10))
+    c = int(rng.integers(1, 9))
+    shape = (h, w, c) if kind not in ("dense", "dense_pt", "softmax") else (int(rng.integers(2, 40)),)
+    scale = float(np.exp(rng.uniform(-3, 3)))
+    shift = float(rng.uniform(-2, 2))
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input(shape, batch_size=1)
+    act = ["relu", None, "relu6"][int(rng.integers(0, 3))]
+    if kind == "conv":
+        k = int(rng.integers(1, min(h, w, 4) + 1))
+        s = int(rng.integers(1, 3))
+        pad = ["same", "valid"][int(rng.integers(0, 2))]
+        dil = 1 if s > 1 or k == 1 else int(rng.integers(1, 3))
+        if pad == "valid" and (k - 1) * dil + 1 > min(h, w):
+            dil = 1
+        out = layers.Conv2D(int(rng.integers(1, 9)), k, strides=s, padding=pad, dilation_rate=dil,
+                            activation=act)(inp)
+    elif kind == "dwconv":
+        k = int(rng.integers(1, min(h, w, 4) + 1))
+        out = layers.DepthwiseConv2D(k, strides=int(rng.integers(1, 3)), padding=["same", "valid"][seed % 2],
+                                     depth_multiplier=int(rng.integers(1, 3)), activation=act)(inp)
+    elif kind in ("dense", "dense_pt"):
+        out = layers.Dense(int(rng.integers(1, 20)), activation=act)(inp)
+    elif kind == "maxpool":
+        out = layers.MaxPooling2D(int(rng.integers(1, 3)), strides=int(rng.integers(1, 3)),
+                                  padding=["same", "valid"][seed % 2])(inp)
+    elif kind == "avgpool":
+        out = layers.AveragePooling2D(int(rng.integers(1, 3)), strides=int(rng.integers(1, 3)),
+                                      padding=["same", "valid"][seed % 2])(inp)
+    elif kind == "mean":
+        out = layers.GlobalAveragePooling2D(keepdims=bool(seed % 2))(inp)
+    elif kind == "add":
+        a = layers.Conv2D(c, 1)(inp)
+        out = layers.Add()([inp, a])
+    else:
+        out = layers.Softmax()(layers.Dense(int(rng.integers(2, 12)))(inp))
+    m = keras.Model(inp, out)
+    rep = (rng.normal(size=(48, *shape)) * scale + shift).astype(np.float32)
+    conv = tf.lite.TFLiteConverter.from_keras_model(m)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+
+    def rep_fn():  # type: ignore[no-untyped-def]
+        for i in range(len(rep)):
+            yield [rep[i:i + 1]]
+    conv.representative_dataset = rep_fn
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    if kind == "dense_pt":
+        conv._experimental_disable_per_channel_quantization_for_dense_layers = True
+    return kind, bytes(conv.convert()), (1, *shape)
+
+
+@pytest.mark.parametrize("seed", range(18))
+def test_random_single_op_models(runner: Path, seed: int) -> None:
+    holder: dict[str, object] = {}
+
+    def make() -> bytes:
+        kind, data, shape = _single_op(seed)
+        holder["shape"] = shape
+        return data
+    tfl = ccore.cached_model(f"single_v1_{seed}", make)
+    info, _ = ccore.run_model_c(runner, tfl, [])
+    assert info["status"] == "ok", info
+    shape = tuple(info["inputs"][0]["shape"])
+    rng = np.random.default_rng(100 + seed)
+    xs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for _ in range(25)]
+    _, ours = ccore.run_model_c(runner, tfl, xs)
+    ref = ccore.run_model_tflm(tfl, xs)
+    assert ccore.compare_outputs(ours, ref) == [0] * len(ref[0]), info["ops"]
+
+
+def test_unsupported_op_is_named(runner: Path) -> None:
+    def make() -> bytes:
+        keras.utils.set_random_seed(3)
+        inp = keras.Input((6,), batch_size=1)
+        out = layers.Activation("tanh")(layers.Dense(4)(inp))
+        rep = np.random.default_rng(0).normal(size=(16, 6)).astype(np.float32)
+        return ccore.convert_int8(keras.Model(inp, out), rep)
+    tfl = ccore.cached_model("tanh_v1", make)
+    info, _ = ccore.run_model_c(runner, tfl, [])
+    assert info["status"] == "unsupported operator"
+    assert "TANH" in info["message"]
+
+
+def test_bad_files_give_status(runner: Path, tmp_path: Path) -> None:
+    tfl = ccore.cached_model("mixed_v1", _mixed_model)
+    cases = {"truncated": tfl[: len(tfl) // 2], "magic": tfl[:4] + b"XXXX" + tfl[8:], "empty": b"",
+             "short": tfl[:12]}
+    for name, data in cases.items():
+        info, _ = ccore.run_model_c(runner, data, [])
+        assert info["status"] != "ok", name
+        assert info["message"], name
