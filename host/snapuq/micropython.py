@@ -1,0 +1,220 @@
+"""Host side of the MicroPython module: the single-file model blob and an mpremote helper.
+
+The blob (``model.snapuq``) carries the int8 .tflite and its manifest in one file so that a
+board needs a single ``mpremote cp``. Layout (little-endian, offsets from the blob start)::
+
+    0   4  magic b"SNUQ"
+    4   2  version (1)
+    6   2  header size (32)
+    8   4  tflite offset (multiple of 16)
+    12  4  tflite length
+    16  4  manifest offset (tflite end, padded to 4)
+    20  4  manifest length (UTF-8 JSON)
+    24  4  CRC-32 (zlib) of bytes [32, end)
+    28  4  reserved, 0
+
+``snapuq.Model`` (the C module and the pure-MicroPython twin) accepts the blob, or a .tflite
+plus snapuq.json.
+
+Command line::
+
+    python -m snapuq.micropython blob models/digits            # -> models/digits/model.snapuq
+    python -m snapuq.micropython push models/digits --port /dev/ttyACM0 [--twin] [--n 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snapuq.errors import DeviceError, ModelFormatError, SnapuqError
+
+MAGIC = b"SNUQ"
+VERSION = 1
+HEADER = 32
+TFLITE_ALIGN = 16
+BLOB_NAME = "model.snapuq"
+TWIN_PATH = Path(__file__).resolve().parents[2] / "micropython_modules" / "twin" / "snapuq.py"
+
+
+def compact_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest without the float provenance block (``snap.float``), which the device never
+    reads; everything the integer path and the API use is kept."""
+    out = json.loads(json.dumps(manifest))
+    snap = out.get("snap")
+    if isinstance(snap, dict):
+        snap.pop("float", None)
+    return out
+
+
+def write_blob(tflite: bytes, manifest: dict[str, Any], compact: bool = True) -> bytes:
+    """Pack a .tflite and its manifest into one blob (format in the module docstring)."""
+    if len(tflite) < 8 or tflite[4:8] != b"TFL3":
+        raise ModelFormatError("write_blob: not a .tflite (missing TFL3 identifier)")
+    man = compact_manifest(manifest) if compact else manifest
+    mbytes = json.dumps(man, separators=(",", ":")).encode()
+    toff = HEADER + (-HEADER) % TFLITE_ALIGN
+    tend = toff + len(tflite)
+    moff = tend + (-tend) % 4
+    body = bytearray(moff + len(mbytes) - HEADER)
+    body[toff - HEADER:tend - HEADER] = tflite
+    body[moff - HEADER:] = mbytes
+    crc = zlib.crc32(bytes(body)) & 0xFFFFFFFF
+    head = MAGIC + struct.pack("<HHIIIIII", VERSION, HEADER, toff, len(tflite), moff, len(mbytes), crc, 0)
+    return head + bytes(body)
+
+
+def read_blob(buf: bytes) -> tuple[bytes, dict[str, Any]]:
+    """(tflite, manifest) from a blob; ModelFormatError names what is wrong."""
+    if len(buf) < HEADER or buf[:4] != MAGIC:
+        raise ModelFormatError("not a snapuq blob (bad magic)")
+    ver, hsize, toff, tlen, moff, mlen, crc, _ = struct.unpack_from("<HHIIIIII", buf, 4)
+    if ver != VERSION:
+        raise ModelFormatError(f"unsupported blob version {ver}")
+    if hsize != HEADER or toff < hsize or moff < toff + tlen or moff + mlen != len(buf):
+        raise ModelFormatError(f"corrupt blob: section offsets do not fit a {len(buf)}-byte blob")
+    if zlib.crc32(buf[HEADER:]) & 0xFFFFFFFF != crc:
+        raise ModelFormatError("corrupt blob: CRC mismatch")
+    try:
+        man = json.loads(buf[moff:moff + mlen])
+    except ValueError as e:
+        raise ModelFormatError(f"corrupt blob: manifest is not JSON ({e})") from None
+    return bytes(buf[toff:toff + tlen]), man
+
+
+def load_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
+    d = Path(model_dir)
+    tfl, man = d / "model_int8.tflite", d / "snapuq.json"
+    for p in (tfl, man):
+        if not p.is_file():
+            raise ModelFormatError(f"{p} is missing (run `snapuq export {d}` first)")
+    return tfl.read_bytes(), json.loads(man.read_text())
+
+
+def make_blob(model_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write ``model.snapuq`` for an exported model directory; returns its path."""
+    tfl, man = load_model_files(model_dir)
+    dst = Path(out) if out else Path(model_dir) / BLOB_NAME
+    dst.write_bytes(write_blob(tfl, man))
+    return dst
+
+
+def quantize_input(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """TFLite AffineQuantize as the device does it: roundf(float32(x) / float32(scale)) + zp."""
+    q = np.float32(x) / np.float32(scale)
+    q = np.where(q >= 0, np.floor(q + np.float32(0.5)), -np.floor(-q + np.float32(0.5)))
+    return np.clip(q.astype(np.int64) + int(zero_point), -128, 127).astype(np.int8)
+
+
+def device_script(n_inputs: int, input_bytes: int, blob_name: str = BLOB_NAME) -> str:
+    """MicroPython code that scores the pushed inputs and prints one JSON line per input."""
+    return (
+        "import snapuq, json\n"
+        f"m = snapuq.Model({blob_name!r})\n"
+        "d = open('inputs.bin', 'rb').read()\n"
+        f"for i in range({n_inputs}):\n"
+        f"    r = m.infer(bytearray(d[i * {input_bytes}:(i + 1) * {input_bytes}]))\n"
+        "    print(json.dumps({'i': i, 'pred': r.pred, 'u_q16': r.u_q16, 's_q16': r.s_q16,"
+        " 'ebar_q16': list(r.ebar_q16)}))\n"
+    )
+
+
+def _mpremote(port: str, *args: str, timeout: float = 600) -> str:
+    exe = shutil.which("mpremote")
+    if exe is None:
+        raise SnapuqError("mpremote is not installed (pip install mpremote)")
+    cmd = [exe, "connect", port, *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise DeviceError(f"{' '.join(cmd[:4])} ...: {(p.stderr or p.stdout).strip()[-300:]}")
+    return p.stdout
+
+
+def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed: int = 0) -> list[dict]:
+    """Copy the blob (and the twin when the firmware has no C module) plus ``n`` test inputs to
+    the board, score them there and compare with the host integer reference."""
+    d = Path(model_dir)
+    blob = make_blob(d)
+    tfl, man = load_model_files(d)
+    x = _test_inputs(man, n, seed)
+    inputs = d / "inputs.bin"
+    inputs.write_bytes(x.tobytes())
+    if twin:
+        _mpremote(port, "cp", str(TWIN_PATH), ":snapuq.py")
+    _mpremote(port, "cp", str(blob), ":" + BLOB_NAME)
+    _mpremote(port, "cp", str(inputs), ":inputs.bin")
+    script = d / "_push_run.py"
+    script.write_text(device_script(len(x), int(x[0].size)))
+    out = _mpremote(port, "run", str(script))
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    ref = _host_reference(tfl, man, x)
+    for row, r in zip(rows, ref):
+        row["host_u_q16"] = r["U"]
+        row["match"] = row["u_q16"] == r["U"] and row["ebar_q16"] == list(r["ebar"])
+    return rows
+
+
+def _test_inputs(man: dict[str, Any], n: int, seed: int) -> np.ndarray:
+    """``n`` int8 test inputs of the model's dataset (from the manifest), quantized."""
+    from snapuq.data import load_dataset
+
+    name = man.get("dataset", "digits")
+    ds = load_dataset(name, None, seed)
+    xs = np.asarray(ds.x_test[:n], dtype=np.float32)
+    q = man.get("input", {})
+    return quantize_input(xs, float(q["scale"]), int(q["zero_point"])).reshape(len(xs), -1)
+
+
+def _host_reference(tfl: bytes, man: dict[str, Any], x: np.ndarray) -> list[dict]:
+    from snapuq.export.fixedpoint import snap_int
+    from snapuq.export.reference import Int8Model
+
+    model = Int8Model(tfl)
+    shape = man.get("input", {}).get("shape")
+    res = []
+    for xi in x:
+        outs = model.invoke(xi.reshape(shape) if shape else xi)
+        res.append(snap_int(outs, man))
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m snapuq.micropython", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("blob", help="write model.snapuq for an exported model directory")
+    b.add_argument("model_dir")
+    b.add_argument("--out")
+    p = sub.add_parser("push", help="copy model + test inputs to a board with mpremote and print U(x)")
+    p.add_argument("model_dir")
+    p.add_argument("--port", required=True, help="mpremote device (e.g. /dev/ttyACM0, socket://host:port)")
+    p.add_argument("--n", type=int, default=5)
+    p.add_argument("--twin", action="store_true", help="also copy the pure-MicroPython snapuq.py")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "blob":
+            path = make_blob(args.model_dir, args.out)
+            print(f"wrote {path} ({path.stat().st_size} bytes)")
+            return 0
+        rows = push(args.model_dir, args.port, args.n, args.twin)
+        for r in rows:
+            print(f"input {r['i']}: pred {r['pred']}  U = {r['u_q16'] / 65536:.5f} (Q16 {r['u_q16']}),"
+                  f" host {r['host_u_q16']}  {'ok' if r['match'] else 'MISMATCH'}")
+        bad = sum(not r["match"] for r in rows)
+        print(f"{len(rows) - bad}/{len(rows)} inputs identical to the host reference")
+        return 1 if bad or not rows else 0
+    except SnapuqError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1450 @@
+"""snapuq for any MicroPython: the pure-Python twin of the C user module.
+
+Same API as the C module (``snapuq.Model``, ``Model.infer``, ``Model.calibrate``,
+``Model.monitor``); the int8 TFLite interpreter and the fixed-point SNAP path use integer
+arithmetic identical to firmware/core, so results are bit-exact with the C module and the host
+reference. It is slower than the C module; use it where the firmware has no C module, and to
+test the API under any MicroPython interpreter.
+
+Runs on MicroPython >= 1.20 (needs struct, array, json) and on CPython 3.10+.
+"""
+
+import array
+import json
+import struct
+
+try:
+    from collections import namedtuple
+except ImportError:  # pragma: no cover - very small ports
+    namedtuple = None
+
+__version__ = "0.1.0"
+
+BLOB_MAGIC = b"SNUQ"
+BLOB_VERSION = 1
+BLOB_HEADER = 32
+
+# TFLite builtin operator codes and tensor types (schema.fbs)
+OP_ADD = 0
+OP_AVERAGE_POOL_2D = 1
+OP_CONV_2D = 3
+OP_DEPTHWISE_CONV_2D = 4
+OP_FULLY_CONNECTED = 9
+OP_LOGISTIC = 14
+OP_MAX_POOL_2D = 17
+OP_RESHAPE = 22
+OP_SOFTMAX = 25
+OP_MEAN = 40
+OP_SQUEEZE = 43
+OP_QUANTIZE = 114
+_OP_NAMES = {
+    OP_ADD: "ADD", OP_AVERAGE_POOL_2D: "AVERAGE_POOL_2D", OP_CONV_2D: "CONV_2D",
+    OP_DEPTHWISE_CONV_2D: "DEPTHWISE_CONV_2D", OP_FULLY_CONNECTED: "FULLY_CONNECTED",
+    OP_LOGISTIC: "LOGISTIC", OP_MAX_POOL_2D: "MAX_POOL_2D", OP_RESHAPE: "RESHAPE",
+    OP_SOFTMAX: "SOFTMAX", OP_MEAN: "MEAN", OP_SQUEEZE: "SQUEEZE", OP_QUANTIZE: "QUANTIZE",
+}
+T_FLOAT32 = 0
+T_INT32 = 2
+T_INT64 = 4
+T_INT8 = 9
+_TYPE_SIZE = {T_FLOAT32: 4, T_INT32: 4, T_INT64: 8, T_INT8: 1}
+
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+
+
+def _err(msg):
+    return ValueError("snapuq: " + msg)
+
+
+# ---------------------------------------------------------------- byte helpers
+
+def _int8_array(data):
+    """array('b') holding the bytes of ``data`` reinterpreted as int8."""
+    try:
+        return array.array("b", data)  # MicroPython: raw copy of a bytes object
+    except OverflowError:  # CPython iterates the bytes as 0..255
+        a = array.array("b")
+        a.frombytes(bytes(data))
+        return a
+
+
+def _int32_list(data):
+    n = len(data) // 4
+    return list(struct.unpack("<%di" % n, data)) if n else []
+
+
+class _FB:
+    """Bounds-checked reader for the parts of a FlatBuffer that the TFLite schema uses."""
+
+    def __init__(self, buf):
+        self.b = buf
+        self.n = len(buf)
+
+    def _chk(self, off, size, what):
+        if off < 0 or off + size > self.n:
+            raise _err("corrupt model: %s at offset %d out of range (size %d)" % (what, off, self.n))
+
+    def u8(self, off):
+        self._chk(off, 1, "byte")
+        return self.b[off]
+
+    def u16(self, off):
+        self._chk(off, 2, "u16")
+        return self.b[off] | (self.b[off + 1] << 8)
+
+    def u32(self, off):
+        self._chk(off, 4, "u32")
+        return struct.unpack_from("<I", self.b, off)[0]
+
+    def i32(self, off):
+        self._chk(off, 4, "i32")
+        return struct.unpack_from("<i", self.b, off)[0]
+
+    def f32(self, off):
+        self._chk(off, 4, "f32")
+        return struct.unpack_from("<f", self.b, off)[0]
+
+    def root(self):
+        return self.u32(0)
+
+    def field(self, table, idx):
+        """Absolute offset of field ``idx`` of the table at ``table``, or None if absent."""
+        vt = table - self.i32(table)
+        vsize = self.u16(vt)
+        if vsize < 4 or vsize & 1:
+            raise _err("corrupt model: bad vtable at offset %d" % vt)
+        slot = 4 + 2 * idx
+        if slot + 2 > vsize:
+            return None
+        fo = self.u16(vt + slot)
+        if fo == 0:
+            return None
+        return table + fo
+
+    def table(self, table, idx):
+        p = self.field(table, idx)
+        if p is None:
+            return None
+        return p + self.u32(p)
+
+    def scalar(self, table, idx, kind, default=0):
+        p = self.field(table, idx)
+        if p is None:
+            return default
+        if kind == "u8":
+            return self.u8(p)
+        if kind == "i8":
+            v = self.u8(p)
+            return v - 256 if v > 127 else v
+        if kind == "i32":
+            return self.i32(p)
+        if kind == "u32":
+            return self.u32(p)
+        if kind == "f32":
+            return self.f32(p)
+        raise _err("internal: kind " + kind)
+
+    def vector(self, table, idx):
+        """(start, count) of the vector in field ``idx``, or (0, 0) if absent."""
+        p = self.field(table, idx)
+        if p is None:
+            return 0, 0
+        v = p + self.u32(p)
+        n = self.u32(v)
+        self._chk(v + 4, 0, "vector")
+        return v + 4, n
+
+    def vec_checked(self, table, idx, elem):
+        s, n = self.vector(table, idx)
+        if n:
+            self._chk(s, n * elem, "vector body")
+        return s, n
+
+    def ints(self, table, idx):
+        s, n = self.vec_checked(table, idx, 4)
+        return [self.i32(s + 4 * i) for i in range(n)]
+
+    def floats(self, table, idx):
+        s, n = self.vec_checked(table, idx, 4)
+        return [self.f32(s + 4 * i) for i in range(n)]
+
+    def longs(self, table, idx):
+        s, n = self.vec_checked(table, idx, 8)
+        return [struct.unpack_from("<q", self.b, s + 8 * i)[0] for i in range(n)]
+
+    def tables(self, table, idx):
+        s, n = self.vec_checked(table, idx, 4)
+        return [s + 4 * i + self.u32(s + 4 * i) for i in range(n)]
+
+    def string(self, table, idx):
+        p = self.field(table, idx)
+        if p is None:
+            return ""
+        v = p + self.u32(p)
+        n = self.u32(v)
+        self._chk(v + 4, n, "string")
+        return bytes(self.b[v + 4:v + 4 + n]).decode()
+
+
+# ---------------------------------------------------------------- exact integer arithmetic
+
+def _bitlen(n):
+    """int.bit_length (MicroPython ints lack it)."""
+    n = -n if n < 0 else n
+    c = 0
+    while n >= 1 << 32:
+        n >>= 32
+        c += 32
+    while n:
+        n >>= 1
+        c += 1
+    return c
+
+
+def _f32_parts(x):
+    """float32 value ``x`` as (mantissa, exponent) with x == m * 2**e exactly (m >= 0 for x >= 0)."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    sign = -1 if bits >> 31 else 1
+    e = (bits >> 23) & 0xFF
+    m = bits & 0x7FFFFF
+    if e == 0xFF:
+        raise _err("model has a non-finite quantization scale")
+    if e == 0:
+        e = 1
+    else:
+        m |= 0x800000
+    return sign * m, e - 150
+
+
+def _quantize_ratio(nm, ne, dm, de):
+    """TFLite QuantizeMultiplier((double)(nm*2**ne) / (double)(dm*2**de)), integers only.
+
+    The numerator is an exact product of float32 values (exact in double); the quotient is
+    rounded to the nearest double (ties to even), then frexp + round(q * 2**31) as TFLite does.
+    Returns (multiplier, shift).
+    """
+    if nm <= 0 or dm <= 0:
+        if nm == 0:
+            return 0, 0
+        raise _err("model has a non-positive quantization scale")
+    # quotient Q = floor(nm * 2**k / dm) with 2**53 <= Q < 2**54 (one guard bit), then round
+    k = 54 - (_bitlen(nm) - _bitlen(dm))
+    while True:
+        num = nm << k if k >= 0 else nm >> -k  # k < 0 never loses bits: nm is small
+        q, r = divmod(num, dm)
+        if q >= (1 << 54):
+            k -= 1
+            continue
+        if q < (1 << 53):
+            k += 1
+            continue
+        break
+    # round Q to 53 significant bits, nearest-even (sticky = remainder)
+    low = q & 1
+    q >>= 1
+    if low and (r or (q & 1)):
+        q += 1
+    exp2 = ne - de - k + 1  # value = q * 2**exp2, 2**52 <= q <= 2**53
+    if q == (1 << 53):
+        q >>= 1
+        exp2 += 1
+    shift = exp2 + 53  # frexp: value = (q / 2**53) * 2**shift, fraction in [0.5, 1)
+    qf = (q + (1 << 21)) >> 22  # round(fraction * 2**31), half away from zero
+    if qf == (1 << 31):
+        qf >>= 1
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    return qf, shift
+
+
+def quantize_multiplier(s_in, s_w, s_out):
+    """(M, shift) for the effective scale double(s_in)*double(s_w)/double(s_out) of float32 scales."""
+    a_m, a_e = _f32_parts(s_in)
+    b_m, b_e = _f32_parts(s_w)
+    c_m, c_e = _f32_parts(s_out)
+    return _quantize_ratio(a_m * b_m, a_e + b_e, c_m, c_e)
+
+
+def _f32_div_round(a, b):
+    """round(float32(a / b)) with a, b float32 (TfLiteRound of a float division), integers only."""
+    am, ae = _f32_parts(a)
+    bm, be = _f32_parts(b)
+    neg = (am < 0) != (bm < 0)
+    am, bm = abs(am), abs(bm)
+    if am == 0:
+        return 0
+    k = 25 - (_bitlen(am) - _bitlen(bm))
+    while True:
+        num = am << k if k >= 0 else am >> -k
+        q, r = divmod(num, bm)
+        if q >= (1 << 25):
+            k -= 1
+            continue
+        if q < (1 << 24):
+            k += 1
+            continue
+        break
+    low = q & 1
+    q >>= 1
+    if low and (r or (q & 1)):
+        q += 1
+    e = ae - be - k + 1  # float32 quotient = q * 2**e
+    if e >= 0:
+        v = q << e
+    else:
+        v = (q + (1 << (-e - 1))) >> -e  # round half away from zero (positive)
+    return -v if neg else v
+
+
+def _srdhm(a, b):
+    """gemmlowp SaturatingRoundingDoublingHighMul for int32 a, b."""
+    if a == b == _INT32_MIN:
+        return _INT32_MAX
+    ab = a * b
+    if ab >= 0:
+        return (ab + (1 << 30)) >> 31
+    return -((-(ab + 1 - (1 << 30))) >> 31)
+
+
+def _rdpot(x, e):
+    """gemmlowp RoundingDivideByPOT."""
+    if e == 0:
+        return x
+    mask = (1 << e) - 1
+    rem = x & mask
+    thr = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> e) + (1 if rem > thr else 0)
+
+
+def _sat_shl(x, e):
+    """gemmlowp SaturatingRoundingMultiplyByPOT for a positive exponent e (int32)."""
+    thr = (1 << (31 - e)) - 1
+    if x > thr:
+        return _INT32_MAX
+    if x < -thr:
+        return _INT32_MIN
+    return x << e
+
+
+def _exp_on_negative_values(a):
+    """gemmlowp exp_on_negative_values for FixedPoint<int32, 5> raw a <= 0; result Q0.31 raw."""
+    quarter = 1 << 24
+    amq = (a & (quarter - 1)) - quarter
+    # exp on [-1/4, 0): Taylor expansion around -1/8 in Q0.31
+    x = (amq << 5) + (1 << 28)
+    x2 = _srdhm(x, x)
+    x3 = _srdhm(x2, x)
+    x4 = _srdhm(x2, x2)
+    x4_4 = _rdpot(x4, 2)
+    poly = _rdpot(_srdhm(x4_4 + x3, 715827883) + x2, 1)
+    r = 1895147668 + _srdhm(1895147668, x + poly)
+    rem = amq - a
+    for bit, mul in ((24, 1672461947), (25, 1302514674), (26, 790015084), (27, 290630308),
+                     (28, 39332535), (29, 720401), (30, 242)):
+        if rem & (1 << bit):
+            r = _srdhm(r, mul)
+    if a == 0:
+        r = _INT32_MAX
+    return r
+
+
+def _reciprocal(x, int_bits):
+    """TFLite GetReciprocal: (Q0.31 raw of 1/x scaled, num_bits_over_unit) for FixedPoint<int_bits> x > 0."""
+    clz = 32 - _bitlen(x)
+    nbits = int_bits - clz
+    a = ((x << clz) & 0xFFFFFFFF) - (1 << 31)
+    # one_over_one_plus_x_for_x_in_0_1 (Newton-Raphson in Q2.29)
+    s = a + _INT32_MAX
+    half = (s + 1) // 2 if s >= 0 else -((-s + 1) // 2)
+    xx = 1515870810 + _srdhm(half, -1010580540)
+    for _ in range(3):
+        hx = _srdhm(half, xx)
+        xx = xx + _sat_shl(_srdhm(xx, (1 << 29) - hx), 2)
+    return _sat_shl(xx, 1), nbits
+
+
+def mbqm(x, m, shift):
+    """TFLite MultiplyByQuantizedMultiplier (int32 accumulator, default double rounding)."""
+    if shift > 0:
+        x = x << shift
+        x = ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)  # int32 wrap as on the device
+        return _srdhm(x, m)
+    return _rdpot(_srdhm(x, m), -shift)
+
+
+# ---------------------------------------------------------------- model loading
+
+class _Tensor:
+    def __init__(self):
+        self.shape = ()
+        self.type = 0
+        self.name = ""
+        self.scale = ()
+        self.zp = ()
+        self.data = None  # constant data (array/list) or None
+        self.nbytes = 0
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _act_range(act, scale, zp):
+    if act == 0:
+        return -128, 127
+    if act == 1:  # RELU
+        return max(-128, zp), 127
+    if act == 3:  # RELU6
+        return max(-128, zp), min(127, zp + _f32_div_round(6.0, scale))
+    if act == 2:  # RELU_N1_TO_1
+        return max(-128, zp + _f32_div_round(-1.0, scale)), min(127, zp + _f32_div_round(1.0, scale))
+    raise _err("unsupported fused activation %d" % act)
+
+
+def _pad(padding, stride, dil, insz, fsz):
+    eff = (fsz - 1) * dil + 1
+    if padding == 0:  # SAME
+        out = (insz + stride - 1) // stride
+    else:
+        out = (insz - eff + stride) // stride
+    total = max(0, (out - 1) * stride + eff - insz)
+    return out, total // 2
+
+
+class _Op:
+    def __init__(self, code, ins, outs):
+        self.code = code
+        self.ins = ins
+        self.outs = outs
+
+
+def split_blob(buf):
+    """(tflite_bytes, manifest_dict) from a single .snapuq blob (see docs/MICROPYTHON.md)."""
+    if len(buf) < BLOB_HEADER or bytes(buf[:4]) != BLOB_MAGIC:
+        raise _err("not a snapuq blob (bad magic)")
+    ver, hsize, toff, tlen, moff, mlen, crc = struct.unpack_from("<HHIIIII", buf, 4)
+    if ver != BLOB_VERSION:
+        raise _err("unsupported blob version %d" % ver)
+    if hsize != BLOB_HEADER or toff < hsize or moff < toff + tlen or moff + mlen != len(buf):
+        raise _err("corrupt blob: section offsets do not fit a %d-byte blob" % len(buf))
+    if crc32(memoryview(buf)[BLOB_HEADER:]) != crc:
+        raise _err("corrupt blob: CRC mismatch")
+    tfl = memoryview(buf)[toff:toff + tlen]
+    try:
+        man = json.loads(bytes(buf[moff:moff + mlen]))
+    except ValueError:
+        raise _err("corrupt blob: manifest is not JSON") from None
+    return tfl, man
+
+
+try:
+    from binascii import crc32 as _crc32
+except ImportError:  # pragma: no cover - ports without binascii.crc32
+    _crc32 = None
+_CRC_TABLE = None
+
+
+def crc32(data, crc=0):
+    """CRC-32 (IEEE, zlib-compatible)."""
+    global _CRC_TABLE
+    if _crc32 is not None:
+        return _crc32(data, crc) & 0xFFFFFFFF
+    if _CRC_TABLE is None:
+        t = []
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+            t.append(c)
+        _CRC_TABLE = t
+    tab = _CRC_TABLE
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc = tab[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+class Interpreter:
+    """Int8 TFLite interpreter for the op subset of the shipped models (TFLM reference arithmetic)."""
+
+    def __init__(self, tflite):
+        fb = _FB(tflite)
+        if len(tflite) < 8:
+            raise _err("corrupt model: %d bytes is too short for a .tflite" % len(tflite))
+        if bytes(tflite[4:8]) != b"TFL3":
+            raise _err("not a .tflite model (bad magic %r)" % bytes(tflite[4:8]))
+        root = fb.root()
+        codes = []
+        for oc in fb.tables(root, 1):
+            dep = fb.scalar(oc, 0, "i8", 0)
+            bc = fb.scalar(oc, 3, "i32", 0)
+            codes.append(max(dep, bc))
+        subgraphs = fb.tables(root, 2)
+        if len(subgraphs) != 1:
+            raise _err("model has %d subgraphs, expected 1" % len(subgraphs))
+        sg = subgraphs[0]
+        buffers = fb.tables(root, 4)
+        self.tensors = []
+        for t in fb.tables(sg, 0):
+            tt = _Tensor()
+            tt.shape = tuple(fb.ints(t, 0))
+            tt.type = fb.scalar(t, 1, "u8", 0)
+            tt.name = fb.string(t, 3)
+            q = fb.table(t, 4)
+            if q is not None:
+                tt.scale = tuple(fb.floats(q, 2))
+                tt.zp = tuple(fb.longs(q, 3))
+            bi = fb.scalar(t, 2, "u32", 0)
+            if bi >= len(buffers) and bi != 0:
+                raise _err("corrupt model: tensor %r names buffer %d of %d" % (tt.name, bi, len(buffers)))
+            if tt.type not in _TYPE_SIZE:
+                raise _err("tensor %r has unsupported type %d" % (tt.name, tt.type))
+            tt.nbytes = _numel(tt.shape) * _TYPE_SIZE[tt.type]
+            if bi and bi < len(buffers):
+                s, n = fb.vec_checked(buffers[bi], 0, 1)
+                if n == 0 and fb.scalar(buffers[bi], 1, "u32", 0):
+                    raise _err("models with external buffers (>2 GB layout) are not supported")
+                if n:
+                    if n != tt.nbytes:
+                        raise _err("corrupt model: tensor %r has %d data bytes, shape needs %d"
+                                   % (tt.name, n, tt.nbytes))
+                    raw = bytes(tflite[s:s + n])
+                    if tt.type == T_INT8:
+                        tt.data = _int8_array(raw)
+                    elif tt.type == T_INT32:
+                        tt.data = _int32_list(raw)
+                    elif tt.type == T_INT64:
+                        tt.data = list(struct.unpack("<%dq" % (n // 8), raw))
+                    else:
+                        tt.data = raw
+            self.tensors.append(tt)
+        nt = len(self.tensors)
+        self.inputs = fb.ints(sg, 1)
+        self.outputs = fb.ints(sg, 2)
+        for i in self.inputs + self.outputs:
+            if not 0 <= i < nt:
+                raise _err("corrupt model: subgraph names tensor %d of %d" % (i, nt))
+        self.ops = []
+        for o in fb.tables(sg, 3):
+            ci = fb.scalar(o, 0, "u32", 0)
+            if ci >= len(codes):
+                raise _err("corrupt model: operator code %d of %d" % (ci, len(codes)))
+            op = _Op(codes[ci], fb.ints(o, 1), fb.ints(o, 2))
+            for i in op.ins + op.outs:
+                if not -1 <= i < nt:
+                    raise _err("corrupt model: operator names tensor %d of %d" % (i, nt))
+            op.opt = fb.table(o, 4)
+            self._prepare(fb, op)
+            self.ops.append(op)
+        if len(self.inputs) != 1:
+            raise _err("model has %d inputs, expected 1" % len(self.inputs))
+        self.input = self.tensors[self.inputs[0]]
+        if self.input.type != T_INT8:
+            raise _err("model input is not int8")
+
+    def _q(self, i):
+        t = self.tensors[i]
+        if not t.scale or not t.zp:
+            raise _err("tensor %r is not quantized" % t.name)
+        return t.scale[0], t.zp[0]
+
+    def _prepare(self, fb, op):
+        c = op.code
+        name = _OP_NAMES.get(c, "builtin %d" % c)
+        T = self.tensors
+        for i in op.outs:
+            if T[i].type != T_INT8:
+                raise _err("op %s: output %r is not int8" % (name, T[i].name))
+        o = op.opt
+        if c in (OP_CONV_2D, OP_DEPTHWISE_CONV_2D):
+            dw = c == OP_DEPTHWISE_CONV_2D
+            x, w, y = T[op.ins[0]], T[op.ins[1]], T[op.outs[0]]
+            b = T[op.ins[2]] if len(op.ins) > 2 and op.ins[2] >= 0 else None
+            if w.data is None or w.type != T_INT8 or len(x.shape) != 4 or len(w.shape) != 4:
+                raise _err("op %s: needs 4-D int8 input and constant int8 filter" % name)
+            op.padding = fb.scalar(o, 0, "u8", 0) if o else 0
+            op.sw = fb.scalar(o, 1, "i32", 1) if o else 1
+            op.sh = fb.scalar(o, 2, "i32", 1) if o else 1
+            if dw:
+                op.dm = fb.scalar(o, 3, "i32", 1) if o else 1
+                act = fb.scalar(o, 4, "u8", 0) if o else 0
+                op.dw_ = fb.scalar(o, 5, "i32", 1) if o else 1
+                op.dh = fb.scalar(o, 6, "i32", 1) if o else 1
+            else:
+                act = fb.scalar(o, 3, "u8", 0) if o else 0
+                op.dw_ = fb.scalar(o, 4, "i32", 1) if o else 1
+                op.dh = fb.scalar(o, 5, "i32", 1) if o else 1
+            _, ih, iw, ic = x.shape
+            if dw:
+                _, fh, fw, oc = w.shape
+                if oc != ic * op.dm:
+                    raise _err("op %s: %d output channels != %d x %d" % (name, oc, ic, op.dm))
+            else:
+                oc, fh, fw, fic = w.shape
+                if fic != ic:
+                    raise _err("op %s: filter depth %d != input depth %d" % (name, fic, ic))
+            oh, op.pt = _pad(op.padding, op.sh, op.dh, ih, fh)
+            ow, op.pl = _pad(op.padding, op.sw, op.dw_, iw, fw)
+            if tuple(y.shape) != (1, oh, ow, oc):
+                raise _err("op %s: output shape %r, expected %r" % (name, y.shape, (1, oh, ow, oc)))
+            self._conv_quant(op, x, w, y, b, oc, act, name)
+            op.dims = (ih, iw, ic, fh, fw, oh, ow, oc)
+        elif c == OP_FULLY_CONNECTED:
+            x, w, y = T[op.ins[0]], T[op.ins[1]], T[op.outs[0]]
+            b = T[op.ins[2]] if len(op.ins) > 2 and op.ins[2] >= 0 else None
+            if w.data is None or w.type != T_INT8 or len(w.shape) != 2:
+                raise _err("op FULLY_CONNECTED: needs a constant 2-D int8 filter")
+            act = fb.scalar(o, 0, "u8", 0) if o else 0
+            if o and fb.scalar(o, 1, "u8", 0):
+                raise _err("op FULLY_CONNECTED: shuffled weights are not supported")
+            oc, depth = w.shape
+            if _numel(x.shape) % depth or _numel(y.shape) != _numel(x.shape) // depth * oc:
+                raise _err("op FULLY_CONNECTED: shapes %r x %r -> %r do not fit" % (x.shape, w.shape, y.shape))
+            self._conv_quant(op, x, w, y, b, oc, act, name)
+            op.dims = (_numel(x.shape) // depth, depth, oc)
+        elif c in (OP_MAX_POOL_2D, OP_AVERAGE_POOL_2D):
+            x, y = T[op.ins[0]], T[op.outs[0]]
+            op.padding = fb.scalar(o, 0, "u8", 0)
+            op.sw = fb.scalar(o, 1, "i32", 1)
+            op.sh = fb.scalar(o, 2, "i32", 1)
+            fw = fb.scalar(o, 3, "i32", 1)
+            fh = fb.scalar(o, 4, "i32", 1)
+            act = fb.scalar(o, 5, "u8", 0)
+            sx, zx = self._q(op.ins[0])
+            sy, zy = self._q(op.outs[0])
+            if sx != sy or zx != zy:
+                raise _err("op %s: input and output quantization differ" % name)
+            if len(x.shape) != 4:
+                raise _err("op %s: needs a 4-D input" % name)
+            _, ih, iw, ch = x.shape
+            oh, op.pt = _pad(op.padding, op.sh, 1, ih, fh)
+            ow, op.pl = _pad(op.padding, op.sw, 1, iw, fw)
+            if tuple(y.shape) != (1, oh, ow, ch):
+                raise _err("op %s: output shape %r, expected %r" % (name, y.shape, (1, oh, ow, ch)))
+            op.lo, op.hi = _act_range(act, sy, zy)
+            op.dims = (ih, iw, ch, fh, fw, oh, ow)
+        elif c in (OP_RESHAPE, OP_SQUEEZE):
+            x, y = T[op.ins[0]], T[op.outs[0]]
+            if _numel(x.shape) != _numel(y.shape):
+                raise _err("op %s: %r -> %r changes the element count" % (name, x.shape, y.shape))
+        elif c == OP_MEAN:
+            self._prepare_mean(op)
+        elif c == OP_SOFTMAX:
+            x, y = T[op.ins[0]], T[op.outs[0]]
+            sx, _ = self._q(op.ins[0])
+            sy, zy = self._q(op.outs[0])
+            if sy != 0.00390625 or zy != -128:
+                raise _err("op SOFTMAX: int8 output must have scale 1/256 and zero point -128")
+            beta = fb.scalar(o, 0, "f32", 1.0) if o else 1.0
+            bm, be = _f32_parts(beta)
+            xm, xe = _f32_parts(sx)
+            op.mult, op.left_shift = _quantize_ratio(bm * xm, be + xe + 26, 1, 0)
+            if op.left_shift < 0:
+                raise _err("op SOFTMAX: input scale too small")
+            op.diff_min = -((31 << 26) >> op.left_shift)
+            op.depth = x.shape[-1] if x.shape else 1
+            if _numel(x.shape) != _numel(y.shape):
+                raise _err("op SOFTMAX: shapes %r -> %r" % (x.shape, y.shape))
+        elif c == OP_ADD:
+            self._prepare_add(fb, op)
+        else:
+            raise _err("unsupported operator %s" % name)
+
+    def _conv_quant(self, op, x, w, y, b, oc, act, name):
+        sx, zx = self._q(op.ins[0])
+        sy, zy = self._q(op.outs[0])
+        ws = w.scale
+        if len(ws) not in (1, oc):
+            raise _err("op %s: %d filter scales for %d channels" % (name, len(ws), oc))
+        if any(z != 0 for z in w.zp):
+            raise _err("op %s: filter zero point must be 0" % name)
+        op.mult = []
+        op.shift = []
+        for ch in range(oc):
+            m, s = quantize_multiplier(sx, ws[ch if len(ws) > 1 else 0], sy)
+            op.mult.append(m)
+            op.shift.append(s)
+        if b is not None:
+            if b.data is None or b.type != T_INT32 or len(b.data) != oc:
+                raise _err("op %s: bias must be %d constant int32 values" % (name, oc))
+            op.bias = b.data
+        else:
+            op.bias = [0] * oc
+        op.in_off = -zx
+        op.out_off = zy
+        op.lo, op.hi = _act_range(act, sy, zy)
+
+    def _prepare_mean(self, op):
+        T = self.tensors
+        x, ax, y = T[op.ins[0]], T[op.ins[1]], T[op.outs[0]]
+        if ax.data is None or len(x.shape) != 4:
+            raise _err("op MEAN: needs a 4-D input and constant axes")
+        axes = sorted(set((a + 4) % 4 for a in ax.data))
+        if axes != [1, 2]:
+            raise _err("op MEAN: only the spatial mean (axes 1, 2) is supported, got %r" % (axes,))
+        sx, zx = self._q(op.ins[0])
+        sy, zy = self._q(op.outs[0])
+        _, ih, iw, ch = x.shape
+        if _numel(y.shape) != ch:
+            raise _err("op MEAN: output shape %r" % (y.shape,))
+        op.dims = (ih, iw, ch)
+        op.zx, op.zy = zx, zy
+        # TFLM int8 MEAN: multiplier of s_in/s_out with 1/n folded in (floor(log2 n) extra bits)
+        n = ih * iw
+        m, sh = quantize_multiplier(sx, 1.0, sy)
+        extra = min(_bitlen(n) - 1, 32, 31 + sh)
+        op.mult = (m << extra) // n
+        op.shift = sh - extra
+
+    def _prepare_add(self, fb, op):
+        T = self.tensors
+        a, b, y = T[op.ins[0]], T[op.ins[1]], T[op.outs[0]]
+        if _numel(a.shape) != _numel(b.shape) or _numel(a.shape) != _numel(y.shape):
+            raise _err("op ADD: broadcasting is not supported")
+        sa, za = self._q(op.ins[0])
+        sb, zb = self._q(op.ins[1])
+        sy, zy = self._q(op.outs[0])
+        act = fb.scalar(op.opt, 0, "u8", 0) if op.opt else 0
+        am, ae = _f32_parts(sa)
+        bm, be = _f32_parts(sb)
+        ym, ye = _f32_parts(sy)
+        # twice_max = 2 * max(sa, sb) (float32, exact)
+        if sa >= sb:
+            tm, te = am, ae + 1
+        else:
+            tm, te = bm, be + 1
+        op.left_shift = 20
+        op.m1, op.s1 = _quantize_ratio(am, ae, tm, te)
+        op.m2, op.s2 = _quantize_ratio(bm, be, tm, te)
+        op.mo, op.so = _quantize_ratio(tm, te, ym, ye + 20)
+        op.za, op.zb, op.zy = -za, -zb, zy
+        op.lo, op.hi = _act_range(act, sy, zy)
+
+    # ------------------------------------------------------------ kernels
+
+    def invoke(self, x):
+        """Run the model on an int8 input; returns {tensor index: int8 array} for the outputs."""
+        vals = {self.inputs[0]: x}
+        T = self.tensors
+        for op in self.ops:
+            c = op.code
+            a = vals[op.ins[0]] if op.ins[0] in vals else T[op.ins[0]].data
+            if c == OP_CONV_2D:
+                r = self._conv(op, a)
+            elif c == OP_DEPTHWISE_CONV_2D:
+                r = self._dwconv(op, a)
+            elif c == OP_FULLY_CONNECTED:
+                r = self._fc(op, a)
+            elif c == OP_MAX_POOL_2D:
+                r = self._maxpool(op, a)
+            elif c == OP_AVERAGE_POOL_2D:
+                r = self._avgpool(op, a)
+            elif c in (OP_RESHAPE, OP_SQUEEZE):
+                r = a
+            elif c == OP_MEAN:
+                r = self._mean(op, a)
+            elif c == OP_SOFTMAX:
+                r = self._softmax(op, a)
+            elif c == OP_ADD:
+                bb = vals[op.ins[1]] if op.ins[1] in vals else T[op.ins[1]].data
+                r = self._add(op, a, bb)
+            else:  # pragma: no cover - rejected in _prepare
+                raise _err("unsupported operator %d" % c)
+            vals[op.outs[0]] = r
+        return {i: vals[i] for i in self.outputs}
+
+    def _conv(self, op, x):
+        ih, iw, ic, fh, fw, oh, ow, oc = op.dims
+        sh, sw, dh, dw, pt, pl = op.sh, op.sw, op.dh, op.dw_, op.pt, op.pl
+        w = op_w = self.tensors[op.ins[1]].data
+        del op_w
+        bias, mult, shift = op.bias, op.mult, op.shift
+        ioff, ooff, lo, hi = op.in_off, op.out_off, op.lo, op.hi
+        y = array.array("b", bytes(oh * ow * oc))
+        fstride = fh * fw * ic
+        yi = 0
+        for oy in range(oh):
+            y0 = oy * sh - pt
+            for ox in range(ow):
+                x0 = ox * sw - pl
+                # the valid taps of this window: (input offset, filter offset) pairs per row
+                rows = []
+                for ky in range(fh):
+                    iy = y0 + ky * dh
+                    if 0 <= iy < ih:
+                        for kx in range(fw):
+                            ix = x0 + kx * dw
+                            if 0 <= ix < iw:
+                                rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * ic))
+                for o in range(oc):
+                    acc = 0
+                    fb_ = o * fstride
+                    for xo, fo in rows:
+                        fo += fb_
+                        for k in range(ic):
+                            acc += w[fo + k] * (x[xo + k] + ioff)
+                    acc = mbqm(acc + bias[o], mult[o], shift[o]) + ooff
+                    y[yi] = lo if acc < lo else (hi if acc > hi else acc)
+                    yi += 1
+        return y
+
+    def _dwconv(self, op, x):
+        ih, iw, ic, fh, fw, oh, ow, oc = op.dims
+        sh, sw, dh, dw, pt, pl, dm = op.sh, op.sw, op.dh, op.dw_, op.pt, op.pl, op.dm
+        w = self.tensors[op.ins[1]].data
+        bias, mult, shift = op.bias, op.mult, op.shift
+        ioff, ooff, lo, hi = op.in_off, op.out_off, op.lo, op.hi
+        y = array.array("b", bytes(oh * ow * oc))
+        yi = 0
+        for oy in range(oh):
+            y0 = oy * sh - pt
+            for ox in range(ow):
+                x0 = ox * sw - pl
+                rows = []
+                for ky in range(fh):
+                    iy = y0 + ky * dh
+                    if 0 <= iy < ih:
+                        for kx in range(fw):
+                            ix = x0 + kx * dw
+                            if 0 <= ix < iw:
+                                rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * oc))
+                for o in range(oc):
+                    ci = o // dm
+                    acc = 0
+                    for xo, fo in rows:
+                        acc += w[fo + o] * (x[xo + ci] + ioff)
+                    acc = mbqm(acc + bias[o], mult[o], shift[o]) + ooff
+                    y[yi] = lo if acc < lo else (hi if acc > hi else acc)
+                    yi += 1
+        return y
+
+    def _fc(self, op, x):
+        nb, depth, oc = op.dims
+        w = self.tensors[op.ins[1]].data
+        bias, mult, shift = op.bias, op.mult, op.shift
+        ioff, ooff, lo, hi = op.in_off, op.out_off, op.lo, op.hi
+        y = array.array("b", bytes(nb * oc))
+        yi = 0
+        for bi in range(nb):
+            xb = bi * depth
+            xs = [x[xb + k] + ioff for k in range(depth)]
+            for o in range(oc):
+                acc = 0
+                wo = o * depth
+                for k in range(depth):
+                    acc += w[wo + k] * xs[k]
+                acc = mbqm(acc + bias[o], mult[o], shift[o]) + ooff
+                y[yi] = lo if acc < lo else (hi if acc > hi else acc)
+                yi += 1
+        return y
+
+    def _pool_windows(self, op):
+        ih, iw, ch, fh, fw, oh, ow = op.dims
+        for oy in range(oh):
+            ys = oy * op.sh - op.pt
+            y0, y1 = max(0, ys), min(fh + ys, ih)
+            for ox in range(ow):
+                xs = ox * op.sw - op.pl
+                x0, x1 = max(0, xs), min(fw + xs, iw)
+                yield y0, y1, x0, x1
+
+    def _maxpool(self, op, x):
+        ih, iw, ch, fh, fw, oh, ow = op.dims
+        y = array.array("b", bytes(oh * ow * ch))
+        lo, hi = op.lo, op.hi
+        yi = 0
+        for y0, y1, x0, x1 in self._pool_windows(op):
+            for c in range(ch):
+                m = -128
+                for iy in range(y0, y1):
+                    b = iy * iw
+                    for ix in range(x0, x1):
+                        v = x[(b + ix) * ch + c]
+                        if v > m:
+                            m = v
+                y[yi] = lo if m < lo else (hi if m > hi else m)
+                yi += 1
+        return y
+
+    def _avgpool(self, op, x):
+        ih, iw, ch, fh, fw, oh, ow = op.dims
+        y = array.array("b", bytes(oh * ow * ch))
+        lo, hi = op.lo, op.hi
+        yi = 0
+        for y0, y1, x0, x1 in self._pool_windows(op):
+            n = (y1 - y0) * (x1 - x0)
+            for c in range(ch):
+                acc = 0
+                for iy in range(y0, y1):
+                    b = iy * iw
+                    for ix in range(x0, x1):
+                        acc += x[(b + ix) * ch + c]
+                if n == 0:
+                    v = 0
+                elif acc > 0:
+                    v = (acc + n // 2) // n
+                else:
+                    v = -((-acc + n // 2) // n)
+                y[yi] = lo if v < lo else (hi if v > hi else v)
+                yi += 1
+        return y
+
+    def _mean(self, op, x):
+        ih, iw, ch = op.dims
+        n = ih * iw
+        mult, shift, zy = op.mult, op.shift, op.zy
+        off = -op.zx * n
+        y = array.array("b", bytes(ch))
+        for c in range(ch):
+            acc = off
+            for i in range(c, n * ch, ch):
+                acc += x[i]
+            v = mbqm(acc, mult, shift) + zy
+            y[c] = -128 if v < -128 else (127 if v > 127 else v)
+        return y
+
+    def _softmax(self, op, x):
+        n = len(x)
+        depth = op.depth
+        y = array.array("b", bytes(n))
+        mult, ls, dmin = op.mult, op.left_shift, op.diff_min
+        for base in range(0, n, depth):
+            mx = -128
+            for c in range(base, base + depth):
+                if x[c] > mx:
+                    mx = x[c]
+            exps = []
+            total = 0
+            for c in range(base, base + depth):
+                d = x[c] - mx
+                if d >= dmin:
+                    e = _exp_on_negative_values(_srdhm(d * (1 << ls), mult))
+                    total += _rdpot(e, 12)
+                else:
+                    e = None
+                exps.append(e)
+            scale, nbits = _reciprocal(total, 12)
+            for k in range(depth):
+                e = exps[k]
+                if e is None:
+                    v = -128
+                else:
+                    v = _rdpot(_srdhm(scale, e), nbits + 23) - 128
+                    v = -128 if v < -128 else (127 if v > 127 else v)
+                y[base + k] = v
+        return y
+
+    def _add(self, op, a, b):
+        n = len(a)
+        y = array.array("b", bytes(n))
+        ls = 1 << op.left_shift
+        for i in range(n):
+            va = mbqm((a[i] + op.za) * ls, op.m1, op.s1)
+            vb = mbqm((b[i] + op.zb) * ls, op.m2, op.s2)
+            v = mbqm(va + vb, op.mo, op.so) + op.zy
+            y[i] = op.lo if v < op.lo else (op.hi if v > op.hi else v)
+        return y
+
+    def arena_estimate(self):
+        """Peak bytes of simultaneously live activation tensors (16-byte aligned) plus 8 bytes
+        per requantized channel: what a lifetime-based planner needs at least."""
+        T = self.tensors
+        n = len(self.ops)
+        first = {}
+        last = {}
+        for i in self.inputs:
+            first[i] = -1
+        for k, op in enumerate(self.ops):
+            for i in op.outs:
+                first.setdefault(i, k)
+                last[i] = k
+            for i in op.ins:
+                if i >= 0 and T[i].data is None:
+                    last[i] = k
+        for i in self.outputs:
+            last[i] = n
+        alias = {}
+        for op in self.ops:
+            if op.code in (OP_RESHAPE, OP_SQUEEZE):
+                alias[op.outs[0]] = alias.get(op.ins[0], op.ins[0])
+        life = {}
+        for i in first:
+            r = alias.get(i, i)
+            lo, hi = life.get(r, (first[i], last.get(i, first[i])))
+            life[r] = (min(lo, first[i]), max(hi, last.get(i, first[i])))
+        peak = 0
+        for k in range(-1, n + 1):
+            live = 0
+            for r, (lo, hi) in life.items():
+                if lo <= k <= hi:
+                    live += (T[r].nbytes + 15) & ~15
+            peak = max(peak, live)
+        chans = sum(len(op.mult) for op in self.ops if isinstance(getattr(op, "mult", None), list))
+        return peak + 8 * chans
+
+
+# ---------------------------------------------------------------- SNAP (docs/FIXED_POINT.md)
+
+T_MAX = (1 << 24) - 1
+_I32MAX = (1 << 31) - 1
+
+
+def mul_shift(x, m, n):
+    """FIXED_POINT.md mul_shift: x*M rounded half up by n bits."""
+    if n == 0:
+        return x * m
+    return (x * m + (1 << (n - 1))) >> n
+
+
+def encode_mn(c):
+    """A real constant as (M, n) with |M| in [2**30, 2**31), c ~ M / 2**n (FIXED_POINT.md)."""
+    if c == 0:
+        return 0, 0
+    a = -c if c < 0 else c
+    n = 30
+    while a * (1 << n) >= (1 << 31) and n > -64:
+        n -= 1
+    while a * (1 << n) < (1 << 30) and n < 64:
+        n += 1
+    m = int(a * (1 << n) + 0.5)
+    if m >= (1 << 31):
+        n -= 1
+        m = int(a * (1 << n) + 0.5)
+    if not 0 <= n <= 62:
+        raise _err("constant %r cannot be encoded in fixed point" % c)
+    return (-m if c < 0 else m), n
+
+
+def snap_int(outs, snap):
+    """Integer SNAP path: ``outs`` maps output name -> int8 sequence; returns a dict of ints."""
+    acc = 0
+    ebars = []
+    stap = []
+    for tp in snap["taps"]:
+        qa, qm, qv = outs[tp["a"]], outs[tp["mu"]], outs[tp["logvar"]]
+        d = tp["d"]
+        za, zm, zv, ka, km = tp["z_a"], tp["z_mu"], tp["z_v"], tp["k_a"], tp["k_mu"]
+        R = tp["lut_shift"]
+        lut = tp["inv_sigma_lut"]
+        half = (1 << (R - 1)) if R else 0
+        E = 0
+        lam = 0
+        for i in range(d):
+            v = qv[i]
+            delta = (qa[i] - za) * ka - (qm[i] - zm) * km
+            if delta < 0:
+                delta = -delta
+            p = delta * lut[v + 128]
+            t = (p + half) >> R if R else p
+            if t > T_MAX:
+                t = T_MAX
+            E += t * t
+            lam += v - zv
+        e16 = E // (256 * d)
+        if e16 > _I32MAX:
+            e16 = _I32MAX
+        s16 = mul_shift(e16, tp["p_m"], tp["p_n"]) + mul_shift(lam, tp["q_m"], tp["q_n"]) + tp["r_q16"]
+        if s16 < 0:
+            s16 = -s16
+        if s16 > (1 << 30) - 1:
+            s16 = (1 << 30) - 1
+        ebars.append(e16)
+        stap.append(s16)
+        acc += s16 * tp["w_q16"]
+    S16 = (acc + (1 << 15)) >> 16
+    if S16 > _I32MAX:
+        S16 = _I32MAX
+    hg = snap.get("hinge")
+    if hg:
+        D = S16 - hg["q_q16"]
+        if D <= 0:
+            F16 = 0
+        else:
+            F16 = mul_shift(min(D, _I32MAX), hg["m"], hg["n"])
+            if F16 > _I32MAX:
+                F16 = _I32MAX
+    else:
+        F16 = S16
+    qp = outs[snap["conf"].get("probs", "probs")]
+    P1 = -1
+    P2 = -1
+    for v in qp:
+        v += 128
+        if v > P1:
+            P2 = P1
+            P1 = v
+        elif v > P2:
+            P2 = v
+    m16 = 65536 - 256 * P1 + ((snap["conf"]["a_q16"] * P2 + 128) >> 8)
+    lg = snap["logistic"]
+    Z16 = lg["b0_q16"] + mul_shift(F16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
+    zc = lg.get("z_clamp_q16", (1 << 20) - 1)
+    Z16 = -zc if Z16 < -zc else (zc if Z16 > zc else Z16)
+    st = lg.get("lut_step_shift", 11)
+    sl = lg["sigmoid_lut"]
+    a = -Z16 if Z16 < 0 else Z16
+    i = a >> st
+    f = a & ((1 << st) - 1)
+    v = sl[i] + (((sl[i + 1] - sl[i]) * f + (1 << (st - 1))) >> st)
+    U16 = v if Z16 >= 0 else 65536 - v
+    return {"ebar": ebars, "tap": stap, "S": S16, "F": F16, "m": m16, "Z": Z16, "U": U16,
+            "flag": U16 >= snap["u_threshold_q16"]}
+
+
+def _argmax(seq):
+    best = 0
+    for i in range(1, len(seq)):
+        if seq[i] > seq[best]:
+            best = i
+    return best
+
+
+# ---------------------------------------------------------------- public API
+
+_FIELDS = ("pred", "u", "s", "ebar", "flag", "u_q16", "z_q16", "s_q16", "f_q16", "m_q16",
+           "ebar_q16", "tap_q16")
+if namedtuple is not None:
+    Result = namedtuple("Result", _FIELDS)
+else:  # pragma: no cover
+    def Result(*a):
+        return a
+
+
+def _is_path(x):
+    return isinstance(x, str)
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise OSError("snapuq: cannot read %s: %s" % (path, e)) from None
+
+
+def _dirname(path):
+    i = path.rfind("/")
+    return path[:i] if i > 0 else ("/" if i == 0 else ".")
+
+
+class Model:
+    """An exported snapuq model: ``Model(blob_or_path)`` or ``Model(tflite, manifest)``.
+
+    ``model`` is a bytes-like .snapuq blob or .tflite, or a path to either; ``manifest`` is the
+    snapuq.json manifest as a dict, JSON text or a path (default: snapuq.json beside a .tflite
+    path). Raises ValueError for corrupt or inconsistent models, OSError for unreadable files.
+    """
+
+    def __init__(self, model, manifest=None):
+        if _is_path(model):
+            path = model
+            model = _read(path)
+            if manifest is None and bytes(model[:4]) != BLOB_MAGIC:
+                manifest = _dirname(path) + "/snapuq.json"
+        elif not isinstance(model, (bytes, bytearray, memoryview)):
+            raise TypeError("snapuq: model must be bytes, bytearray, memoryview or a path")
+        if bytes(model[:4]) == BLOB_MAGIC:
+            tfl, man = split_blob(model)
+        else:
+            tfl = model
+            if manifest is None:
+                raise ValueError("snapuq: a .tflite needs its manifest (snapuq.json)")
+            man = manifest
+        if _is_path(man) and not man.lstrip().startswith("{"):
+            man = _read(man)
+        if isinstance(man, (bytes, bytearray, str)):
+            try:
+                man = json.loads(man)
+            except ValueError:
+                raise ValueError("snapuq: manifest is not valid JSON") from None
+        if not isinstance(man, dict):
+            raise ValueError("snapuq: manifest must be a JSON object")
+        self._tflite = tfl
+        self.manifest = man
+        self._it = Interpreter(tfl)
+        self._check_manifest()
+        self._last = None
+
+    def _check_manifest(self):
+        man = self.manifest
+        try:
+            outs = man["outputs"]
+            snap = man["snap"]
+            taps = snap["taps"]
+        except (KeyError, TypeError):
+            raise ValueError("snapuq: manifest lacks 'outputs' or 'snap.taps'") from None
+        if snap.get("spec_version", 1) != 1:
+            raise ValueError("snapuq: manifest SNAP spec version %r is not supported (1)"
+                             % snap.get("spec_version"))
+        it = self._it
+        nout = len(it.outputs)
+        self._out_index = {}
+        for name, o in outs.items():
+            idx = o.get("index")
+            if not isinstance(idx, int) or not 0 <= idx < nout:
+                raise ValueError("snapuq: manifest output %r has index %r, model has %d outputs"
+                                 % (name, idx, nout))
+            t = it.tensors[it.outputs[idx]]
+            if _numel(t.shape) != _numel(o.get("shape", t.shape)):
+                raise ValueError("snapuq: manifest output %r shape %r != model %r"
+                                 % (name, o.get("shape"), t.shape))
+            if t.zp and "zero_point" in o and t.zp[0] != o["zero_point"]:
+                raise ValueError("snapuq: manifest output %r zero point %r != model %r"
+                                 % (name, o["zero_point"], t.zp[0]))
+            self._out_index[name] = idx
+        for tp in taps:
+            for key in ("a", "mu", "logvar"):
+                nm = tp.get(key)
+                if nm not in self._out_index:
+                    raise ValueError("snapuq: tap %r names output %r that the manifest lacks"
+                                     % (tp.get("name"), nm))
+                t = it.tensors[it.outputs[self._out_index[nm]]]
+                if _numel(t.shape) != tp["d"]:
+                    raise ValueError("snapuq: tap %r output %r has %d values, d = %d"
+                                     % (tp.get("name"), nm, _numel(t.shape), tp["d"]))
+            if len(tp.get("inv_sigma_lut", ())) != 256:
+                raise ValueError("snapuq: tap %r LUT must have 256 entries" % tp.get("name"))
+        for nm in ("logits", snap.get("conf", {}).get("probs", "probs")):
+            if nm not in self._out_index:
+                raise ValueError("snapuq: manifest lacks output %r" % nm)
+        if len(snap["logistic"]["sigmoid_lut"]) != 513:
+            raise ValueError("snapuq: sigmoid LUT must have 513 entries")
+        inp = it.input
+        self.input_shape = tuple(inp.shape)
+        self.input_scale = inp.scale[0] if inp.scale else 1.0
+        self.input_zero_point = inp.zp[0] if inp.zp else 0
+        self.input_size = _numel(inp.shape)
+        self.class_names = tuple(man.get("class_names", ()))
+        self.n_classes = _numel(it.tensors[it.outputs[self._out_index["logits"]]].shape)
+        self.taps = tuple((tp.get("name", "tap%d" % k), tp["d"]) for k, tp in enumerate(taps))
+        self.outputs = tuple(sorted(self._out_index, key=lambda n: self._out_index[n]))
+        self.arena_bytes = it.arena_estimate()
+
+    # -------------------------------------------------------- inference
+
+    def quantize(self, x):
+        """int8 codes (bytearray) of a float sequence: TFLite AffineQuantize (roundf(x/s) + zp)."""
+        n = self.input_size
+        if len(x) != n:
+            raise ValueError("snapuq: input has %d values, model needs %d" % (len(x), n))
+        s = self.input_scale
+        z = self.input_zero_point
+        out = bytearray(n)
+        for i in range(n):
+            v = x[i]
+            if not isinstance(v, (int, float)):
+                raise TypeError("snapuq: input values must be numbers")
+            q = _f32_div_round(float(v), s) + z
+            q = -128 if q < -128 else (127 if q > 127 else q)
+            out[i] = q & 0xFF
+        return out
+
+    def _input_codes(self, x):
+        n = self.input_size
+        if isinstance(x, (bytes, bytearray, memoryview)):
+            if len(x) != n:
+                raise ValueError("snapuq: input has %d bytes, model needs %d" % (len(x), n))
+            return _int8_array(bytes(x))
+        if isinstance(x, array.array):
+            if len(x) != n:
+                raise ValueError("snapuq: input has %d values, model needs %d" % (len(x), n))
+            if x.typecode == "b":
+                return x
+            if x.typecode in ("f", "d"):
+                return _int8_array(bytes(self.quantize(x)))
+            raise TypeError("snapuq: array input must have typecode 'b' (int8) or 'f'/'d' (float)")
+        if isinstance(x, (list, tuple)):
+            return _int8_array(bytes(self.quantize(x)))
+        raise TypeError("snapuq: input must be an int8 bytearray/array('b') or a list of floats")
+
+    def run(self, x):
+        """Run the model only; returns {output name: array('b')} (no SNAP scoring)."""
+        codes = self._input_codes(x)
+        res = self._it.invoke(codes)
+        it = self._it
+        outs = {name: res[it.outputs[idx]] for name, idx in self._out_index.items()}
+        self._last = outs
+        return outs
+
+    def infer(self, x):
+        """Prediction, U(x), S(x) and per-tap surprisal for one input (see Result fields)."""
+        outs = self.run(x)
+        r = snap_int(outs, self.manifest["snap"])
+        return Result(_argmax(outs["logits"]), r["U"] / 65536, r["S"] / 65536,
+                      tuple(e / 65536 for e in r["ebar"]), bool(r["flag"]), r["U"], r["Z"],
+                      r["S"], r["F"], r["m"], tuple(r["ebar"]), tuple(r["tap"]))
+
+    def output(self, name):
+        """int8 codes of output ``name`` from the last infer()/run() as bytes."""
+        if self._last is None:
+            raise ValueError("snapuq: no inference yet")
+        if name not in self._last:
+            raise ValueError("snapuq: no output named %r" % (name,))
+        return bytes(self._last[name])
+
+    # -------------------------------------------------------- calibration and monitoring
+
+    @property
+    def beta(self):
+        """(b0, b1, b2) of the logistic U = sigmoid(b0 + b1 S' + b2 m) as floats."""
+        lg = self.manifest["snap"]["logistic"]
+        return (lg["b0_q16"] / 65536, lg["b1_m"] / (1 << lg["b1_n"]) if lg["b1_m"] else 0.0,
+                lg["b2_m"] / (1 << lg["b2_n"]) if lg["b2_m"] else 0.0)
+
+    def set_beta(self, beta):
+        """Store a float (b0, b1, b2) in the fixed-point logistic constants."""
+        if len(beta) != 3:
+            raise ValueError("snapuq: beta needs 3 values")
+        lg = self.manifest["snap"]["logistic"]
+        b0 = beta[0] * 65536
+        lg["b0_q16"] = int(b0 + 0.5) if b0 >= 0 else -int(-b0 + 0.5)
+        lg["b1_m"], lg["b1_n"] = encode_mn(beta[1])
+        lg["b2_m"], lg["b2_n"] = encode_mn(beta[2])
+
+    def calibrate(self, xs, labels, nonneg=True, l2=1e-3, max_iter=25, apply=True):
+        """Refit beta on labelled samples: label = true class index per input (a sample counts
+        as an error when the prediction differs). Returns (beta, iterations)."""
+        cal = Calibrator(nonneg=nonneg, l2=l2, max_iter=max_iter)
+        n = 0
+        for x, y in zip(xs, labels):
+            r = self.infer(x)
+            cal.push(r.f_q16 / 65536, r.m_q16 / 65536, r.pred != y)
+            n += 1
+        beta, iters = cal.solve()
+        if apply:
+            self.set_beta(beta)
+        return beta, iters
+
+    def monitor(self, window=100, threshold=None, cusum_ref=None, cusum_h=None):
+        """A drift monitor on U (window mean + one-sided CUSUM; thresholds as U floats)."""
+        u_thr = self.manifest["snap"]["u_threshold_q16"] / 65536
+        return Monitor(window, u_thr if threshold is None else threshold,
+                       u_thr / 2 if cusum_ref is None else cusum_ref,
+                       window * u_thr / 4 if cusum_h is None else cusum_h)
+
+    def stream(self, xs, monitor=None):
+        """Generator of (Result, alarm bits) over inputs, with a drift monitor."""
+        mon = monitor if monitor is not None else self.monitor()
+        for x in xs:
+            r = self.infer(x)
+            yield r, mon.push(r.u)
+
+
+class Calibrator:
+    """Logistic fit of U = sigmoid(b0 + b1 s + b2 m) by bounded Newton steps (ridge on b1, b2,
+    optional b1, b2 >= 0 by projection)."""
+
+    def __init__(self, nonneg=True, l2=1e-3, max_iter=25, tol=1e-5):
+        self.samples = []
+        self.nonneg = nonneg
+        self.l2 = l2
+        self.max_iter = max_iter
+        self.tol = tol
+
+    def push(self, s, m, wrong):
+        self.samples.append((float(s), float(m), 1 if wrong else 0))
+
+    def solve(self):
+        import math
+        sm = self.samples
+        npos = sum(y for _, _, y in sm)
+        if npos < 2 or len(sm) - npos < 2:
+            raise ValueError("snapuq: calibration needs >= 2 correct and >= 2 wrong samples")
+        b = [0.0, 0.0, 0.0]
+        it = 0
+        for it in range(1, self.max_iter + 1):
+            g = [0.0, self.l2 * b[1], self.l2 * b[2]]
+            H = [[0.0] * 3 for _ in range(3)]
+            H[1][1] = H[2][2] = self.l2
+            for s, m, y in sm:
+                z = b[0] + b[1] * s + b[2] * m
+                p = 1 / (1 + math.exp(-z)) if z > -40 else 0.0
+                w = p * (1 - p)
+                f = (1.0, s, m)
+                for i in range(3):
+                    g[i] += (p - y) * f[i]
+                    for j in range(3):
+                        H[i][j] += w * f[i] * f[j]
+            step = _solve3(H, g)
+            if step is None:
+                raise ValueError("snapuq: calibration Hessian is singular")
+            for i in range(3):
+                b[i] -= step[i]
+            if self.nonneg:
+                b[1] = max(0.0, b[1])
+                b[2] = max(0.0, b[2])
+            if max(abs(v) for v in step) < self.tol:
+                break
+        return tuple(b), it
+
+
+def _solve3(A, y):
+    """Solve a 3x3 system by Gaussian elimination with partial pivoting (None if singular)."""
+    M = [list(A[i]) + [y[i]] for i in range(3)]
+    for c in range(3):
+        p = max(range(c, 3), key=lambda r: abs(M[r][c]))
+        if abs(M[p][c]) < 1e-12:
+            return None
+        M[c], M[p] = M[p], M[c]
+        for r in range(c + 1, 3):
+            f = M[r][c] / M[c][c]
+            for k in range(c, 4):
+                M[r][k] -= f * M[c][k]
+    x = [0.0, 0.0, 0.0]
+    for r in (2, 1, 0):
+        x[r] = (M[r][3] - sum(M[r][k] * x[k] for k in range(r + 1, 3))) / M[r][r]
+    return x
+
+
+class Monitor:
+    """Sliding-window mean of U plus a one-sided CUSUM (U in [0, 1]).
+
+    push(u) returns alarm bits: 1 = window mean >= threshold (window full), 2 = CUSUM >= h.
+    """
+
+    def __init__(self, window=100, threshold=0.5, cusum_ref=0.25, cusum_h=12.5):
+        if window < 1:
+            raise ValueError("snapuq: window must be >= 1")
+        self.window = window
+        self.threshold = threshold
+        self.cusum_ref = cusum_ref
+        self.cusum_h = cusum_h
+        self.reset()
+
+    def reset(self):
+        self._ring = [0.0] * self.window
+        self._head = 0
+        self.count = 0
+        self._sum = 0.0
+        self.cusum = 0.0
+        self.n_seen = 0
+        self.first_alarm = None
+
+    def push(self, u):
+        w = self.window
+        if self.count == w:
+            self._sum -= self._ring[self._head]
+        else:
+            self.count += 1
+        self._ring[self._head] = u
+        self._sum += u
+        self._head = (self._head + 1) % w
+        self.cusum = max(0.0, self.cusum + u - self.cusum_ref)
+        alarm = 0
+        if self.count == w and self._sum / w >= self.threshold:
+            alarm |= 1
+        if self.cusum >= self.cusum_h:
+            alarm |= 2
+        if alarm and self.first_alarm is None:
+            self.first_alarm = self.n_seen
+        self.n_seen += 1
+        return alarm
+
+    @property
+    def mean(self):
+        return self._sum / self.count if self.count else 0.0
