@@ -157,10 +157,12 @@ def sliding_mean(x, window: int) -> np.ndarray:
 
 
 def event_threshold(clean_correct, window: int = 100) -> tuple[float, float, float]:
-    """(mu_ID, sigma_ID, mu_ID - 3 sigma_ID) of the windowed accuracy on a clean ID stream."""
+    """(mu_ID, sigma_ID, threshold) of the windowed accuracy on a clean ID stream; threshold =
+    mu_ID - 3 sigma_ID, and at most mu_ID - 1/window (so that a classifier that never errs on the clean
+    stream, sigma_ID = 0, needs at least one more error per window for an event)."""
     acc = sliding_mean(np.asarray(clean_correct, dtype=np.float64), window)
     mu, sd = float(acc.mean()), float(acc.std())
-    return mu, sd, mu - 3.0 * sd
+    return mu, sd, min(mu - 3.0 * sd, mu - 1.0 / window)
 
 
 def mark_events(correct, threshold: float, window: int = 100) -> np.ndarray:

@@ -1,0 +1,454 @@
+"""`snapuq eval DIR --report RDIR`: SNAP-UQ and every baseline on the same split, same inputs, one run.
+
+Writes RDIR/metrics.json (the contract of DESIGN §3 plus extra top-level keys: "details", "snap_variants",
+"int8", "dev_check", "flags", "stream", "timings_s"), PNG plots and RDIR/report.md.
+
+Inputs scored by every method, once: the test split (ID correct vs wrong, risk-coverage, ECE), the dataset's
+OOD set (ID vs OOD), the dev split (alarm thresholds and the dev-set sanity check) and the corrupted frames
+of one CID stream (clean and corrupted segments, see snapuq.stream).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from snapuq import metrics as M
+from snapuq import stream as S
+from snapuq.errors import SnapuqError
+
+COVERAGES = (0.5, 0.8, 0.9, 0.95)
+CONTRACT_KEYS = (
+    "auroc_ok_vs_err",
+    "auroc_id_vs_ood",
+    "aupr_ok_vs_err",
+    "aurc",
+    "ece",
+    "cid_auprc",
+    "cid_delay",
+)
+DEV_CHECK_TOL = -0.005
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", metavar="DIR", help="model directory written by `snapuq train`")
+    p.add_argument("--report", required=True, metavar="RDIR", help="output folder (created)")
+    p.add_argument("--data-dir", default=None, help="folder with the dataset files (non-embedded datasets)")
+    p.add_argument("--limit", type=int, default=None, help="score at most N test inputs (and N OOD inputs)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the OOD sample and the CID stream")
+    p.add_argument("--methods", default="all", help="comma-separated subset of the methods (default: all)")
+    p.add_argument("--n-ood", type=int, default=500, help="OOD inputs (default 500)")
+    p.add_argument("--severity", type=int, default=3, help="corruption severity of the CID stream (1-5)")
+    p.add_argument("--segment", type=int, default=300, help="frames per stream segment (default 300)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.t: dict[str, float] = {}
+
+    def __call__(self, name: str):
+        timer = self
+
+        class _Ctx:
+            def __enter__(self):
+                self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                timer.t[name] = round(timer.t.get(name, 0.0) + time.perf_counter() - self.t0, 3)
+
+        return _Ctx()
+
+
+def _jsonable(o):
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return _jsonable(o.tolist())
+    if isinstance(o, (np.floating, float)):
+        f = float(o)
+        return f if math.isfinite(f) else None
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, np.bool_):
+        return bool(o)
+    return o
+
+
+def _check_model_dir(d: Path) -> None:
+    if not d.exists():
+        raise SnapuqError(f"model directory {d} does not exist (create it with `snapuq train --out {d}`)")
+    if not d.is_dir():
+        raise SnapuqError(f"{d} is not a directory")
+    for f in ("config.json", "model.keras"):
+        if not (d / f).is_file():
+            raise SnapuqError(f"{d}: missing {f} (not a model directory written by `snapuq train`)")
+    try:
+        cfg = json.loads((d / "config.json").read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SnapuqError(f"{d / 'config.json'}: not valid JSON ({e})") from e
+    if not isinstance(cfg, dict) or "dataset" not in cfg:
+        raise SnapuqError(f"{d / 'config.json'}: no 'dataset' entry")
+    if (d / "calib.json").exists():
+        try:
+            json.loads((d / "calib.json").read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise SnapuqError(f"{d / 'calib.json'}: not valid JSON ({e})") from e
+
+
+def load(d: Path):
+    _check_model_dir(d)
+    try:
+        from snapuq.modeldir import load_model_dir
+    except ImportError as e:
+        raise SnapuqError(f"model directory loading is not available ({e})") from e
+    try:
+        return load_model_dir(d)
+    except SnapuqError:
+        raise
+    except Exception as e:  # a truncated or foreign model.keras
+        raise SnapuqError(f"{d}: cannot load the model ({type(e).__name__}: {str(e)[:160]})") from e
+
+
+def _corruption_api(ds_name: str):
+    """(names, corrupt(x, name, severity, seed)) from snapuq.data.corruptions."""
+    try:
+        from snapuq.data import corruptions as C
+    except ImportError as e:
+        raise SnapuqError(f"corruptions are not available ({e})") from e
+    return _corruption_functions(C, ds_name)
+
+
+def _method_metrics(u, pred, conf, y, u_ood, stream_res) -> tuple[dict, dict]:
+    ok = pred == y
+    err = ~ok
+    main = {
+        "auroc_ok_vs_err": M.auroc(u, err),
+        "auroc_id_vs_ood": M.auroc(np.r_[u, u_ood], np.r_[np.zeros(len(u)), np.ones(len(u_ood))])
+        if len(u_ood)
+        else float("nan"),
+        "aupr_ok_vs_err": M.aupr(u, err),
+        "aurc": M.aurc(u, ok),
+        "ece": M.ece(conf, ok),
+        "cid_auprc": stream_res["cid_auprc"],
+        "cid_delay": stream_res["cid_delay"],
+    }
+    uo = u[ok]
+    extra = {
+        "accuracy": float(ok.mean()),
+        "n_errors": int(err.sum()),
+        "auroc_idok_vs_ood": M.auroc(np.r_[uo, u_ood], np.r_[np.zeros(len(uo)), np.ones(len(u_ood))])
+        if len(u_ood) and len(uo)
+        else float("nan"),
+        "aupr_id_vs_ood": M.aupr(np.r_[u, u_ood], np.r_[np.zeros(len(u)), np.ones(len(u_ood))])
+        if len(u_ood)
+        else float("nan"),
+        "risk_at_coverage": {str(c): M.risk_at_coverage(u, ok, c) for c in COVERAGES},
+        "cid_tau": stream_res["tau"],
+        "cid_event_segments": stream_res["n_event_segments"],
+        "cid_delays": stream_res["delays"],
+        "cid_false_alarm_rate": stream_res["false_alarm_rate"],
+    }
+    return main, extra
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from snapuq.baselines.methods import METHODS, EvalContext, MethodUnavailable, make_method
+    from snapuq.data import load_dataset, load_ood
+
+    timer = Timer()
+    t_start = time.perf_counter()
+    d = Path(args.model_dir)
+    rdir = Path(args.report)
+    if args.limit is not None and args.limit < 10:
+        raise SnapuqError(f"--limit must be at least 10, got {args.limit}")
+    if not 1 <= args.severity <= 5:
+        raise SnapuqError(f"--severity must be in 1..5, got {args.severity}")
+    if args.segment < S.WINDOW:
+        raise SnapuqError(f"--segment must be at least the window ({S.WINDOW}), got {args.segment}")
+    names = METHODS if args.methods == "all" else [m.strip() for m in args.methods.split(",") if m.strip()]
+    for n in names:
+        if n not in METHODS:
+            raise SnapuqError(f"unknown method '{n}' (known: {', '.join(METHODS)})")
+    progress = not args.no_progress
+
+    with timer("load_model"):
+        md = load(d)
+    cfg = md.config
+    with timer("load_data"):
+        ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
+    x_test, y_test = np.asarray(ds.x_test, np.float32), np.asarray(ds.y_test).astype(np.int64)
+    if args.limit:
+        x_test, y_test = x_test[: args.limit], y_test[: args.limit]
+    n_ood = min(args.n_ood, args.limit) if args.limit else args.n_ood
+    with timer("load_ood"):
+        x_ood = np.asarray(load_ood(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed), np.float32)
+    with timer("build_stream"):
+        cnames, corrupt = _corruption_api(cfg["dataset"])
+        st = S.build_stream(
+            x_test,
+            y_test,
+            cnames,
+            corrupt,
+            severity=args.severity,
+            seg_len=args.segment,
+            clean_len=args.segment,
+            seed=args.seed,
+        )
+    x_dev, y_dev = np.asarray(ds.x_dev, np.float32), np.asarray(ds.y_dev).astype(np.int64)
+    parts = {"test": x_test, "ood": x_ood, "dev": x_dev, "corrupt": st.x_corrupt}
+    bounds, o = {}, 0
+    for k, v in parts.items():
+        bounds[k] = slice(o, o + len(v))
+        o += len(v)
+    x_all = np.concatenate([v for v in parts.values() if len(v)])
+
+    ctx = EvalContext(
+        model=md.model,
+        n_classes=int(cfg.get("n_classes", ds.n_classes)),
+        x_train=np.asarray(ds.x_train, np.float32),
+        y_train=np.asarray(ds.y_train).astype(np.int64),
+        x_dev=x_dev,
+        y_dev=y_dev,
+        predict=md.predict,
+        baselines_dir=d / "baselines",
+        calib=getattr(md, "calib", None),
+        model_dir=d,
+        backbone=cfg.get("backbone"),
+        seed=args.seed,
+    )
+    with timer("forward_main"):
+        outs = ctx.run(x_all)
+        ctx._cache["dev"] = {k: v[bounds["dev"]] for k, v in outs.items()}
+    base_pred = outs["logits"].argmax(1)
+    # corrupted frames are stored in frame order (st.src of the shifted frames is 0, 1, 2, ...)
+    base_ok = base_pred == np.r_[y_test, np.full(len(x_ood), -1, np.int64), y_dev, st.y[st.shifted]]
+    ok_test = base_ok[bounds["test"]]
+    ok_dev = base_ok[bounds["dev"]]
+    ok_corrupt = base_ok[bounds["corrupt"]]
+    # the clean calibration stream (dev split) and the events of the test stream
+    clean_idx = S.clean_stream_indices(len(x_dev), max(20 * S.WINDOW, 2 * len(x_dev)), args.seed)
+    spec = S.stream_events(st.gather(ok_test, ok_corrupt), ok_dev[clean_idx], S.WINDOW)
+
+    methods_out: dict[str, dict] = {}
+    details: dict[str, dict] = {}
+    notes: dict[str, str] = {}
+    results: dict = {}
+    bar = tqdm(names, desc="eval", unit="method", disable=not progress)
+    for name in bar:
+        bar.set_postfix(method=name)
+        m = make_method(name)
+        try:
+            with timer(f"fit:{name}"):
+                m.fit(ctx)
+            with timer(f"score:{name}"):
+                r = m.score(ctx, x_all, outs)
+        except MethodUnavailable as e:
+            notes[name] = str(e)
+            methods_out[name] = dict.fromkeys(CONTRACT_KEYS, float("nan"))
+            continue
+        results[name] = (m, r)
+        with timer("metrics"):
+            main, extra = _score_one(r, bounds, y_test, st, spec, clean_idx)
+        extra["params"] = m.params()
+        methods_out[name] = main
+        details[name] = extra
+    bar.close()
+
+    out: dict = {
+        "dataset": cfg["dataset"],
+        "n_test": int(len(x_test)),
+        "accuracy": {"float": float(ok_test.mean()), "int8": None},
+        "methods": {n: methods_out[n] for n in names},
+    }
+    out["n_ood"] = int(len(x_ood))
+    out["ood_source"] = (getattr(ds, "meta", {}) or {}).get("ood", cfg.get("ood"))
+    out["stream"] = {
+        "frames": len(st),
+        "window": S.WINDOW,
+        "severity": args.severity,
+        "segment": args.segment,
+        "corruptions": cnames,
+        "mu_id": spec.mu,
+        "sigma_id": spec.sigma,
+        "event_threshold": spec.threshold,
+        "event_frames": int(spec.events.sum()),
+        "shift_auroc": {n: details[n].get("shift_auroc", {}) for n in details},
+    }
+    out["details"] = details
+    if notes:
+        out["notes"] = notes
+
+    # SNAP: the dev-set sanity check of DESIGN §4 and the other calibrated variants (ablation)
+    flags = []
+    if "snap" in results and "msp" in results:
+        dev_snap = M.auroc(results["snap"][1].u[bounds["dev"]], ~ok_dev)
+        dev_msp = M.auroc(results["msp"][1].u[bounds["dev"]], ~ok_dev)
+        delta = dev_snap - dev_msp
+        out["dev_check"] = {
+            "auroc_ok_vs_err_snap": dev_snap,
+            "auroc_ok_vs_err_msp": dev_msp,
+            "delta": delta,
+            "tolerance": DEV_CHECK_TOL,
+            "ok": bool(delta >= DEV_CHECK_TOL),
+        }
+        if not delta >= DEV_CHECK_TOL:
+            flags.append(
+                f"dev-set U-MSP AUROC on correct/wrong is {delta:+.4f} < {DEV_CHECK_TOL}: "
+                "raise the hinge quantile q and recalibrate"
+            )
+    if "snap" in results:
+        with timer("snap_variants"):
+            out["snap_variants"] = _snap_variants(
+                ctx, results["snap"][0], x_all, outs, bounds, y_test, st, spec, clean_idx
+            )
+    with timer("int8"):
+        int8 = _int8_block(d, x_test, y_test, x_ood, ctx, results.get("snap"), bounds)
+    if int8 is not None:
+        out["accuracy"]["int8"] = int8.pop("accuracy")
+        out["int8"] = int8
+    out["flags"] = flags
+
+    rdir.mkdir(parents=True, exist_ok=True)
+    with timer("plots"):
+        from snapuq import report as R
+
+        plots = R.make_plots(
+            rdir, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg)
+        )
+    out["plots"] = plots
+    out["timings_s"] = dict(timer.t)
+    out["timings_s"]["total"] = round(time.perf_counter() - t_start, 3)
+    out["timings_s"]["train"] = cfg.get("timings_s")
+    (rdir / "metrics.json").write_text(json.dumps(_jsonable(out), indent=2))
+    with timer("report"):
+        R.write_report(rdir, _jsonable(out))
+    print(
+        f"snapuq eval: {len(names)} methods on {len(x_test)} test inputs, accuracy "
+        f"{out['accuracy']['float']:.4f}; report in {rdir / 'report.md'}"
+    )
+    for f in flags:
+        print(f"snapuq eval: warning: {f}")
+    return 0
+
+
+def _tap_names(cfg: dict) -> list[str]:
+    return [t.get("name", f"tap{i}") for i, t in enumerate(cfg.get("taps", []))]
+
+
+def _score_one(r, bounds, y_test, st, spec, clean_idx) -> tuple[dict, dict]:
+    u = r.u
+    u_test, u_ood, u_dev, u_cor = (u[bounds[k]] for k in ("test", "ood", "dev", "corrupt"))
+    res = S.monitor(st.gather(u_test, u_cor), u_dev[clean_idx], spec, st)
+    main, extra = _method_metrics(u_test, r.pred[bounds["test"]], r.conf[bounds["test"]], y_test, u_ood, res)
+    shift = {}
+    for a, b, name in st.segments:
+        if name == "clean":
+            continue
+        seg = st.src[a:b]
+        shift[name] = M.auroc(np.r_[u_test, u_cor[seg]], np.r_[np.zeros(len(u_test)), np.ones(len(seg))])
+    extra["shift_auroc"] = shift
+    vals = [v for v in shift.values() if np.isfinite(v)]
+    extra["shift_auroc_mean"] = float(np.mean(vals)) if vals else float("nan")
+    return main, extra
+
+
+def _snap_variants(ctx, snap, x_all, outs, bounds, y_test, st, spec, clean_idx) -> dict:
+    from snapuq.baselines.methods import SNAP
+    from snapuq.baselines.snapadapter import available_variants
+
+    res: dict = {"default": snap.variant}
+    for v in available_variants(ctx.calib or {}):
+        m = SNAP(variant=v)
+        try:
+            m.fit(ctx)
+            r = m.score(ctx, x_all, outs)
+        except SnapuqError as e:
+            res[v] = {"error": str(e)}
+            continue
+        main, extra = _score_one(r, bounds, y_test, st, spec, clean_idx)
+        res[v] = {**main, "shift_auroc_mean": extra["shift_auroc_mean"], "shift_auroc": extra["shift_auroc"]}
+        res[v]["params"] = m.params()
+    return res
+
+
+def _int8_block(d: Path, x_test, y_test, x_ood, ctx, snap, bounds) -> dict | None:
+    """INT8 results when D/model_int8.tflite and snapuq.export.int8_predict exist, else None."""
+    if not (d / "model_int8.tflite").exists():
+        return None
+    try:
+        from snapuq.export import int8_predict
+    except ImportError:
+        return None
+    x = np.concatenate([x_test, x_ood])
+    o8 = int8_predict(d, x)
+    if not isinstance(o8, dict) or "logits" not in o8:
+        raise SnapuqError("snapuq.export.int8_predict returned no 'logits'")
+    logits = np.asarray(o8["logits"], np.float64).reshape(len(x), -1)
+    nt = len(x_test)
+    ok = logits[:nt].argmax(1) == y_test
+    block: dict = {"accuracy": float(ok.mean()), "n": int(nt)}
+    u8 = None
+    if "U" in o8:
+        u8 = np.asarray(o8["U"], np.float64).reshape(-1)
+        block["snap_source"] = "int8_predict (integer SNAP)"
+    elif snap is not None:
+        u8 = np.asarray(snap[0].scorer.score(o8)["U"], np.float64).reshape(-1)
+        block["snap_source"] = "float scorer on dequantized int8 outputs"
+    if u8 is not None:
+        snap8 = {
+            "auroc_ok_vs_err": M.auroc(u8[:nt], ~ok),
+            "aupr_ok_vs_err": M.aupr(u8[:nt], ~ok),
+            "auroc_id_vs_ood": M.auroc(u8, np.r_[np.zeros(nt), np.ones(len(x_ood))]) if len(x_ood) else None,
+        }
+        block["snap"] = snap8
+        if snap is not None:
+            r = snap[1]
+            u32 = r.u[bounds["test"]]
+            ok32 = r.pred[bounds["test"]] == y_test
+            fp32 = M.aupr(u32, ~ok32)
+            block["snap_fp32_aupr_ok_vs_err"] = fp32
+            block["aupr_int8_minus_fp32"] = snap8["aupr_ok_vs_err"] - fp32
+            block["agreement_top1"] = float(np.mean(logits[:nt].argmax(1) == r.pred[bounds["test"]]))
+    sizes = {}
+    for f in ("model_int8.tflite", "model_float.tflite", "model.keras", "snapuq_model.c"):
+        if (d / f).exists():
+            sizes[f] = (d / f).stat().st_size
+    block["bytes"] = sizes
+    if "model_int8.tflite" in sizes and "model_float.tflite" in sizes:
+        block["flash_ratio_float_over_int8"] = sizes["model_float.tflite"] / sizes["model_int8.tflite"]
+    return block
+
+
+def _corruption_functions(C, ds_name: str):
+    """(names, corrupt(x, name, severity, seed)) from the corruptions module of snapuq.data."""
+    names = None
+    for attr in ("corruption_names",):
+        fn = getattr(C, attr, None)
+        if callable(fn):
+            try:
+                names = list(fn(ds_name))
+            except TypeError:
+                names = list(fn())
+    if names is None:
+        reg = getattr(C, "CORRUPTIONS", None)
+        if reg is None:
+            raise SnapuqError("snapuq.data.corruptions has no corruption registry")
+        names = list(reg)
+    corrupt = getattr(C, "corrupt", None)
+    if not callable(corrupt):
+        raise SnapuqError("snapuq.data.corruptions has no corrupt() function")
+
+    def apply(x, name, severity, seed):
+        return corrupt(x, name, severity=severity, seed=seed)
+
+    return names, apply

@@ -1,0 +1,293 @@
+"""Plots (PNG) and report.md for `snapuq eval`.
+
+roc.png             ROC curves: ID correct vs wrong (errors positive) and ID vs OOD, every method
+risk_coverage.png   selective risk vs coverage (keep the lowest-U inputs), every method
+stream.png          the CID stream: windowed accuracy, events, shifted segments and the alarm score of SNAP
+                    and of the strongest softmax baselines (each scaled to its clean-stream threshold)
+tap_surprisal.png   per-tap surprisal ebar_l histograms on clean test, corrupted frames and OOD inputs
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from snapuq import metrics as M
+
+HIGHLIGHT = {"snap": ("C3", 2.6), "msp": ("k", 1.6)}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _style(name: str, i: int):
+    c, lw = HIGHLIGHT.get(name, (f"C{(i % 9) + (1 if i % 9 >= 3 else 0)}", 1.0))
+    return {"color": c, "lw": lw, "alpha": 1.0 if name in HIGHLIGHT else 0.75}
+
+
+def make_plots(
+    rdir: Path, results: dict, bounds: dict, y_test, st, spec, x_ood_n: int, taps: list[str]
+) -> list:
+    plt = _plt()
+    rdir = Path(rdir)
+    files = []
+    n_ood = x_ood_n
+
+    # ROC
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.8))
+    for i, (name, (_m, r)) in enumerate(results.items()):
+        u = r.u[bounds["test"]]
+        err = r.pred[bounds["test"]] != y_test
+        if err.any() and (~err).any():
+            fpr, tpr = M.roc_curve(u, err)
+            ax[0].plot(fpr, tpr, label=f"{name} {M.auroc(u, err):.3f}", **_style(name, i))
+        if n_ood:
+            uo = r.u[bounds["ood"]]
+            lab = np.r_[np.zeros(len(u)), np.ones(len(uo))]
+            fpr, tpr = M.roc_curve(np.r_[u, uo], lab)
+            ax[1].plot(fpr, tpr, label=f"{name} {M.auroc(np.r_[u, uo], lab):.3f}", **_style(name, i))
+    for a, t in zip(ax, ("ID correct vs wrong (errors positive)", "ID vs OOD (OOD positive)")):
+        a.plot([0, 1], [0, 1], ":", color="grey", lw=0.8)
+        a.set(xlabel="false positive rate", ylabel="true positive rate", title=t, xlim=(0, 1), ylim=(0, 1.01))
+        a.legend(fontsize=7, loc="lower right", title="AUROC", title_fontsize=7)
+    fig.tight_layout()
+    fig.savefig(rdir / "roc.png", dpi=110)
+    plt.close(fig)
+    files.append("roc.png")
+
+    # risk-coverage
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    for i, (name, (_m, r)) in enumerate(results.items()):
+        u = r.u[bounds["test"]]
+        ok = r.pred[bounds["test"]] == y_test
+        cov, risk = M.risk_coverage(u, ok)
+        ax.plot(cov, risk, label=f"{name} {M.aurc(u, ok):.4f}", **_style(name, i))
+    ax.set(xlabel="coverage", ylabel="selective risk (error rate)", title="risk-coverage (test)", xlim=(0, 1))
+    ax.legend(fontsize=7, title="AURC", title_fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(rdir / "risk_coverage.png", dpi=110)
+    plt.close(fig)
+    files.append("risk_coverage.png")
+
+    # stream timeline
+    if len(st):
+        fig, ax = plt.subplots(2, 1, figsize=(13, 6), sharex=True)
+        t = np.arange(len(st))
+        w = st.window
+        any_r = next(iter(results.values()))[1] if results else None
+        if "msp" in results:
+            any_r = results["msp"][1]
+        if any_r is not None:
+            ok = st.gather(
+                any_r.pred[bounds["test"]] == y_test, any_r.pred[bounds["corrupt"]] == st.y[st.shifted]
+            )
+            acc = M.sliding_mean(ok.astype(float), w)
+            ax[0].plot(t[w - 1 :], acc, color="k", lw=1.0, label=f"accuracy (window {w})")
+        ax[0].axhline(
+            spec.threshold, color="C3", ls="--", lw=1, label=f"event threshold {spec.threshold:.3f}"
+        )
+        for a in ax:
+            for s0, s1, name in st.segments:
+                if name != "clean":
+                    a.axvspan(s0, s1, color="0.9", zorder=0)
+            _shade(a, spec.events, "C3", 0.15)
+        for s0, s1, name in st.segments:
+            if name != "clean":
+                ax[0].text(
+                    (s0 + s1) / 2,
+                    0.02,
+                    name,
+                    rotation=90,
+                    fontsize=6,
+                    ha="center",
+                    va="bottom",
+                    transform=ax[0].get_xaxis_transform(),
+                )
+        ax[0].set(ylabel="accuracy", title="CID stream: shifted segments grey, events red")
+        ax[0].legend(fontsize=7, loc="lower right")
+        show = [n for n in ("snap", "msp", "ee_ensemble", "deep_ensemble", "energy") if n in results][:4]
+        for i, name in enumerate(show):
+            r = results[name][1]
+            alarm = M.windowed_alarm(st.gather(r.u[bounds["test"]], r.u[bounds["corrupt"]]), w)
+            tau = _tau(r, bounds, spec, st)
+            lo = np.percentile(alarm, 1)
+            scale = (tau - lo) if tau > lo else 1.0
+            ax[1].plot(t, (alarm - lo) / scale, label=name, **_style(name, i))
+        ax[1].axhline(1.0, color="grey", ls="--", lw=1, label="alarm threshold (each method's tau)")
+        ax[1].set(xlabel="frame", ylabel="windowed U (scaled to tau)")
+        ax[1].legend(fontsize=7, loc="upper right", ncol=3)
+        fig.tight_layout()
+        fig.savefig(rdir / "stream.png", dpi=110)
+        plt.close(fig)
+        files.append("stream.png")
+
+    # per-tap surprisal histograms
+    if "snap" in results and "ebar" in results["snap"][1].extra:
+        eb = np.asarray(results["snap"][1].extra["ebar"], np.float64)
+        eb = eb.reshape(len(eb), -1)
+        n_tap = eb.shape[1]
+        fig, ax = plt.subplots(1, n_tap, figsize=(4.8 * n_tap, 3.8), squeeze=False)
+        for k in range(n_tap):
+            a = ax[0, k]
+            groups = [
+                ("clean test", eb[bounds["test"], k], "C0"),
+                ("corrupted", eb[bounds["corrupt"], k], "C1"),
+            ]
+            if n_ood:
+                groups.append(("OOD", eb[bounds["ood"], k], "C3"))
+            allv = np.concatenate([g[1] for g in groups if len(g[1])])
+            pos = allv[allv > 0]
+            if pos.size:
+                bins = np.geomspace(max(pos.min(), 1e-6), pos.max() * 1.01, 50)
+                a.set_xscale("log")
+            else:
+                bins = 50
+            for lab, v, c in groups:
+                if len(v):
+                    a.hist(
+                        np.maximum(v, 1e-6),
+                        bins=bins,
+                        density=True,
+                        histtype="step",
+                        lw=1.4,
+                        color=c,
+                        label=f"{lab} (n={len(v)})",
+                    )
+            a.set(xlabel="surprisal ebar", ylabel="density", title=taps[k] if k < len(taps) else f"tap{k}")
+            a.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(rdir / "tap_surprisal.png", dpi=110)
+        plt.close(fig)
+        files.append("tap_surprisal.png")
+    return files
+
+
+def _tau(r, bounds, spec, st) -> float:
+    # the same rule as snapuq.stream.monitor; recomputed from the dev slice
+    from snapuq import stream as S
+
+    u_dev = r.u[bounds["dev"]]
+    idx = np.random.default_rng(0).integers(0, len(u_dev), max(20 * S.WINDOW, 2 * len(u_dev)))
+    a = M.sliding_mean(u_dev[idx], st.window)
+    return float(a.mean() + 3 * a.std())
+
+
+def _shade(ax, mask, color, alpha):
+    for a, b in M.event_runs(mask):
+        ax.axvspan(a, b, color=color, alpha=alpha, lw=0)
+
+
+def _f(v, nd=3) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+COLUMNS = [
+    ("auroc_ok_vs_err", "AUROC ✓/✗", 3),
+    ("aupr_ok_vs_err", "AUPR ✓/✗", 3),
+    ("auroc_id_vs_ood", "AUROC ID/OOD", 3),
+    ("aurc", "AURC ↓", 4),
+    ("ece", "ECE ↓", 3),
+    ("cid_auprc", "CID AUPRC", 3),
+    ("cid_delay", "CID delay ↓", 1),
+]
+
+
+def write_report(rdir: Path, out: dict) -> None:
+    rdir = Path(rdir)
+    L = [f"# snapuq eval: {out['dataset']}", ""]
+    acc = out["accuracy"]
+    src = out.get("ood_source") or "see data"
+    L.append(f"- test inputs: {out['n_test']}, OOD inputs: {out.get('n_ood')} ({src})")
+    L.append(f"- accuracy: float {_f(acc['float'], 4)}, int8 {_f(acc['int8'], 4)}")
+    stm = out.get("stream", {})
+    if stm:
+        L.append(
+            f"- CID stream: {stm['frames']} frames, {len(stm['corruptions'])} corruptions at severity "
+            f"{stm['severity']}, segments of {stm['segment']}; events where the window-{stm['window']} "
+            f"accuracy <= min(mu_ID - 3 sigma_ID, mu_ID - 1/window) with mu_ID {_f(stm['mu_id'])}, "
+            f"sigma_ID {_f(stm['sigma_id'])}: {_f(stm['event_threshold'])} "
+            f"({stm['event_frames']} event frames)"
+        )
+    for f in out.get("flags", []):
+        L.append(f"- **FLAG:** {f}")
+    dc = out.get("dev_check")
+    if dc:
+        L.append(
+            f"- dev-set check (DESIGN §4): AUROC ✓/✗ SNAP {_f(dc['auroc_ok_vs_err_snap'], 4)} vs MSP "
+            f"{_f(dc['auroc_ok_vs_err_msp'], 4)}, delta {_f(dc['delta'], 4)} "
+            f"({'ok' if dc['ok'] else 'BELOW ' + str(dc['tolerance'])})"
+        )
+    L += ["", "## All methods (same model, same split, same inputs)", ""]
+    det = out.get("details", {})
+    head = ["method"] + [c[1] for c in COLUMNS] + ["shift AUROC (mean)", "own accuracy"]
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|" + "---|" * len(head))
+    for name, m in out["methods"].items():
+        row = [f"**{name}**" if name == "snap" else name]
+        row += [_f(m.get(k), nd) for k, _, nd in COLUMNS]
+        d = det.get(name, {})
+        row += [_f(d.get("shift_auroc_mean")), _f(d.get("accuracy"), 4)]
+        L.append("| " + " | ".join(row) + " |")
+    L += [
+        "",
+        "U is oriented so that higher means more likely wrong or shifted. ✓/✗: ID correct vs ID wrong with "
+        "errors positive (each method's own predictions); ID/OOD: all test inputs vs the OOD set; CID: the "
+        "per-frame alarm (trailing mean of U) against the stream events, delay in frames from event onset to "
+        "the first alarm above the method's clean-stream threshold. ECE uses each method's own confidence "
+        "(SNAP: 1 - U).",
+    ]
+    if det:
+        L += ["", "## Risk at fixed coverage (test)", ""]
+        covs = list(next(iter(det.values())).get("risk_at_coverage", {}))
+        L.append("| method | " + " | ".join(f"risk@{c}" for c in covs) + " |")
+        L.append("|" + "---|" * (len(covs) + 1))
+        for name, d in det.items():
+            L.append(f"| {name} | " + " | ".join(_f(d["risk_at_coverage"][c], 4) for c in covs) + " |")
+        shifts = list(det.get("snap", next(iter(det.values()))).get("shift_auroc", {}))
+        if shifts:
+            L += ["", "## AUROC clean test vs each corrupted segment", ""]
+            L.append("| method | " + " | ".join(shifts) + " |")
+            L.append("|" + "---|" * (len(shifts) + 1))
+            for name, d in det.items():
+                L.append(f"| {name} | " + " | ".join(_f(d["shift_auroc"].get(s)) for s in shifts) + " |")
+    sv = out.get("snap_variants")
+    if sv:
+        L += ["", f"## SNAP variants (default: {sv.get('default')})", ""]
+        L.append("| variant | " + " | ".join(c[1] for c in COLUMNS) + " | shift AUROC (mean) |")
+        L.append("|" + "---|" * (len(COLUMNS) + 2))
+        for v, m in sv.items():
+            if v == "default" or not isinstance(m, dict):
+                continue
+            if "error" in m:
+                L.append(f"| {v} | {m['error']} |")
+                continue
+            L.append(
+                f"| {v} | "
+                + " | ".join(_f(m.get(k), nd) for k, _, nd in COLUMNS)
+                + f" | {_f(m.get('shift_auroc_mean'))} |"
+            )
+    i8 = out.get("int8")
+    if i8:
+        L += ["", "## INT8", ""]
+        for k, v in i8.items():
+            L.append(f"- {k}: {v}")
+    notes = out.get("notes")
+    if notes:
+        L += ["", "## Methods not run", ""] + [f"- {k}: {v}" for k, v in notes.items()]
+    L += ["", "## Timings (s)", ""]
+    for k, v in out.get("timings_s", {}).items():
+        if v is not None:
+            L.append(f"- {k}: {v}")
+    L += ["", "## Plots", ""] + [f"![{p}]({p})" for p in out.get("plots", [])]
+    (rdir / "report.md").write_text("\n".join(L) + "\n")
