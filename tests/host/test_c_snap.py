@@ -1,0 +1,293 @@
+"""SNAP core (firmware/core/snapuq_snap.c) vs the fixed-point spec docs/FIXED_POINT.md v1:
+integer scoring bit for bit on random constants and inputs, the logistic fit against a float64
+solution of the same objective, Welford weights and the drift monitor."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
+import ccore  # noqa: E402
+
+T_MAX = 2**24 - 1
+
+
+@pytest.fixture(scope="module")
+def snapbin() -> Path:
+    return ccore.build_binary("run_snap", ["run_snap.c"])
+
+
+def mul_shift(x: int, m: int, n: int) -> int:
+    return x * m if n == 0 else (x * m + (1 << (n - 1))) >> n
+
+
+def spec_snap_int(out: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str, Any]:
+    """FIXED_POINT.md v1 transcribed step by step (independent of the C code)."""
+    acc = 0
+    ebar, s_l = [], []
+    for tp in snap["taps"]:
+        qa, qm, qv = (out[tp[k]].astype(int).ravel() for k in ("a", "mu", "logvar"))
+        r, lut = tp["lut_shift"], tp["inv_sigma_lut"]
+        e = 0
+        lam = 0
+        for i in range(tp["d"]):
+            delta = abs((qa[i] - tp["z_a"]) * tp["k_a"] - (qm[i] - tp["z_mu"]) * tp["k_mu"])
+            p = delta * lut[qv[i] + 128]
+            t = min((p + (1 << (r - 1))) >> r if r else p, T_MAX)
+            e += t * t
+            lam += qv[i] - tp["z_v"]
+        eb = min(e // (256 * tp["d"]), 2**31 - 1)
+        s16 = abs(mul_shift(eb, tp["p_m"], tp["p_n"]) + mul_shift(lam, tp["q_m"], tp["q_n"]) + tp["r_q16"])
+        s16 = min(s16, 2**30 - 1)
+        ebar.append(eb)
+        s_l.append(s16)
+        acc += s16 * tp["w_q16"]
+    s_big = min((acc + (1 << 15)) >> 16, 2**31 - 1)
+    h = snap["hinge"]
+    if h is None:
+        f16 = s_big
+    else:
+        d = s_big - h["q_q16"]
+        f16 = 0 if d <= 0 else min(mul_shift(min(d, 2**31 - 1), h["m"], h["n"]), 2**31 - 1)
+    probs = sorted((out[snap["conf"]["probs"]].astype(int).ravel() + 128).tolist(), reverse=True)
+    m16 = 65536 - 256 * probs[0] + ((snap["conf"]["a_q16"] * probs[1] + 128) >> 8)
+    lg = snap["logistic"]
+    z = lg["b0_q16"] + mul_shift(f16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
+    z = max(min(z, 2**20 - 1), -(2**20 - 1))
+    a = abs(z)
+    i, f = a >> 11, a & 2047
+    sl = lg["sigmoid_lut"]
+    v = sl[i] + (((sl[i + 1] - sl[i]) * f + 1024) >> 11)
+    u = v if z >= 0 else 65536 - v
+    logits = out["logits"].astype(int).ravel()
+    return {"ebar16": ebar, "s16": s_l, "S16": s_big, "F16": f16, "m16": m16, "Z16": z, "U16": u,
+            "pred": int(np.argmax(logits)), "flag": int(u >= snap["u_threshold_q16"])}
+
+
+def sigmoid_lut() -> list[int]:
+    return [int(math.floor(65536 / (1 + math.exp(-k / 32)) + 0.5)) for k in range(513)]
+
+
+def random_mn(rng: np.random.Generator, lo: int, hi: int, signed: bool = False) -> tuple[int, int]:
+    m = int(rng.integers(2**30, 2**31))
+    if signed and rng.random() < 0.5:
+        m = -m
+    return m, int(rng.integers(lo, hi))
+
+
+def random_snap(seed: int) -> tuple[dict[str, Any], int]:
+    rng = np.random.default_rng(seed)
+    n_taps = int(rng.integers(1, 4))
+    n_classes = int(rng.integers(2, 11))
+    best = bool(seed % 2)
+    taps = []
+    for k in range(n_taps):
+        d = int(rng.integers(1, 80))
+        big = 2**20
+        small = int(rng.integers(0, 2**20 + 1))
+        k_a, k_mu = (big, small) if rng.random() < 0.5 else (small, big)
+        # realistic magnitudes: t = |a - mu| / sigma * 2^12 of order 2^12 (FIXED_POINT.md step 2)
+        r = int(rng.integers(16, 38))
+        lut = np.minimum(np.floor(rng.uniform(0.02, 4, size=256) * 2.0 ** (r - 11)), 2**30 - 1)
+        lut = lut.astype(np.int64).tolist()
+        pm, pn = random_mn(rng, 29, 34)
+        qm, qn = random_mn(rng, 36, 44, signed=True)
+        taps.append({"name": f"tap{k}", "d": d, "a": f"tap{k}_a", "mu": f"tap{k}_mu",
+                     "logvar": f"tap{k}_logvar",
+                     "z_a": int(rng.integers(-128, 128)), "z_mu": int(rng.integers(-128, 128)),
+                     "z_v": int(rng.integers(-128, 128)), "k_a": k_a, "k_mu": k_mu, "lut_shift": r,
+                     "inv_sigma_lut": lut, "p_m": pm if best else 2**30, "p_n": pn if best else 30,
+                     "q_m": qm if best else 0, "q_n": qn if best else 0,
+                     "r_q16": int(rng.integers(-2**18, 2**18)) if best else 0,
+                     "w_q16": int(rng.integers(0, 2**16))})
+    b1 = random_mn(rng, 38, 44, signed=not best)
+    b2 = random_mn(rng, 27, 32, signed=not best)
+    hm, hn = random_mn(rng, 29, 33)
+    snap = {"spec_version": 1, "variant": "best" if best else "literal", "taps": taps,
+            "hinge": {"q_q16": int(rng.integers(0, 2**19)), "m": hm, "n": hn} if best else None,
+            "conf": {"kind": "msp_margin", "alpha": 0.5, "a_q16": int(rng.integers(0, 65537)),
+                     "probs": "probs"},
+            "logistic": {"b0_q16": int(rng.integers(-2**18, 2**18)), "b1_m": b1[0], "b1_n": b1[1],
+                         "b2_m": b2[0], "b2_n": b2[1], "z_clamp_q16": 2**20 - 1, "lut_step_shift": 11,
+                         "sigmoid_lut": sigmoid_lut()},
+            "u_threshold_q16": int(rng.integers(0, 65537))}
+    return snap, n_classes
+
+
+def config_bin(snap: dict[str, Any], n_classes: int) -> bytes:
+    v = [len(snap["taps"]), n_classes, 0 if snap["variant"] == "best" else 1,
+         1 if snap["hinge"] is not None else 0, snap["conf"]["a_q16"]]
+    for tp in snap["taps"]:
+        v += [tp[k] for k in ("d", "z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n", "q_m",
+                              "q_n", "r_q16")]
+        v += list(tp["inv_sigma_lut"])
+    v += [tp["w_q16"] for tp in snap["taps"]]
+    h = snap["hinge"] or {"q_q16": 0, "m": 0, "n": 0}
+    lg = snap["logistic"]
+    v += [h["q_q16"], h["m"], h["n"], lg["b0_q16"], lg["b1_m"], lg["b1_n"], lg["b2_m"], lg["b2_n"],
+          snap["u_threshold_q16"]]
+    v += lg["sigmoid_lut"]
+    return struct.pack(f"<{len(v)}i", *v)
+
+
+def random_records(snap: dict[str, Any], n_classes: int, n: int, seed: int) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    recs = []
+    for r in range(n):
+        def gen(size: int, extreme: bool = r % 10 == 0) -> np.ndarray:
+            if extreme:   # extremes exercise the caps
+                return np.full(size, rng.choice([-128, 127]), dtype=np.int8)
+            return rng.integers(-128, 128, size=size, dtype=np.int8)
+        out = {"logits": gen(n_classes), "probs": gen(n_classes)}
+        for tp in snap["taps"]:
+            for k in ("a", "mu", "logvar"):
+                out[tp[k]] = gen(tp["d"])
+        recs.append(out)
+    return recs
+
+
+def run_score(binary: Path, snap: dict[str, Any], n_classes: int, recs: list[dict[str, np.ndarray]],
+              tmp: Path) -> list[dict[str, Any]]:
+    (tmp / "cfg.bin").write_bytes(config_bin(snap, n_classes))
+    body = [struct.pack("<i", len(recs))]
+    for out in recs:
+        body.append(out["logits"].tobytes() + out["probs"].tobytes())
+        for tp in snap["taps"]:
+            body.append(b"".join(out[tp[k]].tobytes() for k in ("a", "mu", "logvar")))
+    (tmp / "rec.bin").write_bytes(b"".join(body))
+    subprocess.run([str(binary), "score", str(tmp / "cfg.bin"), str(tmp / "rec.bin"), str(tmp / "out.bin")],
+                   check=True, capture_output=True)
+    nt = len(snap["taps"])
+    rows = np.frombuffer((tmp / "out.bin").read_bytes(), dtype="<i4").reshape(len(recs), 2 * nt + 7)
+    return [{"ebar16": row[:nt].tolist(), "s16": row[nt:2 * nt].tolist(),
+             **dict(zip(["S16", "F16", "m16", "Z16", "U16", "pred", "flag"], map(int, row[2 * nt:])))}
+            for row in rows]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_score_matches_spec(snapbin: Path, tmp_path: Path, seed: int) -> None:
+    snap, n_classes = random_snap(seed)
+    recs = random_records(snap, n_classes, 60, seed + 1000)
+    ours = run_score(snapbin, snap, n_classes, recs, tmp_path)
+    expected = [spec_snap_int(o, snap) for o in recs]
+    assert ours == expected
+    assert len({r["S16"] for r in ours}) > 10 and len({r["U16"] for r in ours}) > 3   # not a constant path
+
+
+def test_score_matches_host_fixedpoint(snapbin: Path, tmp_path: Path) -> None:
+    fp = pytest.importorskip("snapuq.export.fixedpoint")
+    snap, n_classes = random_snap(11)
+    recs = random_records(snap, n_classes, 40, 7)
+    ours = run_score(snapbin, snap, n_classes, recs, tmp_path)
+    manifest = {"snap": snap, "outputs": {}}
+    for r, o in zip(recs, ours):
+        ref = fp.snap_int(r, manifest)
+        assert int(ref["U16"]) == o["U16"] and [int(e) for e in ref["ebar16"]] == o["ebar16"]
+
+
+def _fit_float64(s: np.ndarray, m: np.ndarray, y: np.ndarray, l2: float, nonneg: bool) -> np.ndarray:
+    from scipy.optimize import minimize
+    x = np.stack([np.ones_like(s), s, m], 1).astype(np.float64)
+
+    def f(b: np.ndarray) -> tuple[float, np.ndarray]:
+        z = x @ b
+        val = np.sum(np.logaddexp(0, z) - y * z) + 0.5 * l2 * (b[1] ** 2 + b[2] ** 2)
+        p = 1 / (1 + np.exp(-z))
+        g = x.T @ (p - y) + l2 * np.array([0, b[1], b[2]])
+        return float(val), g
+    bounds = [(None, None), (0, None), (0, None)] if nonneg else None
+    res = minimize(f, np.zeros(3), jac=True, method="L-BFGS-B", bounds=bounds,
+                   options={"gtol": 1e-10, "ftol": 1e-14, "maxiter": 1000})
+    return res.x
+
+
+@pytest.mark.parametrize("nonneg", [False, True])
+def test_logistic_fit_matches_float64(snapbin: Path, tmp_path: Path, nonneg: bool) -> None:
+    rng = np.random.default_rng(5)
+    n = 800
+    s = np.abs(rng.normal(size=n)) * 2
+    m = rng.uniform(0, 1, size=n)
+    # true model: S matters, m matters, and (for the nonneg case) a negative true b1 must clamp
+    b_true = np.array([-2.0, -0.7 if nonneg else 0.9, 3.0])
+    z_true = b_true[0] + b_true[1] * s + b_true[2] * m
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-z_true))).astype(np.int32)
+    l2 = 1e-3
+    blob = struct.pack("<iiffi", n, 50, l2, 1e-5, int(nonneg))
+    blob += b"".join(struct.pack("<ffi", a, b, c) for a, b, c in zip(s, m, y))
+    (tmp_path / "fit.bin").write_bytes(blob)
+    p = subprocess.run([str(snapbin), "fit", str(tmp_path / "fit.bin")], check=True, capture_output=True,
+                       text=True)
+    res = json.loads(p.stdout)
+    ref = _fit_float64(s.astype(np.float32).astype(np.float64), m.astype(np.float32).astype(np.float64),
+                       y.astype(np.float64), l2, nonneg)
+    assert res["status"] == "ok", res
+    # stated tolerance: |beta_c - beta_float64| <= 2e-3 * (1 + |beta|) per coefficient
+    assert np.all(np.abs(np.array(res["beta"]) - ref) <= 2e-3 * (1 + np.abs(ref))), (res, ref)
+    if nonneg:
+        assert res["beta"][1] == 0.0
+    assert res["iters"] < 50
+    b0q, b1m, b1n, b2m, b2n = res["beta_q"]
+    assert abs(b0q / 65536 - res["beta"][0]) <= 1 / 65536
+    assert b1m / 2.0**b1n == pytest.approx(res["beta"][1], rel=1e-6, abs=1e-12)
+    assert b2m / 2.0**b2n == pytest.approx(res["beta"][2], rel=1e-6)
+
+
+def test_fit_rejects_one_class(snapbin: Path, tmp_path: Path) -> None:
+    blob = struct.pack("<iiffi", 10, 20, 1e-3, 1e-5, 0)
+    blob += b"".join(struct.pack("<ffi", i, 0.5, 0) for i in range(10))
+    (tmp_path / "fit.bin").write_bytes(blob)
+    p = subprocess.run([str(snapbin), "fit", str(tmp_path / "fit.bin")], check=True, capture_output=True,
+                       text=True)
+    assert json.loads(p.stdout)["status"] == "numeric failure"
+
+
+def test_welford_weights(snapbin: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    vals = np.stack([rng.normal(3, 0.5, 2000), rng.normal(10, 2.0, 2000), rng.normal(1, 1.0, 2000)], 1)
+    vals = vals.astype(np.float32)
+    (tmp_path / "w.bin").write_bytes(struct.pack("<ii", 3, len(vals)) + vals.tobytes())
+    p = subprocess.run([str(snapbin), "welford", str(tmp_path / "w.bin")], check=True, capture_output=True,
+                       text=True)
+    res = json.loads(p.stdout)
+    v64 = vals.astype(np.float64)
+    assert np.allclose(res["mean"], v64.mean(0), rtol=1e-5)
+    assert np.allclose(res["var"], v64.var(0, ddof=1), rtol=1e-4)
+    inv = 1 / v64.var(0, ddof=1)
+    assert np.all(np.abs(np.array(res["w_q16"]) - inv / inv.sum() * 65536) <= 2)
+
+
+def test_monitor_window_and_cusum(snapbin: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    clean = rng.integers(0, 20000, 300)
+    shifted = rng.integers(30000, 65536, 100)
+    u = np.concatenate([clean, shifted]).astype(np.int32)
+    window, thr, ref, h = 20, 30000, 15000, 200000
+    (tmp_path / "m.bin").write_bytes(struct.pack("<5i", window, thr, ref, h, len(u)) + u.tobytes())
+    p = subprocess.run([str(snapbin), "monitor", str(tmp_path / "m.bin")], check=True, capture_output=True,
+                       text=True)
+    res = json.loads(p.stdout)
+    bits = [int(c) for c in res["alarms"]]
+    # python reference of the same rule
+    exp, c, first = [], 0, 0
+    for i, x in enumerate(u.tolist()):
+        a = 0
+        if i + 1 >= window and sum(u[i + 1 - window:i + 1].tolist()) >= thr * window:
+            a |= 1
+        c = max(0, c + x - ref)
+        if c >= h:
+            a |= 2
+        exp.append(a)
+        if a and not first:
+            first = i + 1
+    assert bits == exp
+    assert res["first_alarm"] == first and 300 < first <= 320
+    assert res["q990"] == int(np.sort(u)[math.ceil(0.99 * len(u)) - 1])
