@@ -246,3 +246,34 @@ def test_eval_requires_report(capsys):
     with pytest.raises(SystemExit):
         cli.main(["eval", "somewhere"])
     assert "--report" in capsys.readouterr().err
+
+
+def test_eval_int8_block(tiny_dir, tmp_path):
+    """With D/model_int8.tflite and snapuq.export.int8_predict present, accuracy.int8 and the int8 block
+    are filled from what int8_predict returns (here: the float logits rounded to a coarse int8 grid)."""
+    import shutil
+
+    d = tmp_path / "D8"
+    shutil.copytree(tiny_dir[0], d)
+    (d / "model_int8.tflite").write_bytes(b"\0" * 1000)
+    (d / "model_float.tflite").write_bytes(b"\0" * 3000)
+    calls = []
+
+    def int8_predict(model_dir, x):
+        calls.append((Path(model_dir), len(x)))
+        z = _ModelDir(model_dir).predict(x)["logits"]
+        return {"logits": np.round(z / 0.25) * 0.25}
+
+    exp = types.ModuleType("snapuq.export")
+    exp.int8_predict = int8_predict
+    mp = tiny_dir[1]
+    mp.setitem(sys.modules, "snapuq.export", exp)
+    r = tmp_path / "R8"
+    assert cli.main(["eval", str(d), "--report", str(r), "--methods", "msp", "--segment", "100",
+                     "--n-ood", "40", "--no-progress"]) == 0
+    m = json.loads((r / "metrics.json").read_text())
+    assert calls == [(d, 150 + 40)]
+    assert abs(m["accuracy"]["int8"] - m["accuracy"]["float"]) < 0.05
+    assert m["int8"]["bytes"]["model_int8.tflite"] == 1000
+    assert m["int8"]["flash_ratio_float_over_int8"] == pytest.approx(3.0)
+    assert "## INT8" in (r / "report.md").read_text()
