@@ -1,0 +1,224 @@
+"""Generate `snapuq_model.c` / `snapuq_model.h`: the int8 model bytes, the SNAP constants and the
+output map as C99 arrays and struct initializers for firmware/core (docs/FIXED_POINT.md v1).
+
+    write_c_model(out_dir, manifest, tflite_bytes)   # -> (path_c, path_h)
+
+The header declares
+    snapuq_model_tflite[] / snapuq_model_tflite_len    flatbuffer bytes (16-byte aligned)
+    snapuq_model_snap_config                           const snapuq_snap_config_t (snapuq_snap.h)
+    snapuq_model_class_names[]                         class labels
+    SNAPUQ_MODEL_NAME, SNAPUQ_MODEL_N_CLASSES, SNAPUQ_MODEL_INPUT_SCALE/ZERO_POINT/BYTES,
+    SNAPUQ_MODEL_OUT_<NAME> (output index per manifest output name)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from snapuq.errors import ModelFormatError
+
+MAX_TAPS = 8
+SPEC_VERSION = 1
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _ident(name: str) -> str:
+    s = re.sub(r"[^0-9A-Za-z]", "_", name).upper()
+    return s if s and not s[0].isdigit() else "_" + s
+
+
+def _c_string(s: str) -> str:
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch in "\\\"":
+            out.append("\\" + ch)
+        elif 32 <= o < 127:
+            out.append(ch)
+        else:
+            out.append("?")
+    return '"' + "".join(out) + '"'
+
+
+def _i32(v: Any, what: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ModelFormatError(f"manifest: {what} = {v!r} is not an integer in [{lo}, {hi}]")
+    return v
+
+
+def _int_list(v: Any, n: int, what: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> list[int]:
+    if not isinstance(v, list) or len(v) != n:
+        raise ModelFormatError(f"manifest: {what} must be a list of {n} integers")
+    return [_i32(x, f"{what}[{i}]", lo, hi) for i, x in enumerate(v)]
+
+
+def _rows(values: list[int], per_line: int = 12, indent: str = "    ") -> str:
+    return "\n".join(indent + ", ".join(str(x) for x in values[i:i + per_line]) + ","
+                     for i in range(0, len(values), per_line))
+
+
+def _output_index(manifest: dict[str, Any], name: str) -> int:
+    outs = manifest.get("outputs")
+    if not isinstance(outs, dict) or name not in outs:
+        raise ModelFormatError(f"manifest: output {name!r} is missing from 'outputs'")
+    return _i32(outs[name].get("index"), f"outputs[{name}].index", 0, 32767)
+
+
+def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: bytes) -> tuple[Path, Path]:
+    """Write snapuq_model.c and snapuq_model.h into out_dir; raises ModelFormatError when the
+    manifest lacks a constant or holds one outside the ranges FIXED_POINT.md allows."""
+    if not isinstance(tflite_bytes, (bytes, bytearray)) or len(tflite_bytes) < 8 or \
+            bytes(tflite_bytes[4:8]) != b"TFL3":
+        raise ModelFormatError("cgen: model bytes are not a .tflite flatbuffer (identifier TFL3)")
+    snap = manifest.get("snap")
+    if not isinstance(snap, dict):
+        raise ModelFormatError("manifest: key 'snap' is missing")
+    if snap.get("spec_version") != SPEC_VERSION:
+        raise ModelFormatError(f"manifest: snap.spec_version {snap.get('spec_version')!r} (C core implements "
+                               f"{SPEC_VERSION})")
+    variant = snap.get("variant")
+    if variant not in ("best", "literal"):
+        raise ModelFormatError(f"manifest: snap.variant {variant!r} is neither 'best' nor 'literal'")
+    taps = snap.get("taps")
+    if not isinstance(taps, list) or not 1 <= len(taps) <= MAX_TAPS:
+        raise ModelFormatError(f"manifest: snap.taps must list 1..{MAX_TAPS} taps")
+    conf = snap.get("conf") or {}
+    logistic = snap.get("logistic") or {}
+    hinge = snap.get("hinge")
+    probs_name = conf.get("probs", "probs")
+    outs = manifest.get("outputs", {})
+    n_classes = len(manifest.get("class_names") or [])
+    if not n_classes:
+        n_classes = int(outs.get("logits", {}).get("shape", [0, 0])[-1])
+    if n_classes < 2:
+        raise ModelFormatError("manifest: cannot tell the number of classes "
+                               "(class_names or outputs.logits.shape)")
+    name = str(manifest.get("name") or manifest.get("dataset") or "model")
+
+    tap_inits, luts = [], []
+    for k, tp in enumerate(taps):
+        w = f"snap.taps[{k}]"
+        d = _i32(tp.get("d"), f"{w}.d", 1, 16384)
+        lut = _int_list(tp.get("inv_sigma_lut"), 256, f"{w}.inv_sigma_lut", 0, 2**30 - 1)
+        luts.append(f"static const int32_t k_lut{k}[256] = {{\n{_rows(lut)}\n}};")
+        fields = {
+            "d": d,
+            "out_a": _output_index(manifest, tp.get("a", f"tap{k}_a")),
+            "out_mu": _output_index(manifest, tp.get("mu", f"tap{k}_mu")),
+            "out_logvar": _output_index(manifest, tp.get("logvar", f"tap{k}_logvar")),
+            "z_a": _i32(tp.get("z_a"), f"{w}.z_a", -128, 127),
+            "z_mu": _i32(tp.get("z_mu"), f"{w}.z_mu", -128, 127),
+            "z_v": _i32(tp.get("z_v"), f"{w}.z_v", -128, 127),
+            "k_a": _i32(tp.get("k_a"), f"{w}.k_a", 0, 2**20),
+            "k_mu": _i32(tp.get("k_mu"), f"{w}.k_mu", 0, 2**20),
+            "lut_shift": _i32(tp.get("lut_shift"), f"{w}.lut_shift", 0, 62),
+            "inv_sigma_lut": f"k_lut{k}",
+            "p_m": _i32(tp.get("p_m"), f"{w}.p_m"), "p_n": _i32(tp.get("p_n"), f"{w}.p_n", 0, 62),
+            "q_m": _i32(tp.get("q_m"), f"{w}.q_m"), "q_n": _i32(tp.get("q_n"), f"{w}.q_n", 0, 62),
+            "r_q16": _i32(tp.get("r_q16"), f"{w}.r_q16"),
+        }
+        tap_inits.append("        {" + ", ".join(f".{a} = {b}" for a, b in fields.items()) + "},")
+    weights = [_i32(tp.get("w_q16"), f"snap.taps[{k}].w_q16", 0, 2**30 - 1) for k, tp in enumerate(taps)]
+    sig = _int_list(logistic.get("sigmoid_lut"), 513, "snap.logistic.sigmoid_lut", 0, 65536)
+    if hinge is not None:
+        h = (_i32(hinge.get("q_q16"), "snap.hinge.q_q16"), _i32(hinge.get("m"), "snap.hinge.m"),
+             _i32(hinge.get("n"), "snap.hinge.n", 0, 62))
+    else:
+        h = (0, 0, 0)
+    params = {
+        "w_q16": "{" + ", ".join(map(str, weights)) + "}",
+        "hinge_q_q16": h[0], "hinge_m": h[1], "hinge_n": h[2],
+        "b0_q16": _i32(logistic.get("b0_q16"), "snap.logistic.b0_q16"),
+        "b1_m": _i32(logistic.get("b1_m"), "snap.logistic.b1_m"),
+        "b1_n": _i32(logistic.get("b1_n"), "snap.logistic.b1_n", 0, 62),
+        "b2_m": _i32(logistic.get("b2_m"), "snap.logistic.b2_m"),
+        "b2_n": _i32(logistic.get("b2_n"), "snap.logistic.b2_n", 0, 62),
+        "u_threshold_q16": _i32(snap.get("u_threshold_q16"), "snap.u_threshold_q16", 0, 65537),
+    }
+    inp = manifest.get("input") or {}
+    in_scale = float(inp.get("scale", 0.0))
+    in_zp = int(inp.get("zero_point", 0))
+    in_shape = [int(x) for x in inp.get("shape", [])]
+    in_bytes = 1
+    for x in in_shape:
+        in_bytes *= x
+    classes = [str(c) for c in (manifest.get("class_names") or [str(i) for i in range(n_classes)])]
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path_h, path_c = out_dir / "snapuq_model.h", out_dir / "snapuq_model.c"
+    out_macros = "\n".join(f"#define SNAPUQ_MODEL_OUT_{_ident(n)} {_output_index(manifest, n)}"
+                           for n in sorted(outs))
+    banner = "generated by `snapuq export` (snapuq.export.cgen); do not edit."
+    path_h.write_text(f"""/* snapuq_model.h - {banner} */
+#ifndef SNAPUQ_MODEL_H
+#define SNAPUQ_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapuq_snap.h"
+
+#define SNAPUQ_MODEL_NAME {_c_string(name)}
+#define SNAPUQ_MODEL_TFLITE_BYTES {len(tflite_bytes)}u
+#define SNAPUQ_MODEL_N_CLASSES {n_classes}
+#define SNAPUQ_MODEL_N_TAPS {len(taps)}
+#define SNAPUQ_MODEL_INPUT_BYTES {in_bytes if in_shape else 0}u
+#define SNAPUQ_MODEL_INPUT_SCALE {in_scale!r}f
+#define SNAPUQ_MODEL_INPUT_ZERO_POINT {in_zp}
+{out_macros}
+
+/* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
+extern const uint8_t snapuq_model_tflite[];
+extern const size_t snapuq_model_tflite_len;
+/* SNAP constants and default calibration (FIXED_POINT.md v1) */
+extern const snapuq_snap_config_t snapuq_model_snap_config;
+/* class labels, SNAPUQ_MODEL_N_CLASSES entries */
+extern const char *const snapuq_model_class_names[];
+
+#endif /* SNAPUQ_MODEL_H */
+""")
+    data = ",".join(f"0x{b:02x}" for b in tflite_bytes)
+    lines = [data[i:i + 100] for i in range(0, len(data), 100)]
+    body = "\n".join("    " + ln.strip(",") + "," for ln in lines)
+    path_c.write_text(f"""/* snapuq_model.c - {banner} */
+#include "snapuq_model.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SNAPUQ_MODEL_ALIGN __attribute__((aligned(16)))
+#else
+#define SNAPUQ_MODEL_ALIGN
+#endif
+
+const uint8_t snapuq_model_tflite[{len(tflite_bytes)}] SNAPUQ_MODEL_ALIGN = {{
+{body}
+}};
+const size_t snapuq_model_tflite_len = {len(tflite_bytes)}u;
+
+{chr(10).join(luts)}
+
+static const int32_t k_sigmoid[513] = {{
+{_rows(sig)}
+}};
+
+const snapuq_snap_config_t snapuq_model_snap_config = {{
+    .spec_version = {SPEC_VERSION},
+    .variant = {"SNAPUQ_SNAP_BEST" if variant == "best" else "SNAPUQ_SNAP_LITERAL"},
+    .hinge = {1 if hinge is not None else 0},
+    .n_taps = {len(taps)},
+    .n_classes = {n_classes},
+    .out_logits = {_output_index(manifest, "logits")},
+    .out_probs = {_output_index(manifest, probs_name)},
+    .conf_a_q16 = {_i32(conf.get("a_q16"), "snap.conf.a_q16", 0, 65536)},
+    .sigmoid_lut = k_sigmoid,
+    .taps = {{
+{chr(10).join(tap_inits)}
+    }},
+    .defaults = {{{", ".join(f".{a} = {b}" for a, b in params.items())}}},
+}};
+
+const char *const snapuq_model_class_names[{len(classes)}] = {{{", ".join(_c_string(c) for c in classes)}}};
+""")
+    return path_c, path_h

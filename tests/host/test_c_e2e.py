@@ -1,0 +1,133 @@
+"""End to end on the C side: `cgen.write_c_model` output compiled with the runtime and the SNAP
+core; logits and U(x) equal TFLM's outputs scored by the fixed-point spec. Uses the shipped
+models/digits artifact when present, else a converted Keras model with SNAP-shaped outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
+import ccore  # noqa: E402
+from snapuq.errors import ModelFormatError  # noqa: E402
+from snapuq.export.cgen import write_c_model  # noqa: E402
+from test_c_snap import random_snap, spec_snap_int  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "models" / "digits"
+
+
+def _snap_model() -> bytes:
+    import tensorflow as tf
+    keras = tf.keras
+    layers = keras.layers
+    keras.utils.set_random_seed(7)
+    inp = keras.Input((8, 8, 1), batch_size=1)
+    x = layers.Conv2D(6, 3, padding="same", activation="relu")(inp)
+    a0 = layers.GlobalAveragePooling2D(name="gap0")(x)
+    x = layers.MaxPooling2D(2)(x)
+    x = layers.Conv2D(12, 3, padding="same", activation="relu")(x)
+    a1 = layers.GlobalAveragePooling2D(name="gap1")(x)
+    logits = layers.Dense(10, name="logits_d")(layers.Flatten()(x))
+    probs = layers.Softmax()(logits)
+    z = layers.Dense(8)(a0)
+    mu = layers.Dense(12)(z)
+    lv = layers.Dense(12)(z)
+    m = keras.Model(inp, {"logits": logits, "probs": probs, "tap0_a": a1, "tap0_mu": mu, "tap0_logvar": lv})
+    rep = np.random.default_rng(0).uniform(0, 1, size=(64, 8, 8, 1)).astype(np.float32)
+    return ccore.convert_int8(m, rep)
+
+
+def _synthetic_manifest(info: dict[str, Any]) -> dict[str, Any]:
+    snap, _ = random_snap(3)   # best variant, 1..3 taps: keep one tap of d = 12
+    tap = dict(snap["taps"][0])
+    tap.update(d=12, a="tap0_a", mu="tap0_mu", logvar="tap0_logvar")
+    snap["taps"] = [tap]
+    outputs = {o["name"]: {"index": i, "scale": o["scale"], "zero_point": o["zero_point"],
+                           "shape": o["shape"]} for i, o in enumerate(info["outputs"])}
+    inp = info["inputs"][0]
+    return {"name": "synthetic", "snap": snap, "outputs": outputs, "class_names": [str(i) for i in range(10)],
+            "input": {"scale": inp["scale"], "zero_point": inp["zero_point"], "shape": inp["shape"]}}
+
+
+def _build_e2e(gen_dir: Path, name: str) -> Path:
+    out = ccore.BUILD / name
+    srcs = [ccore.CORE / s for s in ccore.RUNTIME_SRC + ccore.SNAP_SRC] + [ccore.TESTS_C / "run_e2e.c",
+                                                                          gen_dir / "snapuq_model.c"]
+    cmd = ["gcc", *ccore.CFLAGS, *ccore.SAN, f"-I{ccore.CORE}", f"-I{gen_dir}", *map(str, srcs),
+           "-o", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return out
+
+
+def _run_e2e(binary: Path, xs: list[np.ndarray], n_taps: int, tmp: Path) -> list[dict[str, Any]]:
+    (tmp / "x.bin").write_bytes(b"".join(x.astype(np.int8).tobytes() for x in xs))
+    p = subprocess.run([str(binary), str(tmp / "x.bin"), str(len(xs)), str(tmp / "o.bin")],
+                       check=True, capture_output=True, text=True)
+    json.loads(p.stdout.splitlines()[0])
+    rows = np.frombuffer((tmp / "o.bin").read_bytes(), dtype="<i4").reshape(len(xs), 7 + 2 * n_taps)
+    keys = ["pred", "U16", "S16", "F16", "m16", "Z16", "flag"]
+    return [{**dict(zip(keys, map(int, r[:7]))), "ebar16": r[7:7 + n_taps].tolist(),
+             "s16": r[7 + n_taps:].tolist()} for r in rows]
+
+
+def test_cgen_e2e_synthetic(tmp_path: Path) -> None:
+    pytest.importorskip("tflite_micro")
+    tfl = ccore.cached_model("snapshape_v1", _snap_model)
+    runner = ccore.build_binary("run_model_ref", ["run_model.c"])
+    info, _ = ccore.run_model_c(runner, tfl, [])
+    manifest = _synthetic_manifest(info)
+    write_c_model(tmp_path / "gen", manifest, tfl)
+    binary = _build_e2e(tmp_path / "gen", "run_e2e_synth")
+    rng = np.random.default_rng(9)
+    xs = [rng.integers(-128, 128, size=(1, 8, 8, 1), dtype=np.int8) for _ in range(300)]
+    ours = _run_e2e(binary, xs, 1, tmp_path)
+    ref_out = ccore.run_model_tflm(tfl, xs)
+    names = list(manifest["outputs"])
+    for o, r in zip(ours, ref_out):
+        outs = {n: r[manifest["outputs"][n]["index"]] for n in names}
+        exp = spec_snap_int(outs, manifest["snap"])
+        assert {k: o[k] for k in exp} == exp
+    assert len({o["U16"] for o in ours}) > 20
+
+
+def test_cgen_rejects_bad_manifest(tmp_path: Path) -> None:
+    tfl = ccore.cached_model("snapshape_v1", _snap_model)
+    with pytest.raises(ModelFormatError, match="snap"):
+        write_c_model(tmp_path, {"outputs": {}}, tfl)
+    with pytest.raises(ModelFormatError, match="TFL3"):
+        write_c_model(tmp_path, {"snap": {}}, b"not a model")
+    runner = ccore.build_binary("run_model_ref", ["run_model.c"])
+    info, _ = ccore.run_model_c(runner, tfl, [])
+    manifest = _synthetic_manifest(info)
+    manifest["snap"]["taps"][0]["lut_shift"] = 99
+    with pytest.raises(ModelFormatError, match="lut_shift"):
+        write_c_model(tmp_path, manifest, tfl)
+
+
+@pytest.mark.skipif(not (SHIPPED / "snapuq.json").exists(), reason="shipped model not exported yet")
+def test_shipped_model_e2e(tmp_path: Path) -> None:
+    fp = pytest.importorskip("snapuq.export.fixedpoint")
+    manifest = json.loads((SHIPPED / "snapuq.json").read_text())
+    tfl = (SHIPPED / "model_int8.tflite").read_bytes()
+    write_c_model(tmp_path / "gen", manifest, tfl)
+    binary = _build_e2e(tmp_path / "gen", "run_e2e_shipped")
+    info, _ = ccore.run_model_c(ccore.build_binary("run_model_ref", ["run_model.c"]), tfl, [])
+    shape = info["inputs"][0]["shape"]
+    rng = np.random.default_rng(0)
+    xs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for _ in range(300)]
+    n_taps = len(manifest["snap"]["taps"])
+    ours = _run_e2e(binary, xs, n_taps, tmp_path)
+    ref_out = ccore.run_model_tflm(tfl, xs)
+    for o, r in zip(ours, ref_out):
+        outs = {n: r[v["index"]] for n, v in manifest["outputs"].items()}
+        ref = fp.snap_int(outs, manifest)
+        assert o["U16"] == int(ref["U16"])
+        assert o["ebar16"] == [int(e) for e in ref["ebar16"]]
+        assert o == {**o, **{k: v for k, v in spec_snap_int(outs, manifest["snap"]).items()}}
