@@ -1,0 +1,199 @@
+"""`speech_commands`: Google Speech Commands v0.02 read from a local wav tree (`--data-dir`).
+
+Expected layout (the extracted `speech_commands_v0.02.tar.gz`; DIR itself or DIR/speech_commands_v0.02):
+
+    DIR/validation_list.txt   DIR/testing_list.txt   (paths relative to DIR: "yes/0a7c2a8d_nohash_0.wav")
+    DIR/<word>/*.wav          16 kHz mono PCM (16-bit int or float)
+
+Task: the 10 words yes no up down left right on off stop go (QUTE / SNAP-UQ protocol), official splits:
+train = every file of those words not in either list, dev = validation list, test = testing list. The other
+words (bed, bird, cat, ...) are the OOD source (`ood_speech_commands`, from their testing-list files). Clips
+are zero-padded / cut to 1 s and turned into MFCC features (snapuq.audio.mfcc). Features and the dev/test
+int16 waves are cached (`$SNAPUQ_CACHE`, default ~/.cache/snapuq) keyed by the resolved data path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from snapuq import audio
+from snapuq.data import Dataset
+from snapuq.data.keywords import OOD_WORDS, WORDS, _write_atomic, cache_root
+from snapuq.errors import DatasetError
+
+VERSION = "sc1"
+LISTS = ("validation_list.txt", "testing_list.txt")
+EXPECTED = (
+    "the Speech Commands v0.02 wav tree: <word>/*.wav (16 kHz mono), validation_list.txt, testing_list.txt"
+)
+
+
+def find_root(data_dir: str | None) -> Path:
+    """The directory holding validation_list.txt / testing_list.txt (DIR or DIR/speech_commands_v0.02)."""
+    if not data_dir:
+        raise DatasetError(f"speech_commands: needs --data-dir pointing at {EXPECTED}")
+    base = Path(data_dir).expanduser()
+    if not base.is_dir():
+        raise DatasetError(f"speech_commands: {base} is not a directory (expected {EXPECTED})")
+    for cand in (base, base / "speech_commands_v0.02", base / "speech_commands"):
+        if all((cand / f).is_file() for f in LISTS):
+            return cand
+    missing = [f for f in LISTS if not (base / f).is_file()]
+    raise DatasetError(f"speech_commands: {base} lacks {', '.join(missing)} (expected {EXPECTED})")
+
+
+def _read_list(root: Path, name: str) -> set[str]:
+    out = set()
+    for i, line in enumerate((root / name).read_text().splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if "/" not in line or not line.endswith(".wav"):
+            raise DatasetError(
+                f"speech_commands: {root / name} line {i} is not '<word>/<file>.wav': {line[:80]!r}"
+            )
+        out.add(line)
+    return out
+
+
+def read_wav(path: Path) -> np.ndarray:
+    """A 16 kHz mono wav -> int16 (16000,) (zero-padded / cut to 1 s)."""
+    from scipy.io import wavfile
+
+    try:
+        rate, data = wavfile.read(path)
+    except (ValueError, OSError, EOFError) as e:
+        raise DatasetError(f"speech_commands: cannot read {path}: {e}") from e
+    if rate != audio.SAMPLE_RATE:
+        raise DatasetError(f"speech_commands: {path} is {rate} Hz, expected {audio.SAMPLE_RATE} Hz")
+    if data.ndim != 1:
+        raise DatasetError(f"speech_commands: {path} has {data.shape[1]} channels, expected mono")
+    if data.dtype == np.int16:
+        w = data
+    elif np.issubdtype(data.dtype, np.floating):
+        w = audio.to_int16(data)
+    elif data.dtype == np.int32:
+        w = (data >> 16).astype(np.int16)
+    else:
+        raise DatasetError(
+            f"speech_commands: {path} has sample type {data.dtype}, expected 16-bit PCM or float"
+        )
+    return audio.fit_length(w)
+
+
+def _split_files(root: Path) -> dict[str, list[tuple[str, int]]]:
+    val, test = _read_list(root, LISTS[0]), _read_list(root, LISTS[1])
+    out: dict[str, list[tuple[str, int]]] = {"train": [], "dev": [], "test": []}
+    for label, word in enumerate(WORDS):
+        d = root / word
+        if not d.is_dir():
+            raise DatasetError(f"speech_commands: {d} is missing (expected {EXPECTED})")
+        files = sorted(f"{word}/{p.name}" for p in d.glob("*.wav"))
+        if not files:
+            raise DatasetError(f"speech_commands: {d} holds no .wav files (expected {EXPECTED})")
+        for rel in files:
+            split = "test" if rel in test else "dev" if rel in val else "train"
+            out[split].append((rel, label))
+    for split, items in out.items():
+        if not items:
+            raise DatasetError(f"speech_commands: {root} gives an empty {split} split for the 10 words")
+    return out
+
+
+def _load_split(root: Path, items: list[tuple[str, int]], desc: str) -> tuple[np.ndarray, np.ndarray]:
+    from tqdm import tqdm
+
+    waves = np.empty((len(items), audio.CLIP_SAMPLES), dtype=np.int16)
+    for i, (rel, _) in enumerate(tqdm(items, desc=desc, unit="wav", leave=False, disable=len(items) < 500)):
+        waves[i] = read_wav(root / rel)
+    return waves, np.array([lab for _, lab in items], dtype=np.int64)
+
+
+def _cache_dir(root: Path, data_dir_cache: Path) -> Path:
+    """Cache folder keyed by the tree's path and its two list files (size, mtime)."""
+    stamp = [str(root.resolve())] + [
+        f"{(root / f).stat().st_size}:{(root / f).stat().st_mtime_ns}" for f in LISTS
+    ]
+    key = hashlib.sha1("|".join(stamp).encode()).hexdigest()[:12]
+    return data_dir_cache / f"speech_commands-{VERSION}-{key}"
+
+
+def load_speech_commands(data_dir: str | None, seed: int = 0) -> Dataset:
+    """Speech Commands v0.02, 10 words, MFCC (49, 10, 1); train order shuffled by seed."""
+    root = find_root(data_dir)
+    d = _cache_dir(root, cache_root(None))
+    if not (d / "meta.json").exists():
+        splits = _split_files(root)
+        files: dict[str, np.ndarray] = {}
+        counts = {}
+        for split, items in splits.items():
+            waves, y = _load_split(root, items, f"speech_commands {split}")
+            files[f"x_{split}"] = audio.mfcc(waves)
+            files[f"y_{split}"] = y
+            if split in ("dev", "test"):
+                files[f"waves_{split}"] = waves
+            counts[split] = len(items)
+        _write_atomic(d, files, {"version": VERSION, "root": str(root.resolve()), "counts": counts})
+    try:
+        arrs = {f"{k}_{s}": np.load(d / f"{k}_{s}.npy") for k in ("x", "y") for s in ("train", "dev", "test")}
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"speech_commands: corrupt cache at {d} ({e}); delete it to rebuild") from e
+    perm = np.random.default_rng([seed, 31]).permutation(len(arrs["y_train"]))
+    meta = json.loads((d / "meta.json").read_text())
+    meta.update(
+        {
+            "source": f"Speech Commands v0.02 wav tree at {root}",
+            "cache_dir": str(d),
+            "waves": {s: str(d / f"waves_{s}.npy") for s in ("dev", "test")},
+            "frontend": audio.FRONTEND,
+            "modality": "audio",
+            "seed": seed,
+        }
+    )
+    return Dataset(
+        name="speech_commands",
+        x_train=arrs["x_train"][perm],
+        y_train=arrs["y_train"][perm],
+        x_dev=arrs["x_dev"],
+        y_dev=arrs["y_dev"],
+        x_test=arrs["x_test"],
+        y_test=arrs["y_test"],
+        class_names=list(WORDS),
+        meta=meta,
+    )
+
+
+def ood_speech_commands(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
+    """n MFCC features of unused words (bed, bird, ...) from the testing list (all their files if none)."""
+    if n <= 0:
+        raise DatasetError(f"speech_commands: OOD sample count must be positive, got {n}")
+    root = find_root(data_dir or (ds.meta.get("root") if ds.meta else None))
+    test = _read_list(root, LISTS[1])
+    present = [w for w in OOD_WORDS if (root / w).is_dir()]
+    if not present:
+        raise DatasetError(
+            f"speech_commands: {root} has none of the unused-word folders ({', '.join(OOD_WORDS[:5])}, ...)"
+        )
+    cands = sorted(r for r in test if r.split("/")[0] in present)
+    if not cands:
+        cands = sorted(f"{w}/{p.name}" for w in present for p in (root / w).glob("*.wav"))
+    if not cands:
+        raise DatasetError(f"speech_commands: the unused-word folders under {root} hold no .wav files")
+    rng = np.random.default_rng([seed, 41])
+    pick = rng.choice(len(cands), size=min(n, len(cands)), replace=False)
+    d = _cache_dir(root, cache_root(None))
+    f = d / f"ood-s{seed}-n{len(pick)}.npy"
+    if f.exists():
+        return np.load(f)
+    waves, _ = _load_split(root, [(cands[i], 0) for i in sorted(pick)], "speech_commands ood")
+    x = audio.mfcc(waves)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(f".tmp{os.getpid()}.npy")
+    np.save(tmp, x)
+    os.replace(tmp, f)
+    return x
