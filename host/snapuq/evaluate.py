@@ -117,13 +117,22 @@ def load(d: Path):
         raise SnapuqError(f"{d}: cannot load the model ({type(e).__name__}: {str(e)[:160]})") from e
 
 
-def _corruption_api(ds_name: str):
-    """(names, corrupt(x, name, severity, seed)) from snapuq.data.corruptions."""
+def _corruption_api(ds):
+    """(names, corrupt(x, idx, name, severity, seed)) for a dataset: the image corruptions of
+    snapuq.data.corruptions, or for audio datasets (raw test waves kept in ds.meta) the waveform corruptions
+    of snapuq.data.corruptions_audio turned into features."""
+    if (getattr(ds, "meta", None) or {}).get("waves"):
+        from snapuq.data import corruptions_audio as A
+
+        def apply_audio(x, idx, name, severity, seed):
+            return A.corrupted_features(ds, name, severity, seed=seed, split="test", idx=idx)
+
+        return A.audio_corruption_names(), apply_audio
     try:
         from snapuq.data import corruptions as C
     except ImportError as e:
         raise SnapuqError(f"corruptions are not available ({e})") from e
-    return _corruption_functions(C, ds_name)
+    return _corruption_functions(C, ds.name)
 
 
 def _method_metrics(u, pred, conf, y, u_ood, stream_res) -> tuple[dict, dict]:
@@ -193,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     with timer("load_ood"):
         x_ood = np.asarray(load_ood(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed), np.float32)
     with timer("build_stream"):
-        cnames, corrupt = _corruption_api(cfg["dataset"])
+        cnames, corrupt = _corruption_api(ds)
         st = S.build_stream(
             x_test,
             y_test,
@@ -448,7 +457,7 @@ def _corruption_functions(C, ds_name: str):
     if not callable(corrupt):
         raise SnapuqError("snapuq.data.corruptions has no corrupt() function")
 
-    def apply(x, name, severity, seed):
+    def apply(x, idx, name, severity, seed):
         return corrupt(x, name, severity=severity, seed=seed)
 
     return names, apply

@@ -54,7 +54,7 @@ def build_stream(
     x_pool: np.ndarray,
     y_pool: np.ndarray,
     corruptions: list[str],
-    corrupt: Callable[[np.ndarray, str, int, int], np.ndarray],
+    corrupt: Callable[[np.ndarray, np.ndarray, str, int, int], np.ndarray],
     severity: int = 3,
     seg_len: int = 300,
     clean_len: int = 300,
@@ -62,7 +62,8 @@ def build_stream(
     window: int = WINDOW,
 ) -> Stream:
     """clean, c_1, clean, c_2, ..., c_K, clean; every segment draws its frames from the pool with
-    replacement; `corrupt(x, name, severity, seed)` corrupts a batch (deterministic by seed)."""
+    replacement; `corrupt(x, idx, name, severity, seed)` corrupts the batch x = x_pool[idx] (deterministic by
+    seed; idx lets a corruption work from the pool's raw source, e.g. the waves behind audio features)."""
     if clean_len < window:
         raise SnapuqError(f"clean segments ({clean_len}) must be at least one window ({window}) long")
     if seg_len < 1 or len(x_pool) == 0:
@@ -83,7 +84,7 @@ def build_stream(
     clean()
     for k, name in enumerate(corruptions):
         idx = rng.integers(0, len(x_pool), seg_len)
-        xc = np.asarray(corrupt(np.asarray(x_pool)[idx], name, severity, seed * 7919 + k), np.float32)
+        xc = np.asarray(corrupt(np.asarray(x_pool)[idx], idx, name, severity, seed * 7919 + k), np.float32)
         if xc.shape != (seg_len,) + tuple(np.asarray(x_pool).shape[1:]):
             raise SnapuqError(f"corruption '{name}' changed the input shape to {xc.shape}")
         xs.append(xc)

@@ -6,7 +6,7 @@ from snapuq import stream as S
 from snapuq.errors import SnapuqError
 
 
-def _corrupt(x, name, severity, seed):
+def _corrupt(x, idx, name, severity, seed):
     return x + {"a": 10.0, "b": 20.0}[name] * severity
 
 

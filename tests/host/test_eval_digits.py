@@ -1,0 +1,67 @@
+"""`snapuq train` + `snapuq eval` on the embedded digits set (short training): every contract key, SNAP
+scored from calib.json, its variants and all plots."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from snapuq import cli
+from snapuq.evaluate import CONTRACT_KEYS
+
+METHODS = ["snap", "msp", "entropy", "temp_scaling", "mc_dropout", "deep_ensemble", "ee_ensemble", "odin",
+           "energy", "mahalanobis", "react", "ash", "dirichlet"]
+
+
+@pytest.fixture(scope="module")
+def digits_eval(tmp_path_factory):
+    pytest.importorskip("snapuq.train")
+    pytest.importorskip("snapuq.modeldir")
+    pytest.importorskip("snapuq.data.corruptions")
+    base = tmp_path_factory.mktemp("digits")
+    d, r = base / "D", base / "R"
+    assert cli.main(["train", "--dataset", "digits", "--out", str(d), "--epochs", "3", "--seed", "0"]) == 0
+    assert cli.main(["eval", str(d), "--report", str(r), "--segment", "150", "--no-progress"]) == 0
+    return d, r, json.loads((r / "metrics.json").read_text())
+
+
+def test_digits_contract(digits_eval):
+    d, r, m = digits_eval
+    assert m["dataset"] == "digits" and m["n_test"] > 100
+    assert set(m["accuracy"]) == {"float", "int8"} and m["accuracy"]["float"] > 0.5
+    assert list(m["methods"]) == METHODS
+    for name, vals in m["methods"].items():
+        assert set(vals) == set(CONTRACT_KEYS), name
+        for k in ("auroc_ok_vs_err", "auroc_id_vs_ood", "aupr_ok_vs_err", "aurc", "ece"):
+            assert isinstance(vals[k], float) and 0.0 <= vals[k] <= 1.0, (name, k)
+    assert "notes" not in m  # every method ran, the trained baselines included
+    assert len(m["stream"]["corruptions"]) >= 5
+    assert m["stream"]["event_frames"] > 0
+
+
+def test_digits_snap_variants_and_checks(digits_eval):
+    d, r, m = digits_eval
+    sv = m["snap_variants"]
+    assert sv["default"] == m["details"]["snap"]["params"]["variant"]
+    others = [v for v in sv if v != "default"]
+    assert others, "calib.json should carry the literal variant for the ablation"
+    for v in others:
+        assert set(CONTRACT_KEYS) <= set(sv[v]), v
+    dc = m["dev_check"]
+    assert dc["ok"] == (dc["delta"] >= -0.005)
+    assert bool(m["flags"]) == (not dc["ok"])
+    for png in ("roc.png", "risk_coverage.png", "stream.png", "tap_surprisal.png"):
+        assert (r / png).stat().st_size > 1000, png
+    rep = (r / "report.md").read_text()
+    assert "| **snap** |" in rep and "SNAP variants" in rep
+
+
+def test_digits_corrupt_model_file(digits_eval, tmp_path, capsys):
+    import shutil
+
+    d = tmp_path / "D"
+    shutil.copytree(digits_eval[0], d)
+    (d / "model.keras").write_bytes(b"PK\x03\x04 truncated")
+    assert cli.main(["eval", str(d), "--report", str(tmp_path / "R")]) == 1
+    err = capsys.readouterr().err
+    assert "error:" in err and err.count("\n") == 1
