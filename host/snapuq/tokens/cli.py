@@ -1,0 +1,65 @@
+"""`snapuq tokens eval --dataset NAME --out RDIR`: Uncert token pruning/merging in a tiny spiking
+transformer; tokens.json, tokens.md and PNG plots in RDIR."""
+
+from __future__ import annotations
+
+import argparse
+
+from snapuq.errors import SnapuqError
+
+
+def _rhos(s: str) -> list[float]:
+    try:
+        v = [float(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"keep ratios must be comma-separated numbers, got '{s}'") from None
+    if not v or any(not 0.0 < r <= 1.0 for r in v):
+        raise argparse.ArgumentTypeError(f"keep ratios must lie in (0, 1], got '{s}'")
+    if 1.0 not in v:
+        v = [1.0] + v
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="tokens_command", metavar="ACTION")
+    e = sub.add_parser("eval", help="train the spiking transformer and sweep token reduction")
+    e.add_argument("--dataset", required=True, help="digits (embedded), mnist, fashion_mnist, cifar10")
+    e.add_argument("--data-dir", default=None, help="where mnist/cifar10 files live")
+    e.add_argument("--out", required=True, help="report directory")
+    e.add_argument("--epochs", type=int, default=40)
+    e.add_argument("--batch", type=int, default=128)
+    e.add_argument("--lr", type=float, default=5e-3)
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--dim", type=int, default=32)
+    e.add_argument("--depth", type=int, default=2)
+    e.add_argument("--heads", type=int, default=2)
+    e.add_argument("--T", type=int, default=4, help="time steps")
+    e.add_argument("--patch", type=int, default=None, help="patch size (default 2 for 8x8 inputs, else 4)")
+    e.add_argument("--block", type=int, default=None, help="block whose attention sees the reduced tokens "
+                   "(default: the last)")
+    e.add_argument("--lam", type=float, default=0.9, help="λ in S = mean_t U + λ·std_t U")
+    e.add_argument("--rhos", type=_rhos, default=[1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
+    e.add_argument("--random-seeds", type=int, default=3, help="repeats of the random baseline")
+    e.add_argument("--rank", type=int, default=16, help="SNAP head rank")
+    e.add_argument("--snap-epochs", type=int, default=300)
+    e.add_argument("--max-train", type=int, default=12000, help="subsample large training sets")
+    e.add_argument("--max-test", type=int, default=2000, help="subsample large dev/test sets")
+    e.add_argument("--reuse", action="store_true", help="reuse RDIR/model.weights.h5 when present")
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "tokens_command", None) != "eval":
+        raise SnapuqError("usage: snapuq tokens eval --dataset NAME --out RDIR")
+    if args.epochs < 1 or args.random_seeds < 1 or args.T < 1:
+        raise SnapuqError("--epochs, --random-seeds and --T must be >= 1")
+    from snapuq.tokens.evaluate import run_eval
+
+    rep = run_eval(args)
+    r08 = rep["results"]["prune"]["uncert"].get("0.8")
+    msg = f"tokens: full accuracy {100 * rep['accuracy_full']:.2f} %"
+    if r08:
+        rnd = rep["results"]["prune"]["random"]["0.8"]["acc"]
+        msg += f"; Uncert prune ρ=0.8 {100 * r08['acc']:.2f} % (random {100 * rnd:.2f} %)"
+    print(msg)
+    print(f"tokens: report in {args.out}/tokens.md, tokens.json")
+    return 0

@@ -1,0 +1,351 @@
+"""`snapuq tokens eval`: train the tiny spiking transformer, sweep token reduction, write the report.
+
+Outputs in RDIR: tokens.json, tokens.md, accuracy_prune.png, accuracy_merge.png, sops.png,
+ablation.png, model.weights.h5 + model_config.json (reused with --reuse).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from snapuq.errors import DatasetError, SnapuqError
+from snapuq.tokens import fixed
+from snapuq.tokens.model import TokenSNNConfig, forward, forward_from, load_model, token_logits, train_model
+from snapuq.tokens.reduce import (
+    ABLATION,
+    CRITERIA,
+    MODES,
+    criterion_scores,
+    keep_count,
+    merge,
+    prune,
+    topk_indices,
+)
+from snapuq.tokens.snaptok import TokenSnap, gap_features
+from snapuq.tokens.sops import model_sops
+
+RHOS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
+
+
+def load_data(name: str, data_dir: str | None, seed: int):
+    """snapuq.data.load_dataset; for digits, sklearn's set directly until the vision loaders exist."""
+    from snapuq.data import load_dataset
+
+    try:
+        return load_dataset(name, data_dir, seed)
+    except ModuleNotFoundError:
+        if name != "digits":
+            raise DatasetError(f"dataset '{name}' loader is not available in this build") from None
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    from snapuq.data import Dataset
+
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[..., None]
+    y = d.target.astype(np.int64)
+    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
+    xtr, xdv, ytr, ydv = train_test_split(xtr, ytr, test_size=0.2, random_state=seed, stratify=ytr)
+    return Dataset("digits", xtr, ytr, xdv, ydv, xte, yte, [str(i) for i in range(10)],
+                   {"source": "sklearn.datasets.load_digits (fallback)"})
+
+
+def uncert_int8_scores(model, z: np.ndarray, lam: float) -> np.ndarray:
+    """The device path: per-sample int8 quantization of the token logits, integer importance."""
+    lg = token_logits(model, z)  # (B, T, N, C)
+    out = np.zeros((lg.shape[0], lg.shape[2]), np.float64)
+    lam_q = fixed.to_q16(lam)
+    for b in range(lg.shape[0]):
+        q, sc, zp = fixed.quantize_logits(lg[b])
+        out[b] = fixed.importance_int(q, sc, zp, fixed.ONE, lam_q)
+    return out
+
+
+def _reduce(model, z: np.ndarray, criterion: str, mode: str, rho: float, seed: int, lam: float):
+    k = keep_count(z.shape[2], rho)
+    if criterion == "uncert_int8":
+        scores = uncert_int8_scores(model, z, lam)
+    elif criterion == "uncert_inverse":  # diagnostic: keep the *least* uncertain tokens
+        scores = -criterion_scores("uncert", z, model, lam=lam)
+    else:
+        scores = criterion_scores(criterion, z, model, np.random.default_rng(seed), lam)
+    idx = topk_indices(scores, k)
+    return prune(z, idx) if mode == "prune" else merge(z, idx)
+
+
+def _auroc(y_err: np.ndarray, score: np.ndarray) -> float | None:
+    from sklearn.metrics import roc_auc_score
+
+    if y_err.min() == y_err.max():
+        return None
+    return float(roc_auc_score(y_err, score))
+
+
+def run_eval(args) -> dict:
+    from tqdm import tqdm
+
+    t0 = time.time()
+    timings: dict[str, float] = {}
+    os.makedirs(args.out, exist_ok=True)
+    ds = load_data(args.dataset, args.data_dir, args.seed)
+    if len(ds.input_shape) != 3:
+        raise DatasetError(f"tokens eval needs image inputs (H, W, C), got {ds.input_shape}")
+    rng = np.random.default_rng(args.seed)
+
+    def sub(x, y, n):
+        if n and len(x) > n:
+            i = rng.permutation(len(x))[:n]
+            return x[i], y[i]
+        return x, y
+
+    xtr, ytr = sub(ds.x_train, ds.y_train, args.max_train)
+    xdv, ydv = sub(ds.x_dev, ds.y_dev, args.max_test)
+    xte, yte = sub(ds.x_test, ds.y_test, args.max_test)
+    h = ds.input_shape[0]
+    patch = args.patch or (2 if h <= 8 else 4)
+    cfg = TokenSNNConfig(input_shape=ds.input_shape, n_classes=ds.n_classes, patch=patch, dim=args.dim,
+                         depth=args.depth, heads=args.heads, T=args.T)
+    cfg.validate()
+    block = cfg.depth - 1 if args.block is None else args.block
+    if not 0 <= block < cfg.depth:
+        raise SnapuqError(f"--block {block} outside 0..{cfg.depth - 1}")
+    wpath = os.path.join(args.out, "model.weights.h5")
+    cpath = os.path.join(args.out, "model_config.json")
+    history: dict = {}
+    if args.reuse and os.path.exists(wpath) and os.path.exists(cpath):
+        with open(cpath) as f:
+            cfg = TokenSNNConfig.from_dict(json.load(f))
+        model = load_model(cfg, wpath)
+        timings["train_s"] = 0.0
+    else:
+        t = time.time()
+        model, history = train_model(cfg, xtr, ytr, epochs=args.epochs, batch=args.batch, lr=args.lr,
+                                     seed=args.seed, verbose=1)
+        timings["train_s"] = time.time() - t
+        model.save_weights(wpath)
+        with open(cpath, "w") as f:
+            json.dump(cfg.to_dict(), f, indent=1)
+
+    # --- the full model: accuracy, SOPs, token states at every block
+    t = time.time()
+    full = forward(model, xte, record=True)
+    acc_full = float((full["logits"].argmax(1) == yte).mean())
+    sops_full = model_sops(full, cfg)
+    timings["full_forward_s"] = time.time() - t
+    z = full["block_in"][block]
+    pre_spikes = full["spikes"][:block]
+
+    def evaluate(criterion: str, mode: str, rho: float, seed: int = 0) -> dict:
+        zn, mn = _reduce(model, z, criterion, mode, rho, seed, args.lam)
+        o = forward_from(model, zn, block, mn, record=True)
+        o["spikes"] = pre_spikes + o["spikes"]
+        sp = model_sops(o, cfg)
+        return {"acc": float((o["logits"].argmax(1) == yte).mean()), "sops": float(sp["total"].mean()),
+                "block_sops": float(sum(b.mean() for b in sp["blocks"][block:]))}
+
+    full_row = {"acc": acc_full, "sops": float(sops_full["total"].mean()),
+                "block_sops": float(sum(b.mean() for b in sops_full["blocks"][block:]))}
+    rhos = [r for r in args.rhos if r < 1.0]
+    jobs: list[tuple[str, str, float, int]] = []
+    prune_rows = list(CRITERIA) + ["uncert_mean", "uncert_std", "uncert_int8", "uncert_inverse"]
+    for mode in MODES:
+        rows = prune_rows if mode == "prune" else list(CRITERIA)
+        for c in rows:
+            seeds = range(args.random_seeds) if c == "random" else range(1)
+            for rho in rhos:
+                for s in seeds:
+                    jobs.append((c, mode, rho, s))
+    t = time.time()
+    raw: dict = {}
+    for c, mode, rho, s in tqdm(jobs, desc="token reduction sweep"):
+        raw.setdefault((mode, c, rho), []).append(evaluate(c, mode, rho, s))
+    timings["sweep_s"] = time.time() - t
+    results: dict = {m: {} for m in MODES}
+    for (mode, c, rho), rs in raw.items():
+        accs = [r["acc"] for r in rs]
+        results[mode].setdefault(c, {"1.0": full_row | {"acc_sd": 0.0}})[str(rho)] = {
+            "acc": float(np.mean(accs)), "acc_sd": float(np.std(accs)),
+            "sops": float(np.mean([r["sops"] for r in rs])),
+            "block_sops": float(np.mean([r["block_sops"] for r in rs])),
+        }
+
+    # --- SNAP heads on the token stream, fault detection ok vs err
+    t = time.time()
+    taps = [1, 2] if cfg.depth >= 2 else [1]
+    tr_states = forward(model, xtr)["block_in"]
+    dv_states = forward(model, xdv)["block_in"]
+    snap = TokenSnap(rank=args.rank).fit(gap_features(tr_states), taps, epochs=args.snap_epochs,
+                                         seed=args.seed)
+    snap.calibrate(gap_features(dv_states))
+    sc = snap.score(gap_features(full["block_in"]))
+    p = np.exp(full["logits"] - full["logits"].max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    err = (full["logits"].argmax(1) != yte).astype(int)
+    ps = np.sort(p, 1)
+    fd = {
+        "n_test": int(len(yte)), "n_err": int(err.sum()),
+        "auroc_ok_vs_err": {
+            "msp": _auroc(err, 1.0 - p.max(1)),
+            "margin": _auroc(err, 1.0 - (ps[:, -1] - ps[:, -2])),
+            "snap": _auroc(err, sc["snap"]),
+            "snap_nll2": _auroc(err, sc["snap_nll2"]),
+            **{f"snap_tap{i}_ebar": _auroc(err, sc["ebar"][:, i]) for i in range(sc["ebar"].shape[1])},
+        },
+        "taps": [{"prev": f"block{t - 1} input", "target": f"block{t - 1} output", "d": cfg.dim}
+                 for t in taps],
+        "rank": args.rank,
+    }
+    timings["snap_s"] = time.time() - t
+
+    # --- token-uncertainty diagnostics: does U separate informative tokens?
+    u_imp = criterion_scores("uncert", z, model, lam=args.lam)
+    mag = criterion_scores("magnitude", z, model)
+    spk = criterion_scores("spikes", z, model)
+    diag = {
+        "spearman_uncert_vs_magnitude": _spearman(u_imp, mag),
+        "spearman_uncert_vs_spikes": _spearman(u_imp, spk),
+        "mean_importance_per_token": [float(v) for v in u_imp.mean(0)],
+        "input_ink_per_token": [float(v) for v in _ink(xte, cfg).mean(0)],
+        "spearman_uncert_vs_ink": _spearman(u_imp, _ink(xte, cfg)),
+    }
+    timings["total_s"] = time.time() - t0
+    rep = {
+        "dataset": ds.name, "n_train": int(len(ytr)), "n_test": int(len(yte)),
+        "config": cfg.to_dict(), "reduce_block": block, "lambda": args.lam, "rhos": list(args.rhos),
+        "keep_counts": {str(r): keep_count(cfg.n_tokens, r) for r in args.rhos},
+        "accuracy_full": acc_full, "sops_full": full_row["sops"], "embed_macs": sops_full["embed_macs"],
+        "block_sops_full": full_row["block_sops"], "results": results, "fault_detection": fd,
+        "token_diagnostics": diag, "history": history, "timings_s": timings,
+        "random_seeds": args.random_seeds,
+    }
+    with open(os.path.join(args.out, "tokens.json"), "w") as f:
+        json.dump(rep, f, indent=1)
+    md = write_markdown(rep)
+    with open(os.path.join(args.out, "tokens.md"), "w") as f:
+        f.write(md)
+    write_plots(rep, args.out)
+    return rep
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    from scipy.stats import spearmanr
+
+    vals = [spearmanr(x, y).statistic for x, y in zip(a, b) if np.std(x) > 0 and np.std(y) > 0]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def _ink(x: np.ndarray, cfg: TokenSNNConfig) -> np.ndarray:
+    """Sum of input intensity per patch (B, N): how much of the digit a token covers."""
+    h, w, c = cfg.input_shape
+    p = cfg.patch
+    xr = x.reshape(len(x), h // p, p, w // p, p, c).transpose(0, 1, 3, 2, 4, 5)
+    return xr.reshape(len(x), cfg.n_tokens, -1).sum(-1)
+
+
+LABELS = {
+    "uncert": "Uncert (mean+λ·std)", "random": "random", "magnitude": "activation magnitude",
+    "spikes": "spike count", "similarity": "feature similarity", "uncert_mean": "Uncert mean only",
+    "uncert_std": "Uncert std only", "uncert_int8": "Uncert, int8 device kernel",
+    "uncert_inverse": "inverse Uncert (keep least uncertain; diagnostic)",
+}
+
+
+def write_markdown(rep: dict) -> str:
+    rhos = [str(r) for r in rep["rhos"]]
+    kc = rep["keep_counts"]
+    head = "| criterion | " + " | ".join(f"ρ={r} (K={kc[r]})" for r in rhos) + " |\n"
+    sep = "|---|" + "---|" * len(rhos) + "\n"
+    out = [f"# Uncert token reduction — {rep['dataset']}\n",
+           f"Spiking transformer: {rep['config']['depth']} blocks, dim {rep['config']['dim']}, "
+           f"T={rep['config']['T']}, {rep['config']['patch']}×{rep['config']['patch']} patches "
+           f"({kc['1.0'] if '1.0' in kc else ''} tokens); reduction before the attention of block "
+           f"{rep['reduce_block']}; λ={rep['lambda']}. Test samples: {rep['n_test']}. "
+           f"Full-model accuracy **{100 * rep['accuracy_full']:.2f} %**, "
+           f"{rep['sops_full']:.0f} SOPs / inference (+{rep['embed_macs']} embedding MACs).\n"]
+    for mode in ("prune", "merge"):
+        out.append(f"\n## Accuracy (%) — {mode}\n\n" + head + sep)
+        for c, row in rep["results"][mode].items():
+            cells = []
+            for r in rhos:
+                v = row.get(r)
+                if v is None:
+                    cells.append("")
+                elif c == "random" and v.get("acc_sd"):
+                    cells.append(f"{100 * v['acc']:.2f} ± {100 * v['acc_sd']:.2f}")
+                else:
+                    cells.append(f"{100 * v['acc']:.2f}")
+            out.append(f"| {LABELS.get(c, c)} | " + " | ".join(cells) + " |\n")
+    out.append("\n## SOPs saved by Uncert pruning (vs full model)\n\n"
+               "| ρ | SOPs / inference | saved (total) | saved (blocks from the reduction on) |\n"
+               "|---|---|---|---|\n")
+    row = rep["results"]["prune"]["uncert"]
+    for r in rhos:
+        v = row[r]
+        out.append(f"| {r} | {v['sops']:.0f} | {100 * (1 - v['sops'] / rep['sops_full']):.1f} % | "
+                   f"{100 * (1 - v['block_sops'] / rep['block_sops_full']):.1f} % |\n")
+    fd = rep["fault_detection"]
+    out.append(f"\n## SNAP heads on the token stream: fault detection (ok vs err), AUROC\n\n"
+               f"{fd['n_err']} errors among {fd['n_test']} test samples.\n\n| score | AUROC |\n|---|---|\n")
+    for k, v in fd["auroc_ok_vs_err"].items():
+        out.append(f"| {k} | {'n/a' if v is None else f'{v:.3f}'} |\n")
+    d = rep["token_diagnostics"]
+    out.append(f"\n## Token diagnostics\n\nMean per-sample Spearman correlation of the Uncert importance "
+               f"with activation magnitude {d['spearman_uncert_vs_magnitude']:.2f}, with spike count "
+               f"{d['spearman_uncert_vs_spikes']:.2f}, with the input ink of the patch "
+               f"{d['spearman_uncert_vs_ink']:.2f}.\n")
+    t = rep["timings_s"]
+    out.append("\nTimings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()) + "\n")
+    return "".join(out)
+
+
+def write_plots(rep: dict, out_dir: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rhos = [float(r) for r in rep["rhos"]]
+    for mode in ("prune", "merge"):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for c, row in rep["results"][mode].items():
+            if c in ("uncert_mean", "uncert_std"):
+                continue
+            ax.plot(rhos, [100 * row[str(r)]["acc"] for r in rhos], marker="o", label=LABELS.get(c, c))
+        ax.axhline(100 * rep["accuracy_full"], color="k", lw=0.8, ls="--", label="full model")
+        ax.set_xlabel("keep ratio ρ")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(f"{rep['dataset']}: token {mode}")
+        ax.invert_xaxis()
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, f"accuracy_{mode}.png"), dpi=120)
+        plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    row = rep["results"]["prune"]["uncert"]
+    ax.plot(rhos, [100 * (1 - row[str(r)]["sops"] / rep["sops_full"]) for r in rhos], marker="o",
+            label="total")
+    ax.plot(rhos, [100 * (1 - row[str(r)]["block_sops"] / rep["block_sops_full"]) for r in rhos], marker="s",
+            label="blocks after the reduction")
+    ax.set_xlabel("keep ratio ρ")
+    ax.set_ylabel("SOPs saved (%)")
+    ax.invert_xaxis()
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "sops.png"), dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for c in ABLATION:
+        r_ = rep["results"]["prune"][c]
+        ax.plot(rhos, [100 * r_[str(r)]["acc"] for r in rhos], marker="o", label=LABELS[c])
+    ax.set_xlabel("keep ratio ρ")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("ablation: mean / std / both (prune)")
+    ax.invert_xaxis()
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "ablation.png"), dpi=120)
+    plt.close(fig)
