@@ -19,6 +19,8 @@ except ImportError:  # pragma: no cover - very small ports
     namedtuple = None
 
 __version__ = "0.1.0"
+IMPLEMENTATION = "python"
+SPEC_VERSION = 1
 
 BLOB_MAGIC = b"SNUQ"
 BLOB_VERSION = 1
@@ -1001,23 +1003,29 @@ def mul_shift(x, m, n):
     return (x * m + (1 << (n - 1))) >> n
 
 
+def _f32(x):
+    """x rounded to float32 (what a C float holds)."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def round_q16(x):
+    """round(x * 2**16) exactly as the C core does it in float32 (halves away from zero)."""
+    v = _f32(_f32(x) * 65536.0)
+    return int(_f32(v + 0.5)) if v >= 0 else -int(_f32(-v + 0.5))
+
+
 def encode_mn(c):
-    """A real constant as (M, n) with |M| in [2**30, 2**31), c ~ M / 2**n (FIXED_POINT.md)."""
-    if c == 0:
+    """A float32 constant as (M, n): M = mantissa << 7 (|M| in [2**30, 2**31)), c = M / 2**n
+    exactly; (0, 0) for 0 or when n > 62 (as snapuq_snap_set_beta)."""
+    m, e = _f32_parts(c)
+    if m == 0 or abs(m) < (1 << 23):  # zero or denormal
         return 0, 0
-    a = -c if c < 0 else c
-    n = 30
-    while a * (1 << n) >= (1 << 31) and n > -64:
-        n -= 1
-    while a * (1 << n) < (1 << 30) and n < 64:
-        n += 1
-    m = int(a * (1 << n) + 0.5)
-    if m >= (1 << 31):
-        n -= 1
-        m = int(a * (1 << n) + 0.5)
-    if not 0 <= n <= 62:
-        raise _err("constant %r cannot be encoded in fixed point" % c)
-    return (-m if c < 0 else m), n
+    n = 7 - e
+    if n < 0:
+        raise _err("constant %r is too large for fixed point" % c)
+    if n > 62:
+        return 0, 0
+    return m << 7, n
 
 
 def snap_int(outs, snap):
@@ -1124,7 +1132,7 @@ def _read(path):
         with open(path, "rb") as f:
             return f.read()
     except OSError as e:
-        raise OSError("snapuq: cannot read %s: %s" % (path, e)) from None
+        raise OSError(e.args[0] if e.args else 0, "can't open " + path) from None
 
 
 def _dirname(path):
@@ -1253,9 +1261,10 @@ class Model:
         if isinstance(x, array.array):
             if len(x) != n:
                 raise ValueError("snapuq: input has %d values, model needs %d" % (len(x), n))
-            if x.typecode == "b":
-                return x
-            if x.typecode in ("f", "d"):
+            raw = bytes(x)
+            if len(raw) == n:  # one-byte items: int8 codes as they are
+                return _int8_array(raw)
+            if n and isinstance(x[0], float):
                 return _int8_array(bytes(self.quantize(x)))
             raise TypeError("snapuq: array input must have typecode 'b' (int8) or 'f'/'d' (float)")
         if isinstance(x, (list, tuple)):
@@ -1296,136 +1305,206 @@ class Model:
         return (lg["b0_q16"] / 65536, lg["b1_m"] / (1 << lg["b1_n"]) if lg["b1_m"] else 0.0,
                 lg["b2_m"] / (1 << lg["b2_n"]) if lg["b2_m"] else 0.0)
 
+    @beta.setter
+    def beta(self, value):
+        self.set_beta(value)
+
+    @property
+    def u_threshold(self):
+        """The decision threshold u* on U (Result.flag is U >= u*)."""
+        return self.manifest["snap"]["u_threshold_q16"] / 65536
+
+    kernels = "python"
+
     def set_beta(self, beta):
-        """Store a float (b0, b1, b2) in the fixed-point logistic constants."""
+        """Store a float (b0, b1, b2) in the fixed-point logistic constants (|b| < 16384)."""
         if len(beta) != 3:
             raise ValueError("snapuq: beta needs 3 values")
+        for b in beta:
+            if not -16384.0 < b < 16384.0:
+                raise ValueError("snapuq: beta values must be finite and |b| < 16384")
         lg = self.manifest["snap"]["logistic"]
-        b0 = beta[0] * 65536
-        lg["b0_q16"] = int(b0 + 0.5) if b0 >= 0 else -int(-b0 + 0.5)
-        lg["b1_m"], lg["b1_n"] = encode_mn(beta[1])
-        lg["b2_m"], lg["b2_n"] = encode_mn(beta[2])
+        b1 = encode_mn(beta[1])
+        b2 = encode_mn(beta[2])
+        lg["b0_q16"] = round_q16(beta[0])
+        lg["b1_m"], lg["b1_n"] = b1
+        lg["b2_m"], lg["b2_n"] = b2
 
-    def calibrate(self, xs, labels, nonneg=True, l2=1e-3, max_iter=25, apply=True):
-        """Refit beta on labelled samples: label = true class index per input (a sample counts
-        as an error when the prediction differs). Returns (beta, iterations)."""
-        cal = Calibrator(nonneg=nonneg, l2=l2, max_iter=max_iter)
-        n = 0
+    def calibrate(self, xs, labels, capacity=256, nonneg=True, l2=1e-3, max_iter=25, tol=1e-5,
+                  apply=True):
+        """Refit beta on labelled samples (label = true class; a sample is positive when the
+        prediction is wrong). Keeps the newest ``capacity`` samples. Returns (beta, iterations)."""
+        cal = Calibrator(capacity, nonneg=nonneg, l2=l2, max_iter=max_iter, tol=tol)
         for x, y in zip(xs, labels):
-            r = self.infer(x)
-            cal.push(r.f_q16 / 65536, r.m_q16 / 65536, r.pred != y)
-            n += 1
+            cal.add(self.infer(x), y)
         beta, iters = cal.solve()
         if apply:
             self.set_beta(beta)
         return beta, iters
 
+    def calibrator(self, capacity=256, nonneg=True, l2=1e-3, max_iter=25, tol=1e-5):
+        """An empty Calibrator; feed it with cal.add(m.infer(x), label), then m.set_beta(cal.solve()[0])."""
+        return Calibrator(capacity, nonneg=nonneg, l2=l2, max_iter=max_iter, tol=tol)
+
     def monitor(self, window=100, threshold=None, cusum_ref=None, cusum_h=None):
-        """A drift monitor on U (window mean + one-sided CUSUM; thresholds as U floats)."""
-        u_thr = self.manifest["snap"]["u_threshold_q16"] / 65536
-        return Monitor(window, u_thr if threshold is None else threshold,
-                       u_thr / 2 if cusum_ref is None else cusum_ref,
-                       window * u_thr / 4 if cusum_h is None else cusum_h)
+        """Drift monitor on U: window mean >= threshold, or CUSUM of (U - cusum_ref) >= cusum_h.
+        Values are U floats (cusum_h in U x samples); defaults: threshold = the model's decision
+        threshold u*, cusum_ref = u*/2, cusum_h = 10 u*."""
+        thr = self.manifest["snap"]["u_threshold_q16"]
+        return Monitor(window, thr if threshold is None else round_q16(threshold),
+                       thr // 2 if cusum_ref is None else round_q16(cusum_ref),
+                       10 * thr if cusum_h is None else round_q16(cusum_h))
 
     def stream(self, xs, monitor=None):
-        """Generator of (Result, alarm bits) over inputs, with a drift monitor."""
+        """Generator of (Result, alarm bits) over inputs, through a drift monitor."""
         mon = monitor if monitor is not None else self.monitor()
+        if not isinstance(mon, Monitor):
+            raise TypeError("snapuq: monitor must be a snapuq.Monitor")
         for x in xs:
             r = self.infer(x)
-            yield r, mon.push(r.u)
+            yield r, mon.push(r)
 
 
 class Calibrator:
-    """Logistic fit of U = sigmoid(b0 + b1 s + b2 m) by bounded Newton steps (ridge on b1, b2,
-    optional b1, b2 >= 0 by projection)."""
+    """Logistic fit of U = sigmoid(b0 + b1 s + b2 m) over the newest ``capacity`` samples:
+    projected, damped Newton steps from the intercept-only start, as snapuq_fit_solve does
+    (float arithmetic: float32 on boards, double on the unix port, so betas agree with the C
+    module to float precision, not bit for bit)."""
 
-    def __init__(self, nonneg=True, l2=1e-3, max_iter=25, tol=1e-5):
+    def __init__(self, capacity=256, nonneg=True, l2=1e-3, max_iter=25, tol=1e-5):
+        if capacity < 1 or max_iter < 1 or l2 < 0 or tol <= 0:
+            raise ValueError("snapuq: bad calibrator options")
+        self.capacity = capacity
         self.samples = []
+        self._head = 0
         self.nonneg = nonneg
         self.l2 = l2
         self.max_iter = max_iter
         self.tol = tol
 
     def push(self, s, m, wrong):
-        self.samples.append((float(s), float(m), 1 if wrong else 0))
+        """Add one (S', m, wrong) triple (floats as Result.f_q16 / 2**16, m_q16 / 2**16)."""
+        smp = (float(s), float(m), 1 if wrong else 0)
+        if len(self.samples) < self.capacity:
+            self.samples.append(smp)
+        else:
+            self.samples[self._head] = smp
+        self._head = (self._head + 1) % self.capacity
+
+    def add(self, result, label):
+        """Add one scored inference with its true class."""
+        self.push(result[8] / 65536, result[9] / 65536, result[0] != label)
+
+    @property
+    def count(self):
+        return len(self.samples)
+
+    def _objective(self, b):
+        import math
+        f = 0.5 * self.l2 * (b[1] * b[1] + b[2] * b[2])
+        for s, m, y in self.samples:
+            z = b[0] + b[1] * s + b[2] * m
+            f += (z if z > 0 else 0.0) + math.log(1 + math.exp(-abs(z))) - (z if y else 0.0)
+        return f
 
     def solve(self):
+        """(beta, iterations); ValueError when the labels or the system do not allow a fit."""
         import math
         sm = self.samples
         npos = sum(y for _, _, y in sm)
         if npos < 2 or len(sm) - npos < 2:
             raise ValueError("snapuq: calibration needs >= 2 correct and >= 2 wrong samples")
-        b = [0.0, 0.0, 0.0]
-        it = 0
-        for it in range(1, self.max_iter + 1):
-            g = [0.0, self.l2 * b[1], self.l2 * b[2]]
+        l2 = self.l2
+        b = [(npos / len(sm) - 0.5) * 4.0, 0.0, 0.0]
+        f_old = self._objective(b)
+        for it in range(self.max_iter):
+            g = [0.0, 0.0, 0.0]
             H = [[0.0] * 3 for _ in range(3)]
-            H[1][1] = H[2][2] = self.l2
             for s, m, y in sm:
                 z = b[0] + b[1] * s + b[2] * m
-                p = 1 / (1 + math.exp(-z)) if z > -40 else 0.0
+                p = 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+                r = p - y
                 w = p * (1 - p)
                 f = (1.0, s, m)
                 for i in range(3):
-                    g[i] += (p - y) * f[i]
+                    g[i] += r * f[i]
                     for j in range(3):
                         H[i][j] += w * f[i] * f[j]
-            step = _solve3(H, g)
-            if step is None:
-                raise ValueError("snapuq: calibration Hessian is singular")
-            for i in range(3):
-                b[i] -= step[i]
-            if self.nonneg:
-                b[1] = max(0.0, b[1])
-                b[2] = max(0.0, b[2])
-            if max(abs(v) for v in step) < self.tol:
-                break
-        return tuple(b), it
+            for j in (1, 2):
+                g[j] += l2 * b[j]
+                H[j][j] += l2
+            free = [j for j in range(3) if not (self.nonneg and j > 0 and b[j] <= 0 and g[j] > 0)]
+            xs = _solve(H, g, free)
+            if xs is None:
+                raise ValueError("snapuq: calibration system is singular")
+            step = [0.0, 0.0, 0.0]
+            for k, j in enumerate(free):
+                step[j] = xs[k]
+            t = 1.0
+            maxstep = 0.0
+            for _ in range(30):
+                nb = [b[j] - t * step[j] for j in range(3)]
+                if self.nonneg:
+                    nb[1] = max(0.0, nb[1])
+                    nb[2] = max(0.0, nb[2])
+                f_new = self._objective(nb)
+                if f_new <= f_old + 1e-6 * abs(f_old):
+                    maxstep = max(abs(nb[j] - b[j]) for j in range(3))
+                    b = nb
+                    f_old = f_new
+                    break
+                t *= 0.5
+            if maxstep < self.tol:
+                return tuple(b), it + 1
+        raise ValueError("snapuq: calibration did not converge in %d steps" % self.max_iter)
 
 
-def _solve3(A, y):
-    """Solve a 3x3 system by Gaussian elimination with partial pivoting (None if singular)."""
-    M = [list(A[i]) + [y[i]] for i in range(3)]
-    for c in range(3):
-        p = max(range(c, 3), key=lambda r: abs(M[r][c]))
-        if abs(M[p][c]) < 1e-12:
+def _solve(A, y, idx):
+    """Solve the sub-system A[idx][idx] x = y[idx] (Gaussian elimination, partial pivoting)."""
+    n = len(idx)
+    M = [[A[i][j] for j in idx] + [y[i]] for i in idx]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(M[r][c]))
+        if abs(M[p][c]) < 1e-20:
             return None
         M[c], M[p] = M[p], M[c]
-        for r in range(c + 1, 3):
+        for r in range(c + 1, n):
             f = M[r][c] / M[c][c]
-            for k in range(c, 4):
+            for k in range(c, n + 1):
                 M[r][k] -= f * M[c][k]
-    x = [0.0, 0.0, 0.0]
-    for r in (2, 1, 0):
-        x[r] = (M[r][3] - sum(M[r][k] * x[k] for k in range(r + 1, 3))) / M[r][r]
+    x = [0.0] * n
+    for r in range(n - 1, -1, -1):
+        x[r] = (M[r][n] - sum(M[r][k] * x[k] for k in range(r + 1, n))) / M[r][r]
     return x
 
 
 class Monitor:
-    """Sliding-window mean of U plus a one-sided CUSUM (U in [0, 1]).
+    """Sliding-window mean of U16 plus a one-sided CUSUM, integer like snapuq_monitor_push.
 
-    push(u) returns alarm bits: 1 = window mean >= threshold (window full), 2 = CUSUM >= h.
-    """
+    push(r) takes a Result or a U16 integer and returns alarm bits: 1 = window full and its
+    mean >= threshold, 2 = CUSUM >= h. Thresholds are Q16 integers (Model.monitor converts)."""
 
-    def __init__(self, window=100, threshold=0.5, cusum_ref=0.25, cusum_h=12.5):
-        if window < 1:
-            raise ValueError("snapuq: window must be >= 1")
+    def __init__(self, window=100, threshold=32768, cusum_ref=16384, cusum_h=327680):
+        if window < 1 or cusum_h <= 0:
+            raise ValueError("snapuq: monitor needs window >= 1 and cusum_h > 0")
         self.window = window
         self.threshold = threshold
         self.cusum_ref = cusum_ref
         self.cusum_h = cusum_h
+        self._ring = [0] * window
         self.reset()
 
     def reset(self):
-        self._ring = [0.0] * self.window
         self._head = 0
         self.count = 0
-        self._sum = 0.0
-        self.cusum = 0.0
+        self._sum = 0
+        self.cusum = 0
         self.n_seen = 0
-        self.first_alarm = None
+        self.first_alarm = 0
 
     def push(self, u):
+        if not isinstance(u, int):
+            u = u[5]  # Result.u_q16
         w = self.window
         if self.count == w:
             self._sum -= self._ring[self._head]
@@ -1434,17 +1513,19 @@ class Monitor:
         self._ring[self._head] = u
         self._sum += u
         self._head = (self._head + 1) % w
-        self.cusum = max(0.0, self.cusum + u - self.cusum_ref)
         alarm = 0
-        if self.count == w and self._sum / w >= self.threshold:
+        if self.count == w and self._sum >= self.threshold * w:
             alarm |= 1
+        c = self.cusum + u - self.cusum_ref
+        self.cusum = c if c > 0 else 0
         if self.cusum >= self.cusum_h:
             alarm |= 2
-        if alarm and self.first_alarm is None:
-            self.first_alarm = self.n_seen
         self.n_seen += 1
+        if alarm and self.first_alarm == 0:
+            self.first_alarm = self.n_seen
         return alarm
 
     @property
     def mean(self):
-        return self._sum / self.count if self.count else 0.0
+        """Window mean of U as a float."""
+        return self._sum / self.count / 65536 if self.count else 0.0
