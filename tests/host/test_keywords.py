@@ -176,12 +176,14 @@ def test_speech_commands_error_paths(tmp_path, monkeypatch):
 # ---- DS-CNN --------------------------------------------------------------------------------------
 def test_dscnn_shape_names_and_size():
     from snapuq.models import build_backbone
-    from snapuq.models.dscnn import DEFAULT_TAPS, TAP_LAYERS
+    from snapuq.models.dscnn import DEFAULT_TAPS, TAP_LAYERS, TAP_PREV
 
     m = build_backbone("dscnn", (49, 10, 1), 10)
     names = [layer.name for layer in m.layers]
     assert m.output_shape == (None, 10)
-    assert all(t in names for t in TAP_LAYERS) and set(DEFAULT_TAPS) <= set(TAP_LAYERS)
+    assert all(t in names for t in TAP_LAYERS) and set(DEFAULT_TAPS) <= set(TAP_PREV)
+    assert all(TAP_LAYERS.index(p) < TAP_LAYERS.index(t) for t, p in TAP_PREV.items())
+    assert m.get_layer("feat").output.shape[1:] == (64,)
     assert m.get_layer("relu0").output.shape[1:] == (25, 5, 64)
     assert m.get_layer("block4").output.shape[1:] == (25, 5, 64)
     drops = [layer for layer in m.layers if layer.__class__.__name__ == "Dropout"]

@@ -3,7 +3,7 @@
     input (49, 10, 1) MFCC
     conv0   Conv2D 64, kernel (10, 4), stride (2, 2), same -> bn0 -> relu0 -> drop0 (0.2)     (25, 5, 64)
     4 x [dw{i} DepthwiseConv2D 3x3 same -> dwbn{i} -> dwrelu{i} -> pw{i} Conv2D 64 1x1 -> pwbn{i} -> block{i}]
-    drop_final (0.4) -> gap GlobalAveragePooling2D (the penultimate features) -> logits Dense(n_classes)
+    drop_final (0.4) -> feat GlobalAveragePooling2D (the penultimate features, 64) -> logits Dense(n_classes)
 
 Only int8-deployable TFLite ops after conversion (BN folds into the convolutions): CONV_2D, DEPTHWISE_CONV_2D,
 MEAN (or AVERAGE_POOL_2D), FULLY_CONNECTED (+ RESHAPE). Activations are the last layer of each block and are
@@ -16,9 +16,11 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-# Keras layer names of the block outputs, shallow to deep (candidate SNAP taps); the default taps are a middle
-# block and the last block (the paper's best: mid + penultimate).
+# Layer naming contract (as snapuq.models.cnn): block outputs shallow to deep are the candidate SNAP taps,
+# TAP_PREV[name] is the layer whose output is the tap's predecessor activation a_{l-1}; the default taps are a
+# middle block and the last block (the paper's best: mid + penultimate).
 TAP_LAYERS = ["relu0", "block1", "block2", "block3", "block4"]
+TAP_PREV = {"block1": "relu0", "block2": "block1", "block3": "block2", "block4": "block3"}
 DEFAULT_TAPS = ["block2", "block4"]
 
 
@@ -57,6 +59,6 @@ def build_dscnn(
         x = layers.BatchNormalization(momentum=bn_momentum, name=f"pwbn{i}")(x)
         x = layers.ReLU(name=f"block{i}")(x)
     x = layers.Dropout(final_dropout, name="drop_final")(x)
-    x = layers.GlobalAveragePooling2D(name="gap")(x)
+    x = layers.GlobalAveragePooling2D(name="feat")(x)
     out = layers.Dense(n_classes, kernel_regularizer=reg, name="logits")(x)
     return keras.Model(inp, out, name=name)
