@@ -1,0 +1,141 @@
+"""SNAP scoring on model outputs (float): per-tap surprisal, the SNAP score S(x), the confidence proxy m(x)
+and U(x) = sigmoid(b0 + b1 F(S) + b2 m).
+
+Per tap l with a, mu, log sigma^2 in R^d (GAP tap vectors):
+    ebar_l = (1/d) sum_i (a_i - mu_i)^2 exp(-logvar_i)          (standardized error, DESIGN §4)
+    lbar_l = (1/d) sum_i logvar_i
+    y_l    = c_e ebar_l + c_l lbar_l                             (c_e = c_l = 1/2: per-dim Gaussian NLL
+                                                                  without 1/2 log 2pi)
+    s_l    = |y_l - mean_l| / sd_l    if two_sided ("best": ID mean/sd from the clean dev split)
+           = ebar_l                   ("literal": c_e = 1, c_l = 0, no standardization)
+    S      = sum_l w_l s_l            (w uniform, or proportional to 1/Var_ID[s_l], summing to 1)
+    F      = max(0, (S - q) / sd_S)   ("best": hinge at the q-quantile of clean dev S)
+           = S                        ("literal")
+    m      = alpha (1 - p1) + (1 - alpha)(1 - (p1 - p2))  (p1 >= p2 the two largest softmax probs)
+    z      = b0 + b1 F + b2 m,  U = 1 / (1 + exp(-z))
+
+calib.json (written by snapuq.calibrate, read by `SnapScorer.from_calib`, turned into fixed point by the
+int8 export — docs/FIXED_POINT.md):
+    {"version": 1, "variant": "best" | "literal",
+     "eps": float, "logvar_offset": float (= 2 ln eps: log sigma^2 = int8 value of tap{k}_lvr + offset),
+     "taps": [{"name": "tap0", "layer": str, "prev": str, "d": int, "c_e": float, "c_l": float,
+               "two_sided": bool, "mean": float, "sd": float}],
+     "weighting": "uniform" | "inverse_variance", "weights": [float per tap],
+     "hinge": {"q": float, "sd": float, "quantile": float} | null,
+     "conf": {"kind": "msp_margin", "alpha": float},
+     "beta": [b0, b1, b2], "nonneg": bool, "u_threshold": float,
+     "fit": {...what the coefficients were fitted on, dev AUROCs...},
+     "variants": {"literal": {... the same keys for the paper's literal recipe ...}}}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from snapuq.errors import SnapuqError
+
+
+def tap_ebar(a: np.ndarray, mu: np.ndarray, logvar: np.ndarray) -> np.ndarray:
+    """ebar = (1/d) ||(a - mu) * sigma^-1||^2, per sample; arrays (N, d) -> (N,)."""
+    a, mu, lv = (np.asarray(t, np.float64) for t in (a, mu, logvar))
+    return np.mean(np.square(a - mu) * np.exp(-lv), axis=-1)
+
+
+def tap_nll(a: np.ndarray, mu: np.ndarray, logvar: np.ndarray) -> np.ndarray:
+    """Per-sample diagonal Gaussian NLL, summed over dims, with the 0.5 log 2pi constant: (N,)."""
+    a, mu, lv = (np.asarray(t, np.float64) for t in (a, mu, logvar))
+    d = a.shape[-1]
+    return 0.5 * np.sum(np.square(a - mu) * np.exp(-lv) + lv, axis=-1) + 0.5 * d * np.log(2 * np.pi)
+
+
+def confidence_proxy(probs: np.ndarray, alpha: float = 0.5) -> np.ndarray:
+    """m(x) = alpha (1 - p1) + (1 - alpha)(1 - (p1 - p2)); in [0, 1], higher = less confident."""
+    p = np.sort(np.asarray(probs, np.float64), axis=1)
+    p1, p2 = p[:, -1], p[:, -2]
+    return alpha * (1.0 - p1) + (1.0 - alpha) * (1.0 - (p1 - p2))
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    z = np.asarray(z, np.float64)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, np.float64)))
+
+
+def n_taps(outs: dict) -> int:
+    k = 0
+    while f"tap{k}_a" in outs:
+        k += 1
+    return k
+
+
+def tap_stats(outs: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(ebar, lbar), each (N, L), from a model-output dict with tap{k}_a / _mu / _logvar."""
+    L = n_taps(outs)
+    if L == 0:
+        raise SnapuqError("model outputs have no SNAP taps (tap0_a, tap0_mu, tap0_logvar)")
+    eb = np.stack(
+        [tap_ebar(outs[f"tap{k}_a"], outs[f"tap{k}_mu"], outs[f"tap{k}_logvar"]) for k in range(L)], 1
+    )
+    lb = np.stack([np.mean(np.asarray(outs[f"tap{k}_logvar"], np.float64), axis=-1) for k in range(L)], 1)
+    return eb, lb
+
+
+def per_tap_stat(eb: np.ndarray, lb: np.ndarray, taps: list[dict]) -> np.ndarray:
+    """y_l = c_e ebar + c_l lbar (N, L)."""
+    ce = np.array([t["c_e"] for t in taps])
+    cl = np.array([t["c_l"] for t in taps])
+    return eb * ce + lb * cl
+
+
+def per_tap_score(eb: np.ndarray, lb: np.ndarray, taps: list[dict]) -> np.ndarray:
+    y = per_tap_stat(eb, lb, taps)
+    s = np.empty_like(y)
+    for k, t in enumerate(taps):
+        s[:, k] = np.abs(y[:, k] - t["mean"]) / t["sd"] if t.get("two_sided") else y[:, k]
+    return s
+
+
+@dataclass
+class SnapScorer:
+    params: dict
+
+    @classmethod
+    def from_calib(cls, calib: dict, variant: str | None = None) -> SnapScorer:
+        if variant is None or variant == calib.get("variant"):
+            p = calib
+        else:
+            vs = calib.get("variants") or {}
+            if variant not in vs:
+                raise SnapuqError(f"calib.json has no SNAP variant '{variant}' (has: {', '.join(vs)})")
+            p = vs[variant]
+        for key in ("taps", "weights", "beta", "conf"):
+            if key not in p:
+                raise SnapuqError(f"calib.json: missing '{key}'")
+        return cls(p)
+
+    def features(self, outs: dict) -> dict[str, np.ndarray]:
+        p = self.params
+        eb, lb = tap_stats(outs)
+        if eb.shape[1] != len(p["taps"]):
+            raise SnapuqError(f"model has {eb.shape[1]} taps, calib.json describes {len(p['taps'])}")
+        s = per_tap_score(eb, lb, p["taps"])
+        S = s @ np.asarray(p["weights"], np.float64)
+        h = p.get("hinge")
+        F = np.maximum(0.0, (S - h["q"]) / h["sd"]) if h else S
+        probs = outs["probs"] if "probs" in outs else softmax(outs["logits"])
+        m = confidence_proxy(probs, p["conf"].get("alpha", 0.5))
+        return {"ebar": eb, "lbar": lb, "s": s, "S": S, "F": F, "m": m}
+
+    def score(self, outs: dict) -> dict[str, np.ndarray]:
+        f = self.features(outs)
+        b0, b1, b2 = self.params["beta"]
+        z = b0 + b1 * f["F"] + b2 * f["m"]
+        f["z"] = z
+        f["U"] = sigmoid(z)
+        return f
