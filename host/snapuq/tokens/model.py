@@ -53,7 +53,7 @@ class TokenSNNConfig:
     v_th: float = 1.0
     attn_v_th: float = 0.5
     surrogate_alpha: float = 4.0
-    augment: bool = True
+    augment: bool = False
 
     @property
     def n_tokens(self) -> int:
@@ -213,9 +213,9 @@ def build_layers(cfg: TokenSNNConfig):
             c = self.cfg
             return lif(x, c.tau, c.v_th if v_th is None else v_th, c.surrogate_alpha)
 
-        def call(self, x, mask=None, training=False, record=False):
+        def call(self, x, keep=None, training=False, record=False):
             c = self.cfg
-            m = None if mask is None else _mask4(mask)
+            m = None if keep is None else _mask4(keep)
 
             def gate(s):
                 return s if m is None else s * m
@@ -321,7 +321,7 @@ def forward(model, x: np.ndarray, reduce_at: int | None = None, reducer: Reducer
                 z = ops.convert_to_tensor(zn.astype(np.float32))
                 mask = ops.convert_to_tensor(mn.astype(np.float32))
             states.append(np.asarray(z))
-            z = blk(z, mask=mask, record=record)
+            z = blk(z, keep=mask, record=record)
             if record:
                 rec.append({k: np.asarray(v) for k, v in blk.last_record.items()})
         states.append(np.asarray(z))
@@ -366,7 +366,7 @@ def forward_from(model, z: np.ndarray, start: int, mask: np.ndarray | None = Non
         mb = None if mask is None else ops.convert_to_tensor(m_all[i0:i0 + batch])
         rec = []
         for blk in model.blocks[start:]:
-            zb = blk(zb, mask=mb, record=record)
+            zb = blk(zb, keep=mb, record=record)
             if record:
                 rec.append({k: np.asarray(v) for k, v in blk.last_record.items()})
         lg, sp = model.readout(zb, mb)
