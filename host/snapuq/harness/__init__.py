@@ -1,0 +1,1 @@
+"""Serial harness: protocol client, QEMU boards, host-reference checks, results and summary."""

@@ -1,0 +1,84 @@
+"""python host/harness.py --port URL --model DIR [--dataset NAME --split test --limit N] --out RDIR
+
+URL: any pyserial URL (/dev/ttyACM0, socket://host:port, rfc2217://host:port) or qemu:m4 /
+qemu:m7 (builds the firmware when needed, boots QEMU on a free loopback port, tears it down).
+Writes RDIR/results.jsonl (one line per input, flushed as it goes) and RDIR/summary.json."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from snapuq.errors import SnapuqError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", required=True, help="serial URL or qemu:m4 / qemu:m7")
+    p.add_argument("--model", required=True, type=Path, help="model directory (after snapuq export)")
+    p.add_argument("--dataset", default=None, help="dataset name (default: the model's)")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--split", default="test", choices=["train", "dev", "test"])
+    p.add_argument("--limit", type=int, default=None, help="first N inputs of the split")
+    p.add_argument("--start", type=int, default=0, help="skip the first START inputs")
+    p.add_argument("--out", required=True, type=Path, help="result directory")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    p.add_argument("--retries", type=int, default=3, help="retries per input on timeouts / CRC errors")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per device reply")
+    icg = p.add_mutually_exclusive_group()
+    icg.add_argument("--icount", dest="icount", action="store_true", default=True,
+                     help="QEMU: -icount shift=0, counts are QEMU instructions (default)")
+    icg.add_argument("--no-icount", dest="icount", action="store_false")
+    p.add_argument("--baud", type=int, default=115200)
+    p.add_argument("--no-check-outputs", dest="check_outputs", action="store_false",
+                   help="compare only the SNAP results, not every int8 output tensor")
+    p.add_argument("--power", default=None, help="ppk2:/dev/ttyACMx: measure energy with a Nordic PPK2")
+    p.add_argument("--build-dir", type=Path, default=None)
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from snapuq.harness.runner import Options
+    from snapuq.harness.runner import run as run_harness
+
+    dataset = args.dataset
+    if dataset is None:
+        cfg = args.model / "config.json"
+        if not cfg.exists():
+            raise SnapuqError(f"--dataset not given and {cfg} missing")
+        dataset = json.loads(cfg.read_text())["dataset"]
+    if args.power and not args.power.startswith("ppk2:"):
+        raise SnapuqError(f"--power {args.power}: expected ppk2:PORT")
+    opts = Options(port=args.port, model=args.model, dataset=dataset, split=args.split, out=args.out,
+                   limit=args.limit, start=args.start, data_dir=args.data_dir, resume=args.resume,
+                   retries=args.retries, timeout=args.timeout, icount=args.icount, baud=args.baud,
+                   check_outputs=args.check_outputs, build_dir=args.build_dir, power=args.power,
+                   progress=args.progress)
+    s = run_harness(opts)
+    lat = s["latency"]
+    print(f"harness: n={s['n']} board={s['board']} mismatches_vs_host={s['mismatches_vs_host']} "
+          f"accuracy={s['accuracy']:.4f} {lat['cycles_unit']}_median={lat['cycles_median']} "
+          f"flash={s['flash_bytes']} ram_peak={s['ram_peak_bytes']} -> {args.out}/summary.json")
+    return 0 if s["mismatches_vs_host"] == 0 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return run(args)
+    except SnapuqError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("harness: interrupted (rerun with --resume to continue)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

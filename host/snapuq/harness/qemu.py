@@ -1,0 +1,179 @@
+"""QEMU boards for the harness: ``--port qemu:m4`` / ``qemu:m7``.
+
+Builds the firmware with ``make -C firmware`` when the image is missing or older than its
+sources, boots ``qemu-system-arm`` with the UART on a free loopback TCP port and tears it down.
+With ``icount=True`` QEMU runs ``-icount shift=0``: one instruction per nanosecond of virtual
+time, so the firmware's 25 MHz SysTick counts exactly 40 instructions per tick. These are
+instruction counts of an emulator without a pipeline model, not cycles of a real chip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from snapuq.errors import DeviceError, SnapuqError
+
+ROOT = Path(__file__).resolve().parents[3]
+FIRMWARE = ROOT / "firmware"
+
+# QEMU's SYSCLK on the MPS2 boards; with -icount shift=0 virtual time is 1 ns per instruction.
+QEMU_SYSCLK_HZ = 25_000_000
+INSTR_PER_TICK_ICOUNT = 1_000_000_000 // QEMU_SYSCLK_HZ
+
+
+@dataclass(frozen=True)
+class QemuBoardSpec:
+    name: str       # make target / board name reported by the firmware
+    machine: str    # qemu -M
+    cpu: str
+    models: str     # the real board whose budgets the linker script uses
+
+
+BOARDS: dict[str, QemuBoardSpec] = {
+    "m4": QemuBoardSpec("qemu_m4", "mps2-an386", "cortex-m4", "nucleo_l432kc"),
+    "m7": QemuBoardSpec("qemu_m7", "mps2-an500", "cortex-m7", "nucleo_f767zi"),
+}
+
+
+def board_spec(port: str) -> QemuBoardSpec:
+    key = port.split(":", 1)[1] if ":" in port else port
+    if key not in BOARDS:
+        raise SnapuqError(f"unknown QEMU board '{port}' (known: {', '.join('qemu:' + k for k in BOARDS)})")
+    return BOARDS[key]
+
+
+def _newest_source_mtime(model_dir: Path | None) -> float:
+    newest = 0.0
+    for sub in ("app", "core", "port", "ld"):
+        for p in (FIRMWARE / sub).rglob("*"):
+            if p.suffix in (".c", ".h", ".ld"):
+                newest = max(newest, p.stat().st_mtime)
+    if model_dir is not None:
+        for f in ("snapuq_model.c", "snapuq_model.h"):
+            if (model_dir / f).exists():
+                newest = max(newest, (model_dir / f).stat().st_mtime)
+    return max(newest, (FIRMWARE / "Makefile").stat().st_mtime)
+
+
+def firmware_path(spec: QemuBoardSpec, build_dir: Path, variant: str = "", budget: str = "board",
+                  snap: bool = True) -> Path:
+    d = spec.name + ("_full" if budget == "full" else "") + ("" if snap else "_nosnap") + variant
+    return build_dir / d / "firmware.elf"
+
+
+def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path | None = None,
+                   force: bool = False, budget: str = "board", snap: bool = True, blob: Path | None = None,
+                   variant: str = "", quiet: bool = True) -> Path:
+    """make -C firmware <board> MODEL=... (only when the image is stale). Returns the ELF path."""
+    build_dir = Path(build_dir or ROOT / "build" / "firmware")
+    elf = firmware_path(spec, build_dir, variant, budget, snap)
+    if shutil.which("arm-none-eabi-gcc") is None:
+        raise SnapuqError("arm-none-eabi-gcc not found "
+                          "(Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+    if model_dir is not None and snap and not (model_dir / "snapuq_model.c").exists():
+        raise SnapuqError(f"{model_dir}/snapuq_model.c missing: run `snapuq export {model_dir}` first")
+    if not force and elf.exists() and elf.stat().st_mtime >= _newest_source_mtime(model_dir):
+        return elf
+    cmd = ["make", "-C", str(FIRMWARE), spec.name, f"BUILD={build_dir}", f"BUDGET={budget}",
+           f"SNAP={1 if snap else 0}", f"VARIANT={variant}"]
+    if model_dir is not None:
+        cmd.append(f"MODEL={Path(model_dir).resolve()}")
+    if blob is not None:
+        cmd.append(f"BLOB={Path(blob).resolve()}")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise SnapuqError(f"firmware build failed ({' '.join(cmd)}):\n{tail}")
+    if not quiet:
+        print(proc.stdout)
+    return elf
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class QemuProcess:
+    """A running qemu-system-arm with its UART on 127.0.0.1:<port>."""
+
+    def __init__(self, spec: QemuBoardSpec, elf: Path, icount: bool = True, qemu: str = "qemu-system-arm"):
+        if shutil.which(qemu) is None:
+            raise SnapuqError(f"{qemu} not found (Debian: apt-get install qemu-system-arm)")
+        self.spec = spec
+        self.elf = elf
+        self.icount = icount
+        self.port = free_port()
+        args = [qemu, "-M", spec.machine, "-nographic", "-monitor", "none", "-no-reboot",
+                "-semihosting-config", "enable=on,target=native",
+                "-serial", f"tcp:127.0.0.1:{self.port},server=on,wait=off",
+                "-kernel", str(elf)]
+        if icount:
+            args[1:1] = ["-icount", "shift=0"]
+        self.args = args
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_listening()
+
+    @property
+    def url(self) -> str:
+        return f"socket://127.0.0.1:{self.port}"
+
+    def _wait_listening(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read().decode(errors="replace") if self.proc.stdout else ""
+                raise DeviceError(f"qemu exited with {self.proc.returncode}: {out.strip()[:500]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    pass
+                # QEMU accepts one client; that probe consumed the connection slot briefly
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.close()
+        raise DeviceError(f"qemu did not open its serial port {self.port} within {timeout:.0f} s")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> QemuProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_serial(url: str, baudrate: int = 115200, timeout: float = 0.05):
+    """pyserial for any URL: /dev/tty..., socket://host:port, rfc2217://host:port, loop://."""
+    import serial
+
+    try:
+        return serial.serial_for_url(url, baudrate=baudrate, timeout=timeout)
+    except (serial.SerialException, ValueError) as e:
+        raise DeviceError(f"cannot open serial port '{url}': {e}") from e
+
+
+def env_for_tools() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PLATFORMIO_CORE_DIR", str(ROOT / ".pio-core"))
+    return env

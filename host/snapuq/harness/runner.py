@@ -1,0 +1,264 @@
+"""Stream a dataset split through a board, check each result against the host int8 reference,
+write results.jsonl incrementally and summary.json (DESIGN §3 contract)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snapuq.errors import DeviceError, SnapuqError
+from snapuq.harness.energy import board_power
+from snapuq.harness.protocol import Device
+from snapuq.harness.qemu import (
+    INSTR_PER_TICK_ICOUNT,
+    QemuProcess,
+    board_spec,
+    build_firmware,
+    open_serial,
+)
+from snapuq.harness.reference import HostReference
+from snapuq.harness.results import ResultsWriter, check_run_meta
+
+SNAP_FIELDS = ("pred", "ebar", "s", "sf", "m", "u")
+
+
+@dataclass
+class Options:
+    port: str
+    model: Path
+    dataset: str
+    split: str
+    out: Path
+    limit: int | None = None
+    start: int = 0
+    data_dir: str | None = None
+    resume: bool = False
+    retries: int = 3
+    timeout: float = 20.0
+    icount: bool = True
+    baud: int = 115200
+    check_outputs: bool = True
+    build_dir: Path | None = None
+    power: str | None = None
+    progress: bool = True
+    stop_after: int | None = None  # for tests: stop (as if killed) after this many new lines
+
+
+class Counter:
+    """Turns device counter ticks into what they really are."""
+
+    def __init__(self, profile: dict[str, Any], board: str, icount: bool):
+        self.kind = str(profile.get("counter", "?"))
+        self.hz = int(profile.get("counter_hz", 0)) or 1
+        self.cpu_hz = int(profile.get("cpu_hz", 0)) or self.hz
+        self.board = board
+        self.qemu = self.kind.startswith("qemu")
+        self.icount = icount and self.qemu
+        if self.icount:
+            self.unit = "qemu_instructions"
+        elif self.qemu:
+            self.unit = "qemu_virtual_ticks_25mhz_host_paced"
+        elif self.kind == "host_ns":
+            self.unit = "host_ns"
+        else:
+            self.unit = "cycles"
+
+    def cycles(self, ticks: int) -> int:
+        if self.icount:
+            return int(ticks) * INSTR_PER_TICK_ICOUNT
+        if self.unit == "cycles":
+            return int(round(int(ticks) * self.cpu_hz / self.hz))
+        return int(ticks)
+
+    def microseconds(self, cycles: float) -> tuple[float | None, str]:
+        if self.unit == "cycles":
+            return cycles / self.cpu_hz * 1e6, "measured"
+        if self.icount:
+            bp = board_power(self.board)
+            if bp is not None:
+                return cycles / bp.clock_hz * 1e6, (
+                    f"model: QEMU instructions / {bp.clock_hz // 1_000_000} MHz of {bp.mcu}, "
+                    "1 instruction per cycle")
+        if self.unit == "host_ns":
+            return cycles / 1000.0, "host wall time"
+        return None, "not available (QEMU without -icount)"
+
+
+def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from snapuq.data import load_dataset
+
+    ds = load_dataset(opts.dataset, opts.data_dir, seed)
+    if opts.split not in ("train", "dev", "test"):
+        raise SnapuqError(f"unknown split '{opts.split}' (train, dev, test)")
+    x = getattr(ds, f"x_{opts.split}")
+    y = getattr(ds, f"y_{opts.split}")
+    end = len(x) if opts.limit is None else min(len(x), opts.start + opts.limit)
+    return np.asarray(x[opts.start:end]), np.asarray(y[opts.start:end])
+
+
+def compare(host_outs: list[np.ndarray], host_snap: dict[str, Any], dev_outs: dict[int, list[int]] | None,
+            dev_res: dict[str, Any]) -> list[str]:
+    diff: list[str] = []
+    for k in SNAP_FIELDS:
+        if k not in host_snap:
+            continue
+        dv = dev_res.get(k)
+        hv = host_snap[k]
+        if isinstance(hv, list):
+            dv = dv if isinstance(dv, list) else ([dv] if dv is not None else [])
+        if dv != hv:
+            diff.append(k)
+    if dev_outs is not None:
+        for idx, hv in enumerate(host_outs):
+            if dev_outs.get(idx) != [int(v) for v in hv]:
+                diff.append(f"output{idx}")
+    return diff
+
+
+def _one(dev: Device, xq: bytes, opts: Options) -> tuple[dict, dict, dict[int, list[int]] | None, int]:
+    last: Exception | None = None
+    for attempt in range(opts.retries + 1):
+        try:
+            dev.load_input(xq)
+            inf = dev.infer(1, 0)
+            res = dev.results()
+            outs = dev.outputs() if opts.check_outputs else None
+            return inf, res, outs, attempt
+        except DeviceError as e:
+            last = e
+            dev.sync()
+    raise DeviceError(f"input failed after {opts.retries + 1} attempts: {last}")
+
+
+def run(opts: Options) -> dict[str, Any]:
+    model_dir = Path(opts.model)
+    cfg_path = model_dir / "config.json"
+    seed = int(json.loads(cfg_path.read_text()).get("seed", 0)) if cfg_path.exists() else 0
+    ref = HostReference(model_dir)
+    x, y = _load_split(opts, seed)
+    if len(x) == 0:
+        raise SnapuqError(f"{opts.dataset}/{opts.split}: no inputs selected")
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    board_label = opts.port
+    if opts.port.startswith("qemu:"):
+        board_label = board_spec(opts.port).name
+    meta = {"model": str(model_dir.resolve()), "dataset": opts.dataset, "split": opts.split,
+            "start": opts.start, "limit": opts.limit, "board": board_label, "n_inputs": int(len(x))}
+    check_run_meta(out, meta, opts.resume)
+
+    with ExitStack() as stack:
+        qemu = None
+        url = opts.port
+        if opts.port.startswith("qemu:"):
+            spec = board_spec(opts.port)
+            elf = build_firmware(spec, model_dir, opts.build_dir)
+            qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount))
+            url = qemu.url
+        ser = open_serial(url, opts.baud)
+        dev = Device(ser, timeout=opts.timeout)
+        stack.callback(dev.close)
+        dev.wait_boot(timeout=20.0)
+        prof = dev.profile()
+        if not prof.get("loaded"):
+            raise DeviceError(f"the firmware has no model loaded: {prof} (boot: {dev.boot_lines})")
+        if int(prof.get("in_bytes", -1)) != ref.in_bytes:
+            raise DeviceError(f"device input is {prof.get('in_bytes')} bytes, host model {ref.in_bytes}: "
+                              "the firmware was built for another model")
+        board = str(prof.get("board", board_label))
+        counter = Counter(prof, board, opts.icount)
+
+        writer = ResultsWriter(out / "results.jsonl", opts.resume)
+        stack.callback(writer.close)
+        todo = [i for i in range(len(x)) if (opts.start + i) not in writer.done]
+        bar = None
+        if opts.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(x), initial=len(x) - len(todo), desc=f"harness {board}", unit="in",
+                       file=sys.stderr, dynamic_ncols=True)
+            stack.callback(bar.close)
+        new = 0
+        for i in todo:
+            xq = ref.quantize(x[i])
+            host = ref.run(xq)
+            if qemu is not None and not qemu.alive():
+                raise DeviceError("qemu exited during the run")
+            inf, res, outs, retried = _one(dev, xq.tobytes(), opts)
+            diff = compare(host.outputs, host.snap, outs, res)
+            ticks = int(inf["ticks"])
+            rec = {"i": opts.start + i, "label": int(y[i]), "pred": res.get("pred"),
+                   "pred_host": host.snap.get("pred"), "u": res.get("u"), "s": res.get("s"),
+                   "sf": res.get("sf"), "m": res.get("m"), "ebar": res.get("ebar"), "flag": res.get("flag"),
+                   "ticks": ticks, "cycles": counter.cycles(ticks),
+                   "model_cycles": counter.cycles(int(inf["model_ticks"])),
+                   "snap_cycles": counter.cycles(int(inf["snap_ticks"])), "cycles_unit": counter.unit,
+                   "match": not diff, "diff": diff, "retries": retried}
+            writer.write(rec)
+            new += 1
+            if bar is not None:
+                bar.update(1)
+            if opts.stop_after is not None and new >= opts.stop_after:
+                return {"stopped_after": new}
+        stats = dev.stats()
+
+    return write_summary(out, writer.done, stats, prof, counter, opts)
+
+
+def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, Any], prof: dict[str, Any],
+                  counter: Counter, opts: Options) -> dict[str, Any]:
+    recs = [done[i] for i in sorted(done)]
+    n = len(recs)
+    cyc = [r["cycles"] for r in recs]
+    cycles_median = int(statistics.median(cyc)) if cyc else 0
+    model_med = int(statistics.median([r["model_cycles"] for r in recs])) if recs else 0
+    snap_med = int(statistics.median([r["snap_cycles"] for r in recs])) if recs else 0
+    us, us_source = counter.microseconds(cycles_median)
+    board = str(prof.get("board", opts.port))
+    bp = board_power(board)
+    energy = None
+    energy_source = "none"
+    energy_note = "no power model for this board"
+    if opts.power:
+        energy_source = "ppk2"
+        energy_note = "see energy.json"
+    elif bp is not None and counter.unit in ("cycles", "qemu_instructions"):
+        energy = bp.energy_uj(cycles_median)
+        energy_source = "model"
+        energy_note = (f"{'QEMU instructions' if counter.icount else 'cycles'} x {bp.power_w * 1e3:.1f} mW "
+                       f"/ {bp.clock_hz // 1_000_000} MHz ({bp.mcu}; {bp.source})")
+    correct = sum(1 for r in recs if r["pred"] == r["label"])
+    summary = {
+        "n": n,
+        "board": board,
+        "mismatches_vs_host": sum(1 for r in recs if not r["match"]),
+        "accuracy": correct / n if n else 0.0,
+        "latency": {"cycles_median": cycles_median, "us_median": us, "cycles_unit": counter.unit,
+                    "us_source": us_source, "model_cycles_median": model_med, "snap_cycles_median": snap_med,
+                    "snap_overhead_frac": (snap_med / model_med) if model_med else None},
+        "ram_peak_bytes": int(stats.get("ram_peak", 0)),
+        "flash_bytes": int(stats.get("flash", 0)),
+        "arena_bytes": int(stats.get("arena", 0)),
+        "stack_peak_bytes": int(stats.get("stack_peak", 0)),
+        "ram_static_bytes": int(stats.get("ram_static", 0)),
+        "flash_budget_bytes": int(stats.get("flash_size", 0)),
+        "ram_budget_bytes": int(stats.get("ram_size", 0)),
+        "energy_uj_per_inf": energy,
+        "energy_source": energy_source,
+        "energy_note": energy_note,
+        "counter": prof.get("counter"),
+        "kernels": prof.get("kernels"),
+        "retries": sum(int(r.get("retries", 0)) for r in recs),
+        "u_flagged_frac": (sum(1 for r in recs if r.get("flag")) / n) if n else 0.0,
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
