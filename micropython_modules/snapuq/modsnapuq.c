@@ -288,13 +288,17 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
             raise_value("a .tflite needs its manifest (snapuq.json)", "");
         }
         /* snapuq.json beside the .tflite */
-        const char *p = mp_obj_str_get_str(path);
-        const char *slash = strrchr(p, '/');
+        size_t plen;
+        const char *p = mp_obj_str_get_data(path, &plen);
+        size_t dir = 0;   /* length up to and including the last '/' (no strrchr on every port) */
+        for (size_t i = 0; i < plen; i++) {
+            if (p[i] == '/') {
+                dir = i + 1;
+            }
+        }
         vstr_t v;
         vstr_init(&v, 64);
-        if (slash) {
-            vstr_add_strn(&v, p, (size_t)(slash - p + 1));
-        }
+        vstr_add_strn(&v, p, dir);
         vstr_add_str(&v, "snapuq.json");
         man = call_read(mp_obj_new_str_from_vstr(&v));
     }
