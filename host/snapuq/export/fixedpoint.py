@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from snapuq.errors import ModelFormatError
 
 SPEC_VERSION = 1
@@ -127,7 +128,7 @@ def build_snap(
         if not (1 <= d <= MAX_D) or om["shape"][-1] != d or ov["shape"][-1] != d or int(tc.get("d", d)) != d:
             raise FixedPointError(f"{tname}: tap dimensions a/mu/logvar/calib disagree")
         s_a, s_mu, s_v = float(oa["scale"]), float(om["scale"]), float(ov["scale"])
-        off = offset if names["logvar"].endswith("_lvr") else 0.0
+        off = offset  # calib's logvar_offset always refers to the exported int8 log-variance tensor
         s_c = max(s_a, s_mu) / 2.0**20
         lut, r, eps_rel = inv_sigma_lut(s_c, s_v, int(ov["zero_point"]), off)
         ce, cl = float(tc["c_e"]), float(tc["c_l"])
@@ -392,7 +393,7 @@ def snap_float(
     for k, tp in enumerate(snap["taps"]):
         tc = fl["taps"][k]
         a, mu = deq(tp["a"]), deq(tp["mu"])
-        lv = deq(tp["logvar"]) + (off if tp["logvar"].endswith("_lvr") else 0.0)
+        lv = deq(tp["logvar"]) + off
         eb = np.mean((a - mu) ** 2 * np.exp(-lv), axis=1)
         lb = np.mean(lv, axis=1)
         y = tc["c_e"] * eb + tc["c_l"] * lb

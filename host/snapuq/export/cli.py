@@ -1,0 +1,152 @@
+"""`snapuq export DIR`: full-integer int8 model (batch 1), float model, snapuq.json manifest and
+the C arrays (snapuq_model.{c,h}) for a model directory written by `snapuq train`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snapuq.errors import ModelFormatError, SnapuqError
+from snapuq.export.manifest import MANIFEST_FORMAT, MANIFEST_VERSION, check_manifest, output_map, sha256
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="model directory written by `snapuq train`")
+    p.add_argument("--data-dir", default=None, help="dataset directory (for datasets read from files)")
+    p.add_argument("--n-rep", type=int, default=500, help="representative train samples for int8 calibration")
+    p.add_argument(
+        "--n-check", type=int, default=20, help="test inputs checked reference vs TFLM after export"
+    )
+    p.add_argument("--no-c", action="store_true", help="do not write snapuq_model.{c,h}")
+
+
+def export_model(
+    d: str | Path,
+    data_dir: str | None = None,
+    n_rep: int = 500,
+    n_check: int = 20,
+    write_c: bool = True,
+    log=print,
+) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    from snapuq.data import load_dataset
+    from snapuq.export.convert import convert_keras, quantize_input
+    from snapuq.export.fixedpoint import build_snap
+    from snapuq.export.reference import Int8Model
+    from snapuq.export.tflm import TFLMInterpreter, arena_bytes
+    from snapuq.modeldir import load_model_dir
+
+    d = Path(d)
+    t0 = time.time()
+    md = load_model_dir(d)
+    if md.calib is None:
+        raise SnapuqError(f"{d}/calib.json: missing (the SNAP constants come from `snapuq train`)")
+    cfg = md.config
+    ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)))
+    rng = np.random.default_rng(int(cfg.get("seed", 0)))
+    idx = rng.choice(len(ds.x_train), size=min(n_rep, len(ds.x_train)), replace=False)
+    rep = ds.x_train[np.sort(idx)]
+    em = md.export_model()
+    steps = ["int8 model", "float model", "manifest", "arena", "check"]
+    bar = tqdm(total=len(steps), desc=f"export {d.name}", unit="step")
+    int8 = convert_keras(em, rep, int8=True)
+    bar.update()
+    flt = convert_keras(em, None, int8=False)
+    bar.update()
+    outs = output_map(int8)
+    model = Int8Model(int8)
+    inp = model.input
+    if inp.quant is None:
+        raise ModelFormatError("converted model has an unquantized input")
+    calib = md.calib
+    snap = build_snap(calib, outs)
+    variants = {}
+    for name in calib.get("variants") or {}:
+        if name != snap["variant"]:
+            variants[name] = build_snap(calib, outs, variant=name)
+    bar.update()
+    x_chk = ds.x_test[: max(1, n_check)]
+    xq = [quantize_input(x, float(inp.quant.scale[0]), int(inp.quant.zero_point[0])) for x in x_chk]
+    arena = arena_bytes(int8, xq[0])
+    bar.update()
+    ip = TFLMInterpreter(int8)
+    differing = 0
+    for x in xq:
+        r = model.invoke(x)
+        t = ip.invoke(x)
+        differing += sum(
+            int(np.count_nonzero(v.reshape(-1) != t[outs[n]["index"]].reshape(-1))) for n, v in r.items()
+        )
+    bar.update()
+    bar.close()
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "name": d.name,
+        "dataset": cfg["dataset"],
+        "backbone": cfg.get("backbone"),
+        "model": {
+            "file": "model_int8.tflite",
+            "bytes": len(int8),
+            "sha256": sha256(int8),
+            "float_file": "model_float.tflite",
+            "float_bytes": len(flt),
+            "arena_bytes_tflm": arena,
+            "ops": sorted({op.name for op in model.model.operators}),
+            "n_ops": len(model.model.operators),
+        },
+        "input": {
+            "shape": list(inp.shape),
+            "dtype": "int8",
+            "layout": "NHWC",
+            "scale": float(inp.quant.scale[0]),
+            "zero_point": int(inp.quant.zero_point[0]),
+            "preprocessing": ds.meta.get("preprocessing", "float32 NHWC as returned by the dataset loader"),
+            "quantize": "q = clamp(round_half_away(x / scale) + zero_point, -128, 127)",
+        },
+        "outputs": outs,
+        "class_names": list(ds.class_names),
+        "n_classes": int(ds.n_classes),
+        "taps": [
+            {"name": f"tap{k}", "d": int(t["d"]), "layer": t.get("layer"), "prev": t.get("prev")}
+            for k, t in enumerate(cfg["taps"])
+        ],
+        "weights": [float(w) for w in calib["weights"]],
+        "beta": [float(b) for b in calib["beta"]],
+        "confidence_proxy": calib.get("conf"),
+        "logvar_offset": float(calib.get("logvar_offset", 0.0)),
+        "lut_bytes": 4 * 256 * len(snap["taps"]) + 4 * 513,
+        "snap": snap,
+        "snap_variants": variants,
+        "verify": {"n": len(xq), "differing_elements": differing, "oracle": "tflite-micro"},
+    }
+    check_manifest(manifest, int8)
+    (d / "model_int8.tflite").write_bytes(int8)
+    (d / "model_float.tflite").write_bytes(flt)
+    (d / "snapuq.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    written = ["model_int8.tflite", "model_float.tflite", "snapuq.json"]
+    if write_c:
+        try:
+            from snapuq.export.cgen import write_c_model
+        except ImportError:
+            log("snapuq export: snapuq.export.cgen not available, no C files written")
+        else:
+            write_c_model(d, manifest, int8)
+            written += ["snapuq_model.c", "snapuq_model.h"]
+    log(
+        f"wrote {', '.join(written)} to {d} ({time.time() - t0:.1f} s); "
+        f"int8 {len(int8)} B, float {len(flt)} B, "
+        f"TFLM arena {arena} B, ref vs TFLM on {len(xq)} test inputs: {differing} differing elements"
+    )
+    return manifest
+
+
+def run(args: argparse.Namespace) -> int:
+    m = export_model(args.dir, args.data_dir, args.n_rep, args.n_check, not args.no_c)
+    return 1 if m["verify"]["differing_elements"] else 0

@@ -1,0 +1,90 @@
+"""snapuq.json: the manifest that ties model_int8.tflite to its SNAP constants, and the checks
+that a manifest matches the model it sits next to."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from snapuq.errors import ModelFormatError
+from snapuq.export.tflite_reader import read_tflite
+
+MANIFEST_FORMAT = "snapuq-manifest"
+MANIFEST_VERSION = 1
+
+
+def sha256(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def output_map(tflite_bytes: bytes) -> dict[str, dict[str, Any]]:
+    """name -> {"index", "scale", "zero_point", "shape", "dtype"} in the model's output order,
+    names from the signature (TFLite reorders outputs relative to the Keras dict)."""
+    from snapuq.export.reference import Int8Model
+
+    return {
+        k: {kk: v[kk] for kk in ("index", "scale", "zero_point", "shape", "dtype")}
+        for k, v in Int8Model(tflite_bytes).output_details().items()
+    }
+
+
+def load_manifest(d: str | Path) -> dict[str, Any]:
+    p = Path(d) / "snapuq.json"
+    try:
+        m = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ModelFormatError(f"{p}: missing (run `snapuq export {d}` first)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelFormatError(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(m, dict) or m.get("format") != MANIFEST_FORMAT:
+        raise ModelFormatError(f"{p}: not a snapuq manifest (format != {MANIFEST_FORMAT!r})")
+    if m.get("version") != MANIFEST_VERSION:
+        raise ModelFormatError(f"{p}: manifest version {m.get('version')}, expected {MANIFEST_VERSION}")
+    return m
+
+
+def check_manifest(manifest: dict[str, Any], tflite_bytes: bytes, where: str = "snapuq.json") -> None:
+    """One-line ModelFormatError unless the manifest describes exactly this .tflite."""
+    mm = manifest.get("model") or {}
+    if mm.get("sha256") and mm["sha256"] != sha256(tflite_bytes):
+        raise ModelFormatError(
+            f"{where} does not match the model: sha256 differs "
+            f"(manifest {str(mm['sha256'])[:12]}, model {sha256(tflite_bytes)[:12]})"
+        )
+    model = read_tflite(tflite_bytes)
+    inp = model.tensors[model.inputs[0]]
+    mi = manifest.get("input") or {}
+    if list(mi.get("shape", [])) != list(inp.shape):
+        raise ModelFormatError(
+            f"{where} does not match the model: input shape {mi.get('shape')} vs {list(inp.shape)}"
+        )
+    if (
+        inp.quant is None
+        or abs(float(mi.get("scale", 0)) - float(inp.quant.scale[0])) > 1e-12
+        or int(mi.get("zero_point", 999)) != int(inp.quant.zero_point[0])
+    ):
+        raise ModelFormatError(f"{where} does not match the model: input quantization differs")
+    outs = output_map(tflite_bytes)
+    mo = manifest.get("outputs") or {}
+    if set(mo) != set(outs):
+        raise ModelFormatError(f"{where} does not match the model: outputs {sorted(mo)} vs {sorted(outs)}")
+    for name, o in outs.items():
+        e = mo[name]
+        if (
+            int(e.get("index", -1)) != o["index"]
+            or list(e.get("shape", [])) != o["shape"]
+            or int(e.get("zero_point", 999)) != o["zero_point"]
+            or abs(float(e.get("scale", 0)) - o["scale"]) > 1e-12 * max(1.0, abs(o["scale"]))
+        ):
+            raise ModelFormatError(
+                f"{where} does not match the model: output '{name}' differs (index/shape/quantization)"
+            )
+    for tp in (manifest.get("snap") or {}).get("taps", []):
+        for role in ("a", "mu", "logvar"):
+            if tp.get(role) not in outs:
+                raise ModelFormatError(
+                    f"{where}: tap {tp.get('name')} names output {tp.get(role)!r} "
+                    f"that the model does not have"
+                )

@@ -1,0 +1,80 @@
+"""`snapuq verify DIR [--n N]`: the numpy int8 reference vs the TFLM interpreter on N test
+inputs; prints the number of differing elements per output and exits 1 if any differ."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from snapuq.errors import SnapuqError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="exported model directory (model_int8.tflite + snapuq.json)")
+    p.add_argument("--n", type=int, default=100, help="number of test inputs")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--random", action="store_true", help="random int8 inputs instead of the test split")
+    p.add_argument("--json", default=None, help="also write the counts to this JSON file")
+
+
+def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: bool = False) -> dict:
+    from tqdm import tqdm
+
+    from snapuq.export.convert import quantize_input
+    from snapuq.export.manifest import check_manifest, load_manifest
+    from snapuq.export.reference import Int8Model
+    from snapuq.export.tflm import TFLMInterpreter
+
+    d = Path(d)
+    if n < 1:
+        raise SnapuqError("--n must be >= 1")
+    p = d / "model_int8.tflite"
+    if not p.is_file():
+        raise SnapuqError(f"{p}: missing (run `snapuq export {d}` first)")
+    b = p.read_bytes()
+    man = load_manifest(d)
+    check_manifest(man, b, str(d / "snapuq.json"))
+    ref = Int8Model(b)
+    ip = TFLMInterpreter(b)
+    inp = man["input"]
+    if random:
+        rng = np.random.default_rng(0)
+        xs = [rng.integers(-128, 128, size=inp["shape"]).astype(np.int8) for _ in range(n)]
+        source = "random int8"
+    else:
+        from snapuq.data import load_dataset
+
+        ds = load_dataset(man["dataset"], data_dir, 0)
+        xt = ds.x_test[:n]
+        xs = [quantize_input(x, inp["scale"], inp["zero_point"]) for x in xt]
+        source = f"{man['dataset']} test split"
+    diff = {k: 0 for k in man["outputs"]}
+    total = {k: 0 for k in man["outputs"]}
+    for x in tqdm(xs, desc="verify", unit="input"):
+        r = ref.invoke(x)
+        t = ip.invoke(x)
+        for k, v in r.items():
+            o = t[man["outputs"][k]["index"]]
+            diff[k] += int(np.count_nonzero(v.reshape(-1) != o.reshape(-1)))
+            total[k] += v.size
+    return {
+        "n": len(xs),
+        "source": source,
+        "differing": diff,
+        "elements": total,
+        "differing_total": int(sum(diff.values())),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    res = verify(args.dir, args.n, args.data_dir, args.random)
+    print(f"numpy reference vs TFLM on {res['n']} inputs ({res['source']}):")
+    for k in res["differing"]:
+        print(f"  {k:<16} {res['differing'][k]:>8} differing of {res['elements'][k]} elements")
+    print(f"total differing elements: {res['differing_total']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+    return 1 if res["differing_total"] else 0
