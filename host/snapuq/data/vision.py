@@ -1,16 +1,32 @@
-"""The embedded `digits` set (sklearn's 8x8 handwritten digits, offline) and its OOD source.
+"""Vision datasets: the embedded `digits` set (sklearn's 8x8 handwritten digits, offline), MNIST and
+Fashion-MNIST (IDX files, gzip or raw) and CIFAR-10 (python batches) read from --data-dir, with
+tensorflow_datasets as an optional source when the files are absent; and their OOD sources.
 
-Split: stratified 60 / 15 / 25 % train / dev / test, deterministic for a seed.
-OOD for digits: 8x8 patches cut from the two photographs sklearn ships (`load_sample_images`: a
-temple in China and a flower), converted to grey, area-downsampled and min-max scaled to [0, 1] like
-the digits. These are real natural-image inputs, available offline, that contain no digit.
+digits: stratified 60 / 15 / 25 % train / dev / test, deterministic for a seed.
+mnist / fashion_mnist / cifar10: the official test split is the test split; the dev split is a
+stratified 10 % of the official training split (deterministic for a seed).
+
+OOD pairings:
+- digits: 8x8 patches cut from the two photographs sklearn ships (`load_sample_images`: a temple in
+  China and a flower), converted to grey, area-downsampled and min-max scaled to [0, 1] like the
+  digits. Real natural-image inputs, available offline, that contain no digit.
+- mnist -> Fashion-MNIST test images, fashion_mnist -> MNIST test images (the other set's files,
+  looked up in --data-dir, --data-dir/<name> and its sibling folder <parent>/<name>).
+- cifar10 -> SVHN test (`test_32x32.mat`, in --data-dir/svhn or beside the CIFAR folder) when
+  present; otherwise the documented substitute: 32x32 RGB patches of sklearn's two sample photographs
+  (area-downsampled from 64x64 crops), i.e. natural images of none of the ten CIFAR classes.
 """
 
 from __future__ import annotations
 
+import gzip
+import pickle
+from pathlib import Path
+
 import numpy as np
 
 from snapuq.data import Dataset
+from snapuq.errors import DatasetError
 
 
 def load_digits(data_dir: str | None = None, seed: int = 0) -> Dataset:
@@ -39,27 +55,298 @@ def load_digits(data_dir: str | None = None, seed: int = 0) -> Dataset:
     )
 
 
-def natural_patches(n: int, size: tuple[int, int], seed: int = 0, patch: int = 32) -> np.ndarray:
-    """n grey patches (patch x patch pixels of sklearn's sample photos) area-downsampled to `size`,
-    min-max scaled per patch to [0, 1]; float32 (n, h, w, 1)."""
+def natural_patches(
+    n: int, size: tuple[int, int], seed: int = 0, patch: int = 32, channels: int = 1
+) -> np.ndarray:
+    """n patches (about patch x patch pixels of sklearn's sample photos) area-downsampled to `size`,
+    grey (channels=1) or RGB (channels=3), min-max scaled per patch to [0, 1]; float32 (n, h, w, c)."""
     from sklearn.datasets import load_sample_images
 
-    imgs = [im.astype(np.float32).mean(axis=2) for im in load_sample_images().images]
+    if channels == 1:
+        imgs = [im.astype(np.float32).mean(axis=2, keepdims=True) for im in load_sample_images().images]
+    else:
+        imgs = [im.astype(np.float32) for im in load_sample_images().images]
     rng = np.random.default_rng(seed)
     h, w = size
-    ph = (patch // h) * h
-    pw = (patch // w) * w
-    out = np.empty((n, h, w, 1), np.float32)
+    ph = max(1, patch // h) * h
+    pw = max(1, patch // w) * w
+    out = np.empty((n, h, w, channels), np.float32)
     for k in range(n):
         im = imgs[k % len(imgs)]
         r = rng.integers(0, im.shape[0] - ph)
         c = rng.integers(0, im.shape[1] - pw)
-        p = im[r : r + ph, c : c + pw].reshape(h, ph // h, w, pw // w).mean(axis=(1, 3))
+        p = im[r : r + ph, c : c + pw].reshape(h, ph // h, w, pw // w, channels).mean(axis=(1, 3))
         lo, hi = float(p.min()), float(p.max())
-        out[k, :, :, 0] = (p - lo) / (hi - lo) if hi > lo else 0.0
+        out[k] = (p - lo) / (hi - lo) if hi > lo else 0.0
     return out
 
 
 def ood_digits(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
     h, w = ds.input_shape[:2]
     return natural_patches(n, (h, w), seed=seed + 7919)
+
+
+# ---------------------------------------------------------------------------------------------------
+# MNIST / Fashion-MNIST (IDX)
+
+IDX_FILES = {
+    "train_x": "train-images-idx3-ubyte",
+    "train_y": "train-labels-idx1-ubyte",
+    "test_x": "t10k-images-idx3-ubyte",
+    "test_y": "t10k-labels-idx1-ubyte",
+}
+FASHION_CLASSES = [
+    "t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle boot",
+]  # fmt: skip
+CIFAR10_CLASSES = [
+    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
+]  # fmt: skip
+# folders (relative to --data-dir) searched for each dataset, in order
+SUBDIRS = {
+    "mnist": [".", "mnist", "MNIST", "MNIST/raw", "mnist/raw"],
+    "fashion_mnist": [".", "fashion_mnist", "fashion-mnist", "FashionMNIST", "FashionMNIST/raw"],
+    "cifar10": [".", "cifar-10-batches-py", "cifar10/cifar-10-batches-py", "cifar10"],
+    "svhn": [".", "svhn", "SVHN"],
+}
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """An IDX file (gzip or raw) as a numpy array; DatasetError on a malformed or truncated file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError) as e:
+        raise DatasetError(f"{path}: cannot read IDX file ({e})") from e
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise DatasetError(f"{path}: not an IDX file (bad magic)")
+    if raw[2] != 0x08:
+        raise DatasetError(f"{path}: IDX element type 0x{raw[2]:02x} is not unsigned byte (0x08)")
+    nd = raw[3]
+    if not 1 <= nd <= 4 or len(raw) < 4 + 4 * nd:
+        raise DatasetError(f"{path}: IDX header truncated or with {nd} dimensions")
+    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(nd)]
+    n = int(np.prod(dims))
+    body = raw[4 + 4 * nd :]
+    if len(body) != n:
+        raise DatasetError(f"{path}: IDX body has {len(body)} bytes, header {dims} says {n}")
+    return np.frombuffer(body, np.uint8).reshape(dims)
+
+
+def _find_file(root: Path, subdirs: list[str], base: str) -> Path | None:
+    for sd in subdirs:
+        for name in (base, base + ".gz", base.replace("-idx", ".idx"), base.replace("-idx", ".idx") + ".gz"):
+            p = root / sd / name
+            if p.is_file():
+                return p
+    return None
+
+
+def _need_dir(name: str, data_dir: str | None, expected: str) -> Path:
+    if data_dir is None:
+        raise DatasetError(f"dataset '{name}' needs --data-dir (a folder with {expected})")
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: no such dataset folder (expected {expected})")
+    return root
+
+
+def _split_dev(x, y, seed: int, frac: float = 0.1):
+    from sklearn.model_selection import train_test_split
+
+    n_dev = max(len(np.unique(y)), int(round(frac * len(y))))
+    return train_test_split(x, y, test_size=n_dev, random_state=seed, stratify=y)
+
+
+def _tfds(name: str, data_dir: str | None):
+    """(x_train, y_train, x_test, y_test) uint8 from tensorflow_datasets without downloading, or None."""
+    try:
+        import tensorflow_datasets as tfds  # optional
+    except ImportError:
+        return None
+    try:
+        parts = []
+        for split in ("train", "test"):
+            ds = tfds.as_numpy(tfds.load(name, split=split, batch_size=-1, data_dir=data_dir, download=False))
+            parts += [np.asarray(ds["image"]), np.asarray(ds["label"])]
+        return tuple(parts)
+    except Exception:
+        return None
+
+
+def _read_idx_set(name: str, data_dir: str | None) -> tuple[np.ndarray, ...]:
+    expected = ", ".join(f"{f}[.gz]" for f in IDX_FILES.values())
+    if data_dir is None:
+        t = _tfds(name, None)
+        if t is not None:
+            return t
+    root = _need_dir(name, data_dir, expected)
+    found = {k: _find_file(root, SUBDIRS[name], f) for k, f in IDX_FILES.items()}
+    missing = [IDX_FILES[k] for k, p in found.items() if p is None]
+    if missing:
+        t = _tfds(name, str(root))
+        if t is not None:
+            return t
+        raise DatasetError(f"{root}: {name} files missing: {', '.join(missing)} (expected {expected})")
+    xtr, ytr, xte, yte = (read_idx(found[k]) for k in ("train_x", "train_y", "test_x", "test_y"))
+    for xs, ys, part in ((xtr, ytr, "train"), (xte, yte, "t10k")):
+        if xs.ndim != 3 or ys.ndim != 1 or len(xs) != len(ys):
+            raise DatasetError(
+                f"{root}: {name} {part} images {xs.shape} and labels {ys.shape} do not match (N,H,W)/(N,)"
+            )
+        if ys.size and ys.max() > 9:
+            raise DatasetError(f"{root}: {name} {part} labels outside 0..9")
+    return xtr, ytr, xte, yte
+
+
+def _idx_dataset(name: str, data_dir: str | None, seed: int, class_names: list[str]) -> Dataset:
+    xtr, ytr, xte, yte = _read_idx_set(name, data_dir)
+    xtr = (np.asarray(xtr, np.float32) / 255.0).reshape(len(xtr), xtr.shape[1], xtr.shape[2], 1)
+    xte = (np.asarray(xte, np.float32) / 255.0).reshape(len(xte), xte.shape[1], xte.shape[2], 1)
+    ytr, yte = np.asarray(ytr, np.int64).reshape(-1), np.asarray(yte, np.int64).reshape(-1)
+    x_tr, x_dv, y_tr, y_dv = _split_dev(xtr, ytr, seed)
+    return Dataset(
+        name, x_tr, y_tr, x_dv, y_dv, xte, yte, class_names,
+        meta={
+            "source": f"IDX files in {data_dir}" if data_dir else "tensorflow_datasets",
+            "preprocessing": "x / 255, float32, NHWC (H, W, 1)",
+            "split": "official test; dev = stratified 10 % of the official training split",
+        },
+    )  # fmt: skip
+
+
+def load_mnist(data_dir: str | None = None, seed: int = 0) -> Dataset:
+    return _idx_dataset("mnist", data_dir, seed, [str(i) for i in range(10)])
+
+
+def load_fashion_mnist(data_dir: str | None = None, seed: int = 0) -> Dataset:
+    return _idx_dataset("fashion_mnist", data_dir, seed, list(FASHION_CLASSES))
+
+
+# ---------------------------------------------------------------------------------------------------
+# CIFAR-10 (python batches)
+
+CIFAR_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+
+
+def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 python batch -> (uint8 NHWC (N, 32, 32, 3), labels (N,)). The batches are pickles:
+    only read files you trust (the official archive)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            d = pickle.load(f, encoding="bytes")
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError) as e:
+        raise DatasetError(f"{path}: not a CIFAR-10 python batch ({type(e).__name__})") from e
+    if not isinstance(d, dict):
+        raise DatasetError(f"{path}: not a CIFAR-10 python batch (expected a dict)")
+    data = d.get(b"data", d.get("data"))
+    labels = d.get(b"labels", d.get("labels"))
+    if data is None or labels is None:
+        raise DatasetError(f"{path}: CIFAR-10 batch without 'data' / 'labels'")
+    data = np.asarray(data)
+    labels = np.asarray(labels, np.int64).reshape(-1)
+    if data.ndim != 2 or data.shape[1] != 3072 or len(data) != len(labels):
+        raise DatasetError(
+            f"{path}: CIFAR-10 batch data {data.shape}, labels {labels.shape} (want (N, 3072), (N,))"
+        )
+    if labels.size and (labels.min() < 0 or labels.max() > 9):
+        raise DatasetError(f"{path}: CIFAR-10 labels outside 0..9")
+    x = data.astype(np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return x, labels
+
+
+def load_cifar10(data_dir: str | None = None, seed: int = 0) -> Dataset:
+    expected = "cifar-10-batches-py/{" + ",".join(CIFAR_FILES) + "}"
+    t = _tfds("cifar10", None) if data_dir is None else None
+    if t is None:
+        root = _need_dir("cifar10", data_dir, expected)
+        dirs = [root / sd for sd in SUBDIRS["cifar10"]]
+        base = next((b for b in dirs if all((b / f).is_file() for f in CIFAR_FILES)), None)
+        if base is None:
+            t = _tfds("cifar10", str(root))
+            if t is None:
+                have = next((b for b in dirs if (b / "test_batch").is_file()), root)
+                missing = ", ".join(f for f in CIFAR_FILES if not (have / f).is_file())
+                raise DatasetError(f"{have}: cifar10 files missing: {missing} (expected {expected})")
+        else:
+            parts = [read_cifar_batch(base / f) for f in CIFAR_FILES]
+            xtr = np.concatenate([p[0] for p in parts[:5]])
+            ytr = np.concatenate([p[1] for p in parts[:5]])
+            t = (xtr, ytr, parts[5][0], parts[5][1])
+    xtr, ytr, xte, yte = t
+    xtr = np.asarray(xtr, np.float32) / 255.0
+    xte = np.asarray(xte, np.float32) / 255.0
+    ytr, yte = np.asarray(ytr, np.int64).reshape(-1), np.asarray(yte, np.int64).reshape(-1)
+    x_tr, x_dv, y_tr, y_dv = _split_dev(xtr, ytr, seed)
+    return Dataset(
+        "cifar10", x_tr, y_tr, x_dv, y_dv, xte, yte, list(CIFAR10_CLASSES),
+        meta={
+            "source": f"CIFAR-10 python batches in {data_dir}" if data_dir else "tensorflow_datasets",
+            "preprocessing": "x / 255, float32, NHWC (32, 32, 3)",
+            "split": "official test; dev = stratified 10 % of the official training split",
+        },
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------
+# OOD sources
+
+
+def _candidate_roots(data_dir: str | None) -> list[Path]:
+    if data_dir is None:
+        return []
+    root = Path(data_dir)
+    return [root, root.parent]
+
+
+def _sample(x: np.ndarray, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(x), size=min(n, len(x)), replace=False)
+    return x[np.sort(idx)]
+
+
+def _other_idx_test(other: str, data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
+    tried = []
+    for root in _candidate_roots(data_dir):
+        # never "." here: the ID folder itself holds the ID set's files under the same names
+        xp = _find_file(root, [sd for sd in SUBDIRS[other] if sd != "."], IDX_FILES["test_x"])
+        tried.append(str(root))
+        if xp is not None:
+            x = read_idx(xp)
+            if x.ndim != 3 or tuple(x.shape[1:]) != tuple(ds.input_shape[:2]):
+                raise DatasetError(f"{xp}: OOD images {x.shape[1:]} do not match the ID {ds.input_shape}")
+            return (_sample(x, n, seed).astype(np.float32) / 255.0)[..., None]
+    raise DatasetError(
+        f"OOD set {other} not found (looked for {IDX_FILES['test_x']}[.gz] under "
+        f"{', '.join(tried) or 'no --data-dir'} in {', '.join(SUBDIRS[other][1:])})"
+    )
+
+
+def ood_mnist(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
+    return _other_idx_test("fashion_mnist", data_dir, n, seed, ds)
+
+
+def ood_fashion_mnist(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
+    return _other_idx_test("mnist", data_dir, n, seed, ds)
+
+
+def ood_cifar10(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
+    """SVHN test images when test_32x32.mat is present, else 32x32 RGB sample-photo patches."""
+    for root in _candidate_roots(data_dir):
+        for sd in SUBDIRS["svhn"]:
+            p = root / sd / "test_32x32.mat"
+            if p.is_file():
+                from scipy.io import loadmat
+
+                try:
+                    x = np.asarray(loadmat(p)["X"])  # (32, 32, 3, N)
+                except Exception as e:
+                    raise DatasetError(f"{p}: not an SVHN .mat file ({type(e).__name__})") from e
+                if x.ndim != 4 or x.shape[:3] != (32, 32, 3):
+                    raise DatasetError(f"{p}: SVHN 'X' has shape {x.shape}, expected (32, 32, 3, N)")
+                x = x.transpose(3, 0, 1, 2)
+                return _sample(x, n, seed).astype(np.float32) / 255.0
+    h, w = ds.input_shape[:2]
+    return natural_patches(n, (h, w), seed=seed + 7919, patch=2 * h, channels=int(ds.input_shape[2]))
