@@ -46,13 +46,19 @@ BLOB_NAME = "model.snapuq"
 TWIN_PATH = Path(__file__).resolve().parents[2] / "micropython_modules" / "twin" / "snapuq.py"
 
 
+DEVICE_UNUSED = ("snap_variants", "verify")
+
+
 def compact_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The manifest without the float provenance block (``snap.float``), which the device never
-    reads; everything the integer path and the API use is kept."""
+    """The manifest without what the device never reads: the float provenance of the constants
+    (``snap.float``), the extra calibrated variants and the export's verification record;
+    everything the integer path and the API use is kept."""
     out = json.loads(json.dumps(manifest))
     snap = out.get("snap")
     if isinstance(snap, dict):
         snap.pop("float", None)
+    for k in DEVICE_UNUSED:
+        out.pop(k, None)
     return out
 
 
@@ -108,13 +114,6 @@ def make_blob(model_dir: str | Path, out: str | Path | None = None) -> Path:
     return dst
 
 
-def quantize_input(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
-    """TFLite AffineQuantize as the device does it: roundf(float32(x) / float32(scale)) + zp."""
-    q = np.float32(x) / np.float32(scale)
-    q = np.where(q >= 0, np.floor(q + np.float32(0.5)), -np.floor(-q + np.float32(0.5)))
-    return np.clip(q.astype(np.int64) + int(zero_point), -128, 127).astype(np.int8)
-
-
 def device_script(n_inputs: int, input_bytes: int, blob_name: str = BLOB_NAME) -> str:
     """MicroPython code that scores the pushed inputs and prints one JSON line per input."""
     return (
@@ -145,7 +144,7 @@ def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed:
     d = Path(model_dir)
     blob = make_blob(d)
     tfl, man = load_model_files(d)
-    x = _test_inputs(man, n, seed)
+    x = sample_inputs(man, n, seed)
     inputs = d / "inputs.bin"
     inputs.write_bytes(x.tobytes())
     if twin:
@@ -156,35 +155,40 @@ def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed:
     script.write_text(device_script(len(x), int(x[0].size)))
     out = _mpremote(port, "run", str(script))
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    ref = _host_reference(tfl, man, x)
-    for row, r in zip(rows, ref):
-        row["host_u_q16"] = r["U"]
-        row["match"] = row["u_q16"] == r["U"] and row["ebar_q16"] == list(r["ebar"])
+    _, ref = host_reference(tfl, man, x)
+    for row in rows:
+        i = row["i"]
+        row["host_u_q16"] = int(ref["U16"][i])
+        ebar = [int(v) for v in ref["ebar16"][i]]
+        row["match"] = row["u_q16"] == row["host_u_q16"] and row["ebar_q16"] == ebar
     return rows
 
 
-def _test_inputs(man: dict[str, Any], n: int, seed: int) -> np.ndarray:
-    """``n`` int8 test inputs of the model's dataset (from the manifest), quantized."""
+def sample_inputs(man: dict[str, Any], n: int, seed: int = 0) -> np.ndarray:
+    """``n`` int8 test inputs (N, input size) of the model's dataset, quantized as the device does."""
     from snapuq.data import load_dataset
+    from snapuq.export.convert import quantize_input
 
-    name = man.get("dataset", "digits")
-    ds = load_dataset(name, None, seed)
+    ds = load_dataset(man.get("dataset", "digits"), None, seed)
     xs = np.asarray(ds.x_test[:n], dtype=np.float32)
-    q = man.get("input", {})
+    q = man["input"]
     return quantize_input(xs, float(q["scale"]), int(q["zero_point"])).reshape(len(xs), -1)
 
 
-def _host_reference(tfl: bytes, man: dict[str, Any], x: np.ndarray) -> list[dict]:
+def host_reference(tfl: bytes, man: dict[str, Any], x: np.ndarray) -> tuple[dict, dict]:
+    """Int8 output codes (name -> (N, size)) and integer SNAP values (snap_int) for int8 inputs."""
     from snapuq.export.fixedpoint import snap_int
     from snapuq.export.reference import Int8Model
 
     model = Int8Model(tfl)
-    shape = man.get("input", {}).get("shape")
-    res = []
+    shape = man["input"]["shape"]
+    codes: dict[str, list[np.ndarray]] = {k: [] for k in man["outputs"]}
     for xi in x:
-        outs = model.invoke(xi.reshape(shape) if shape else xi)
-        res.append(snap_int(outs, man))
-    return res
+        for k, v in model.invoke(np.asarray(xi, np.int8).reshape(shape)).items():
+            if k in codes:
+                codes[k].append(np.asarray(v).reshape(-1))
+    c = {k: np.stack(v) for k, v in codes.items()}
+    return c, snap_int(c, man["snap"])
 
 
 def main(argv: list[str] | None = None) -> int:
