@@ -47,7 +47,7 @@ static const char *const k_status[SNAPUQ_STATUS_COUNT] = {
 
 const char *snapuq_status_str(snapuq_status_t status)
 {
-    if ((int)status >= 0 && (int)status < SNAPUQ_STATUS_COUNT && k_status[status] != NULL) {
+    if ((unsigned)status < (unsigned)SNAPUQ_STATUS_COUNT && k_status[status] != NULL) {
         return k_status[status];
     }
     return "unknown status";
@@ -402,7 +402,7 @@ static int qm_product_ratio(float a, float b, float c, int32_t *mult, int32_t *s
         return -1;
     }
     quantize_ratio((uint64_t)ma * mb, ea + eb, mc, ec, 0, mult, shift);
-    return 0;
+    return *shift > 30 ? -1 : 0; /* x * 2^shift must stay an int32 shift */
 }
 
 /* QuantizeMultiplier(double(a) / double(c) * 2^p). */
@@ -414,7 +414,7 @@ static int qm_ratio_pot(float a, float c, int32_t p, int32_t *mult, int32_t *shi
         return -1;
     }
     quantize_ratio(ma, ea + p, mc, ec, 0, mult, shift);
-    return 0;
+    return *shift > 30 ? -1 : 0;
 }
 
 /* zero_point + round_half_away(float32(f / scale)) for small integer f (activation ranges). */
@@ -741,6 +741,20 @@ static snapuq_status_t check_weights(snapuq_model_t *md, uint16_t op, int16_t wi
     return SNAPUQ_OK;
 }
 
+/* every per-channel requantization multiplier must be representable (shift <= 30) */
+static snapuq_status_t check_multipliers(snapuq_model_t *md, uint16_t op, const snapuq_priv_tensor_t *in,
+                                         const snapuq_priv_tensor_t *w, const snapuq_priv_tensor_t *out)
+{
+    uint16_t c;
+    int32_t m, sh;
+    for (c = 0; c < w->n_scales; c++) {
+        if (qm_product_ratio(in->scale, rd_f32(w->scales + 4u * c), out->scale, &m, &sh) != 0) {
+            return fail(md, SNAPUQ_ERR_QUANT, "operator ", op, ": requantization scale out of range");
+        }
+    }
+    return SNAPUQ_OK;
+}
+
 #define OPT(expr)                                                                                 \
     do {                                                                                          \
         if ((expr) != 0) {                                                                        \
@@ -858,6 +872,9 @@ static snapuq_status_t parse_op(snapuq_model_t *md, const fb_t *fb, uint16_t op,
         if ((st = spatial(md, op, o, in, out, w->dims[1], w->dims[2])) != SNAPUQ_OK) {
             return st;
         }
+        if ((st = check_multipliers(md, op, in, w, out)) != SNAPUQ_OK) {
+            return st;
+        }
         o->n_channels = (uint16_t)cout;
         break;
     }
@@ -889,7 +906,8 @@ static snapuq_status_t parse_op(snapuq_model_t *md, const fb_t *fb, uint16_t op,
             tensor_elems(out) != batches * (uint32_t)w->dims[0]) {
             return fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": output shape does not match the weights");
         }
-        if ((st = check_weights(md, op, o->in[1], n_ins > 2 ? o->in[2] : -1, w->dims[0])) != SNAPUQ_OK) {
+        if ((st = check_weights(md, op, o->in[1], n_ins > 2 ? o->in[2] : -1, w->dims[0])) != SNAPUQ_OK ||
+            (st = check_multipliers(md, op, in, w, out)) != SNAPUQ_OK) {
             return st;
         }
         o->n_channels = (uint16_t)w->dims[0];
@@ -1026,7 +1044,7 @@ static snapuq_status_t parse_op(snapuq_model_t *md, const fb_t *fb, uint16_t op,
         }
         /* QuantizeMultiplierGreaterThanOne(min(beta * s_in * 2^26, 2^31 - 1)) */
         quantize_ratio((uint64_t)mb * mi, eb + ei + 26, 1, 0, 1, &o->mult, &o->left_shift);
-        if (o->left_shift < 1) {
+        if (o->left_shift < 1 || o->left_shift > 30) {
             return fail(md, SNAPUQ_ERR_QUANT, "operator ", op, ": SOFTMAX input scale too small");
         }
         o->diff_min = -(int32_t)((((int64_t)31) << 26) >> o->left_shift);
@@ -1054,7 +1072,7 @@ static snapuq_status_t parse_op(snapuq_model_t *md, const fb_t *fb, uint16_t op,
             int32_t s = ei + 27 + 24;         /* value = (mi / 2^24) * 2^s */
             o->mult = (int32_t)(q >> 1);      /* mi * 2^7: exact 31-bit rounding */
             o->left_shift = s;
-            if (s > 31 || s < -31) {
+            if (s > 30 || s < -31) {
                 return fail(md, SNAPUQ_ERR_QUANT, "operator ", op, ": LOGISTIC input scale out of range");
             }
             /* input radius: floor(15 * 2^27 / 2^s) */

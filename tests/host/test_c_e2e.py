@@ -120,14 +120,36 @@ def test_shipped_model_e2e(tmp_path: Path) -> None:
     binary = _build_e2e(tmp_path / "gen", "run_e2e_shipped")
     info, _ = ccore.run_model_c(ccore.build_binary("run_model_ref", ["run_model.c"]), tfl, [])
     shape = info["inputs"][0]["shape"]
+    # 200 real test digits (quantized as the manifest says) + 100 random codes
+    from snapuq.data import load_dataset
+    from snapuq.export.convert import quantize_input
+    ds = load_dataset(manifest.get("dataset", "digits"))
+    xq = quantize_input(ds.x_test[:200], manifest["input"]["scale"], manifest["input"]["zero_point"])
     rng = np.random.default_rng(0)
-    xs = [rng.integers(-128, 128, size=shape, dtype=np.int8) for _ in range(300)]
+    xs = [xq[i:i + 1].reshape(shape) for i in range(len(xq))]
+    xs += [rng.integers(-128, 128, size=shape, dtype=np.int8) for _ in range(100)]
+    # every output element: C runtime == TFLM == numpy reference
+    dsp_runner = ccore.build_binary("run_model_dsp", ["run_model.c"], ("SNAPUQ_KERNELS_DSP=1",))
+    _, c_out = ccore.run_model_c(dsp_runner, tfl, xs)
+    tflm_out = ccore.run_model_tflm(tfl, xs)
+    assert ccore.compare_outputs(c_out, tflm_out) == [0] * len(tflm_out[0])
+    from snapuq.export.reference import Int8Model
+    ref_model = Int8Model(tfl)
+    for x, c in zip(xs[:60], c_out):
+        ref = ref_model.invoke(x)
+        for n, v in manifest["outputs"].items():
+            assert np.array_equal(np.asarray(ref[n]).ravel(), c[v["index"]].ravel()), n
     n_taps = len(manifest["snap"]["taps"])
     ours = _run_e2e(binary, xs, n_taps, tmp_path)
     ref_out = ccore.run_model_tflm(tfl, xs)
-    for o, r in zip(ours, ref_out):
-        outs = {n: r[v["index"]] for n, v in manifest["outputs"].items()}
-        ref = fp.snap_int(outs, manifest)
-        assert o["U16"] == int(ref["U16"])
-        assert o["ebar16"] == [int(e) for e in ref["ebar16"]]
-        assert o == {**o, **{k: v for k, v in spec_snap_int(outs, manifest["snap"]).items()}}
+    names = manifest["outputs"]
+    batch = {n: np.stack([r[v["index"]].ravel() for r in ref_out]) for n, v in names.items()}
+    ref = fp.snap_int(batch, manifest["snap"])
+    for i, (o, r) in enumerate(zip(ours, ref_out)):
+        assert o["pred"] == int(np.argmax(r[names["logits"]["index"]].ravel()))
+        for key in ("S16", "F16", "m16", "Z16", "U16"):
+            assert o[key] == int(ref[key][i]), key
+        assert o["ebar16"] == [int(e) for e in ref["ebar16"][i]]
+        assert o["s16"] == [int(e) for e in ref["s16"][i]]
+        assert o["flag"] == int(ref["flag"][i])
+    assert len({o["U16"] for o in ours}) > 20

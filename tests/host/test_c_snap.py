@@ -188,10 +188,14 @@ def test_score_matches_host_fixedpoint(snapbin: Path, tmp_path: Path) -> None:
     snap, n_classes = random_snap(11)
     recs = random_records(snap, n_classes, 40, 7)
     ours = run_score(snapbin, snap, n_classes, recs, tmp_path)
-    manifest = {"snap": snap, "outputs": {}}
-    for r, o in zip(recs, ours):
-        ref = fp.snap_int(r, manifest)
-        assert int(ref["U16"]) == o["U16"] and [int(e) for e in ref["ebar16"]] == o["ebar16"]
+    batch = {k: np.stack([r[k].ravel() for r in recs]) for k in recs[0]}
+    ref = fp.snap_int(batch, snap)
+    for i, o in enumerate(ours):
+        for key in ("S16", "F16", "m16", "Z16", "U16"):
+            assert int(ref[key][i]) == o[key], key
+        assert [int(e) for e in ref["ebar16"][i]] == o["ebar16"]
+        assert [int(e) for e in ref["s16"][i]] == o["s16"]
+        assert int(ref["flag"][i]) == o["flag"]
 
 
 def _fit_float64(s: np.ndarray, m: np.ndarray, y: np.ndarray, l2: float, nonneg: bool) -> np.ndarray:
