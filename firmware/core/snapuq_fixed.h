@@ -41,6 +41,13 @@ static inline int32_t snapuq_shl_wrap(int32_t x, int left)
     return (int32_t)((uint32_t)x << left);
 }
 
+/* a + b with int32 wrap-around (TFLite accumulates in int32; overflow only occurs for
+ * adversarial models and must not be undefined behaviour here) */
+static inline int32_t snapuq_add_wrap(int32_t a, int32_t b)
+{
+    return (int32_t)((uint32_t)a + (uint32_t)b);
+}
+
 static inline int32_t snapuq_mbqm(int32_t x, int32_t multiplier, int32_t shift)
 {
     const int left = shift > 0 ? (int)shift : 0;

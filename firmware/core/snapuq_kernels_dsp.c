@@ -74,7 +74,7 @@ static inline int32_t dot_offset(const int8_t *f, const int8_t *x, int32_t n, in
         acc = SMLAD(f13, xo13, acc);
     }
     for (; i < n; i++) {
-        acc += (int32_t)f[i] * ((int32_t)x[i] + off);
+        acc = snapuq_add_wrap(acc, (int32_t)f[i] * ((int32_t)x[i] + off));
     }
     return acc;
 }
@@ -106,13 +106,13 @@ void snapuq_conv_dsp(const snapuq_conv_args_t *a)
                             if (ix < 0 || ix >= a->in_w) {
                                 continue;
                             }
-                            acc += dot_offset(a->filter + (((size_t)oc * a->k_h + ky) * a->k_w + kx) * a->in_c,
+                            acc = snapuq_add_wrap(acc, dot_offset(a->filter + (((size_t)oc * a->k_h + ky) * a->k_w + kx) * a->in_c,
                                               a->in + (((size_t)b * a->in_h + iy) * a->in_w + ix) * a->in_c,
-                                              a->in_c, a->in_offset);
+                                              a->in_c, a->in_offset));
                         }
                     }
                     if (a->bias != NULL) {
-                        acc += a->bias[oc];
+                        acc = snapuq_add_wrap(acc, a->bias[oc]);
                     }
                     out[oc] = requant_dsp(acc, a->mult[oc], a->shift[oc], a->out_offset, a->act_min, a->act_max);
                 }
@@ -153,15 +153,15 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
                             f = a->filter[((size_t)ky * a->k_w + kx) * a->out_c + c];
                             x = a->in[(((size_t)b * a->in_h + iy) * a->in_w + ix) * a->in_c + c];
                             /* sum f*(x+off) = sum f*x + off * sum f: SMLAD-friendly split */
-                            acc += f * x;
-                            acc_w += f;
+                            acc = snapuq_add_wrap(acc, f * x);
+                            acc_w = snapuq_add_wrap(acc_w, f);
                             cnt++;
                         }
                     }
                     (void)cnt;
-                    acc += acc_w * a->in_offset;
+                    acc = snapuq_add_wrap(acc, (int32_t)((uint32_t)acc_w * (uint32_t)a->in_offset));
                     if (a->bias != NULL) {
-                        acc += a->bias[c];
+                        acc = snapuq_add_wrap(acc, a->bias[c]);
                     }
                     out[c] = requant_dsp(acc, a->mult[c], a->shift[c], a->out_offset, a->act_min, a->act_max);
                 }
@@ -178,7 +178,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
         for (oc = 0; oc < a->out_c; oc++) {
             int32_t acc = dot_offset(a->filter + (size_t)oc * a->depth, in, a->depth, a->in_offset);
             if (a->bias != NULL) {
-                acc += a->bias[oc];
+                acc = snapuq_add_wrap(acc, a->bias[oc]);
             }
             a->out[(size_t)b * a->out_c + oc] =
                 requant_dsp(acc, a->mult[oc], a->shift[oc], a->out_offset, a->act_min, a->act_max);

@@ -42,12 +42,12 @@ void snapuq_conv_ref(const snapuq_conv_args_t *a)
                             in = a->in + (((size_t)b * a->in_h + iy) * a->in_w + ix) * a->in_c;
                             f = a->filter + (((size_t)oc * a->k_h + ky) * a->k_w + kx) * a->in_c;
                             for (ic = 0; ic < a->in_c; ic++) {
-                                acc += (int32_t)f[ic] * ((int32_t)in[ic] + a->in_offset);
+                                acc = snapuq_add_wrap(acc, (int32_t)f[ic] * ((int32_t)in[ic] + a->in_offset));
                             }
                         }
                     }
                     if (a->bias != NULL) {
-                        acc += a->bias[oc];
+                        acc = snapuq_add_wrap(acc, a->bias[oc]);
                     }
                     out[oc] = requant(acc, a->mult[oc], a->shift[oc], a);
                 }
@@ -79,14 +79,14 @@ void snapuq_dwconv_ref(const snapuq_conv_args_t *a)
                                 if (ix < 0 || ix >= a->in_w) {
                                     continue;
                                 }
-                                acc += (int32_t)a->filter[((size_t)ky * a->k_w + kx) * a->out_c + oc] *
+                                acc = snapuq_add_wrap(acc, (int32_t)a->filter[((size_t)ky * a->k_w + kx) * a->out_c + oc] *
                                        ((int32_t)a->in[(((size_t)b * a->in_h + iy) * a->in_w + ix) *
                                                            a->in_c + ic] +
-                                        a->in_offset);
+                                        a->in_offset));
                             }
                         }
                         if (a->bias != NULL) {
-                            acc += a->bias[oc];
+                            acc = snapuq_add_wrap(acc, a->bias[oc]);
                         }
                         out[oc] = requant(acc, a->mult[oc], a->shift[oc], a);
                     }
@@ -105,10 +105,10 @@ void snapuq_fc_ref(const snapuq_fc_args_t *a)
             const int8_t *f = a->filter + (size_t)oc * a->depth;
             int32_t acc = 0;
             for (d = 0; d < a->depth; d++) {
-                acc += (int32_t)f[d] * ((int32_t)in[d] + a->in_offset);
+                acc = snapuq_add_wrap(acc, (int32_t)f[d] * ((int32_t)in[d] + a->in_offset));
             }
             if (a->bias != NULL) {
-                acc += a->bias[oc];
+                acc = snapuq_add_wrap(acc, a->bias[oc]);
             }
             acc = snapuq_mbqm(acc, a->mult[oc], a->shift[oc]) + a->out_offset;
             a->out[(size_t)b * a->out_c + oc] = (int8_t)snapuq_clamp_i32(acc, a->act_min, a->act_max);
@@ -161,14 +161,14 @@ int snapuq_avgpool_ref(const snapuq_pool_args_t *a)
                     int32_t acc = 0, count = 0;
                     for (fy = fy0; fy < fy1; fy++) {
                         for (fx = fx0; fx < fx1; fx++) {
-                            acc += a->in[(((size_t)b * a->in_h + iy0 + fy) * a->in_w + ix0 + fx) * a->depth + c];
+                            acc = snapuq_add_wrap(acc, a->in[(((size_t)b * a->in_h + iy0 + fy) * a->in_w + ix0 + fx) * a->depth + c]);
                             count++;
                         }
                     }
                     if (count == 0) {
                         return 0;
                     }
-                    acc = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;
+                    acc = (int32_t)(acc > 0 ? ((int64_t)acc + count / 2) / count : ((int64_t)acc - count / 2) / count);
                     acc = snapuq_clamp_i32(acc, a->act_min, a->act_max);
                     a->out[(((size_t)b * a->out_h + oy) * a->out_w + ox) * a->depth + c] = (int8_t)acc;
                 }
@@ -232,12 +232,12 @@ void snapuq_mean_ref(const snapuq_mean_args_t *a)
                                     const int32_t x1 = a->reduce[1] ? j1 : i1;
                                     const int32_t x2 = a->reduce[2] ? j2 : i2;
                                     const int32_t x3 = a->reduce[3] ? j3 : i3;
-                                    acc += a->in[((x0 * a->dims[1] + x1) * a->dims[2] + x2) * a->dims[3] + x3];
+                                    acc = snapuq_add_wrap(acc, a->in[((x0 * a->dims[1] + x1) * a->dims[2] + x2) * a->dims[3] + x3]);
                                 }
                             }
                         }
                     }
-                    acc = (int32_t)((uint32_t)acc - (uint32_t)(a->in_zp * n_red));
+                    acc = (int32_t)((uint32_t)acc - (uint32_t)a->in_zp * (uint32_t)n_red);
                     v = snapuq_mbqm(acc, mult, shift) + a->out_zp;
                     a->out[((i0 * od[1] + i1) * od[2] + i2) * od[3] + i3] = (int8_t)snapuq_clamp_i32(v, -128, 127);
                 }
@@ -325,7 +325,7 @@ void snapuq_softmax_ref(const snapuq_softmax_args_t *a)
             const int32_t diff = (int32_t)in[c] - mx;
             if (diff >= a->diff_min) {
                 const int32_t r = snapuq_srdhm(snapuq_shl_wrap(diff, a->left_shift), a->mult);
-                sum += snapuq_rdbpot(exp_negative(r, 5), 12);
+                sum = snapuq_add_wrap(sum, snapuq_rdbpot(exp_negative(r, 5), 12));
             }
         }
         headroom = snapuq_clz32((uint32_t)sum);

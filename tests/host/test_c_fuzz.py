@@ -54,7 +54,8 @@ def test_libfuzzer_short_run(tmp_path: Path) -> None:
 
 def test_gcc_mutation_run() -> None:
     binary = ccore.build_binary("fuzz_loader_main", ["fuzz_loader.c"], ("SNAPUQ_FUZZ_MAIN=1",))
-    files = seeds()[:6]
+    # inputs that once crashed the loader or a kernel (found by the long libFuzzer run)
+    files = sorted((ccore.TESTS_C / "regress").glob("*.tflite")) + seeds()[:6]
     r = subprocess.run([str(binary), "400", *map(str, files)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("ok 400 mutations")
