@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.fft
 import scipy.signal
+
 from snapuq import audio
 from snapuq.data import Dataset
 from snapuq.data import corruptions_audio as ca

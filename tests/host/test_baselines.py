@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+
 from snapuq.baselines import methods as B
 from snapuq.baselines.kerasutil import softmax
 from snapuq.errors import SnapuqError
@@ -119,6 +120,7 @@ class _DS:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     import keras
+
     import snapuq.models as models
     from snapuq.baselines import train_baselines
 

@@ -15,9 +15,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
 import ccore  # noqa: E402
+from test_c_snap import random_snap, spec_snap_int  # noqa: E402
+
 from snapuq.errors import ModelFormatError  # noqa: E402
 from snapuq.export.cgen import write_c_model  # noqa: E402
-from test_c_snap import random_snap, spec_snap_int  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "models" / "digits"

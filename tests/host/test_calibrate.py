@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from snapuq import calibrate, score
 from snapuq.errors import SnapuqError
 

@@ -6,6 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
+
 from snapuq.cli import main
 from snapuq.data import load_dataset, load_ood
 from snapuq.data.vision import read_cifar_batch, read_idx

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 from scipy import ndimage
+
 from snapuq.data import load_dataset, load_ood
 from snapuq.data.corruptions import CIFAR10_C, CORRUPTIONS, MNIST_C, corrupt, corruption_names
 from snapuq.errors import DatasetError

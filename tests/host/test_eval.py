@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from snapuq import cli
 from snapuq.evaluate import CONTRACT_KEYS
 
@@ -86,6 +87,7 @@ def _corrupt(x, name, severity=3, seed=0):
 class _ModelDir:
     def __init__(self, d):
         import keras
+
         from snapuq.baselines.kerasutil import predict_batched
 
         d = Path(d)
@@ -118,6 +120,7 @@ def _install_fakes(mp: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     import keras
+
     from snapuq.baselines import train_baselines
 
     with pytest.MonkeyPatch.context() as mp:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from snapuq.errors import ModelFormatError
 
 ROOT = Path(__file__).resolve().parents[2]

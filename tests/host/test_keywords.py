@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.io import wavfile
+
 from snapuq import audio
 from snapuq.data import keywords as kw
 from snapuq.data import load_dataset, load_ood
@@ -194,8 +195,9 @@ def test_dscnn_shape_names_and_size():
 
 def test_dscnn_converts_to_int8_subset():
     import tensorflow as tf
-    from snapuq.models.dscnn import build_dscnn
     from tflite.Model import Model
+
+    from snapuq.models.dscnn import build_dscnn
 
     m = build_dscnn((49, 10, 1), 10)
     rng = np.random.default_rng(0)

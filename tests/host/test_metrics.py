@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
+
 from snapuq import metrics as M
 from snapuq.errors import SnapuqError
 

@@ -11,6 +11,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+
 from snapuq.errors import ModelFormatError
 from snapuq.micropython import HEADER, read_blob, write_blob
 

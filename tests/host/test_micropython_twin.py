@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from snapuq.micropython import host_reference, load_model_files, sample_inputs, write_blob
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 import pytest
+
 from snapuq.models import build_backbone
 
 ALLOWED = (

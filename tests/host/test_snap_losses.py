@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import mahalanobis
 from scipy.stats import norm
+
 from snapuq import score
 
 
@@ -52,6 +53,7 @@ def test_variance_floor(floor):
 
 def _tiny_snap(detach):
     import keras
+
     from snapuq import snap
     from snapuq.models.cnn import TAP_PREV, build_cnn4
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from snapuq import stream as S
 from snapuq.errors import SnapuqError
 

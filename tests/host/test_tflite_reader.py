@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tflite
 from export_models import int8_model
+
 from snapuq.errors import ModelFormatError
 from snapuq.export.reference import Int8Model
 from snapuq.export.tflite_reader import TFLiteFormatError, TFLiteUnsupportedError, read_tflite
@@ -77,6 +78,7 @@ def test_bad_root_offset_names_offset():
 
 def test_unsupported_op_is_named():
     import keras
+
     from snapuq.export.convert import convert_keras
 
     inp = keras.Input((4, 4, 2))

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from snapuq.errors import SnapuqError
 from snapuq.tokens import fixed
 from snapuq.tokens.reduce import (

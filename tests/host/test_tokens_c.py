@@ -8,6 +8,7 @@ import subprocess
 
 import numpy as np
 import pytest
+
 from snapuq.tokens import fixed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Iterable
 
 import numpy as np
+
 from snapuq.errors import ModelFormatError
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tflite.ActivationFunctionType import ActivationFunctionType as Act
+from tflite.Padding import Padding
+from tflite.TensorType import TensorType
+
 from snapuq.export.tflite_reader import (
     OperatorInfo,
     TensorInfo,
@@ -28,9 +32,6 @@ from snapuq.export.tflite_reader import (
     activation_name,
     read_tflite,
 )
-from tflite.ActivationFunctionType import ActivationFunctionType as Act
-from tflite.Padding import Padding
-from tflite.TensorType import TensorType
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1

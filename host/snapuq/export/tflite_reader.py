@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from snapuq.errors import ModelFormatError, UnsupportedOpError
 from tflite.ActivationFunctionType import ActivationFunctionType
 from tflite.BuiltinOperator import BuiltinOperator
 from tflite.BuiltinOptions import BuiltinOptions
 from tflite.TensorType import TensorType
+
+from snapuq.errors import ModelFormatError, UnsupportedOpError
 
 FILE_IDENTIFIER = b"TFL3"
 MAX_FILE_BYTES = 1 << 31

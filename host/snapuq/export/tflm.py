@@ -13,6 +13,7 @@ import tempfile
 from typing import Any
 
 import numpy as np
+
 from snapuq.errors import ModelFormatError
 
 
