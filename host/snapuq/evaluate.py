@@ -280,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
         "methods": {n: methods_out[n] for n in names},
     }
     out["n_ood"] = int(len(x_ood))
-    out["ood_source"] = (getattr(ds, "meta", {}) or {}).get("ood", cfg.get("ood"))
+    out["ood_source"] = _ood_source(ds, cfg["dataset"])
     out["stream"] = {
         "frames": len(st),
         "window": S.WINDOW,
@@ -348,6 +348,24 @@ def run(args: argparse.Namespace) -> int:
     for f in flags:
         print(f"snapuq eval: warning: {f}")
     return 0
+
+
+def _ood_source(ds, name: str) -> str:
+    """Where the OOD inputs come from: the loader's own description, else its registry entry."""
+    from snapuq.data import OOD_LOADERS
+
+    meta = getattr(ds, "meta", None) or {}
+    if meta.get("ood"):
+        return str(meta["ood"])
+    spec = OOD_LOADERS.get(name, "")
+    try:
+        import importlib
+
+        mod, fn = spec.split(":")
+        doc = (getattr(importlib.import_module(mod), fn).__doc__ or "").strip().splitlines()
+    except (ValueError, ImportError, AttributeError):
+        doc = []
+    return doc[0] if doc else spec
 
 
 def _tap_names(cfg: dict) -> list[str]:
