@@ -74,11 +74,40 @@ def n_taps(outs: dict) -> int:
     return k
 
 
+def tap_lowrank_stats(a, mu, logvar, B) -> tuple[np.ndarray, np.ndarray]:
+    """Low-rank + diagonal covariance Sigma = diag(exp(logvar)) + B B^T (B: (N, d, k)):
+    ebar = (1/d) r^T Sigma^-1 r and lbar = (1/d) log det Sigma, by Woodbury / the determinant lemma."""
+    a, mu, lv, B = (np.asarray(t, np.float64) for t in (a, mu, logvar, B))
+    r = a - mu
+    dinv = np.exp(-lv)
+    dB = B * dinv[..., None]
+    cap = np.eye(B.shape[-1]) + np.einsum("ndk,ndl->nkl", B, dB)
+    u = np.einsum("ndk,nd->nk", dB, r)
+    sol = np.linalg.solve(cap, u[..., None])[..., 0]
+    d = r.shape[-1]
+    maha = np.sum(r * r * dinv, axis=-1) - np.sum(u * sol, axis=-1)
+    logdet = np.sum(lv, axis=-1) + np.linalg.slogdet(cap)[1]
+    return maha / d, logdet / d
+
+
 def tap_stats(outs: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(ebar, lbar), each (N, L), from a model-output dict with tap{k}_a / _mu / _logvar."""
+    """(ebar, lbar), each (N, L), from a model-output dict with tap{k}_a / _mu / _logvar (and, for the
+    low-rank covariance option, tap{k}_B: then ebar and lbar use the full covariance)."""
     L = n_taps(outs)
     if L == 0:
         raise SnapuqError("model outputs have no SNAP taps (tap0_a, tap0_mu, tap0_logvar)")
+    if any(f"tap{k}_B" in outs for k in range(L)):
+        o = outs
+        st = [
+            tap_lowrank_stats(o[f"tap{k}_a"], o[f"tap{k}_mu"], o[f"tap{k}_logvar"], o[f"tap{k}_B"])
+            if f"tap{k}_B" in o
+            else (
+                tap_ebar(outs[f"tap{k}_a"], outs[f"tap{k}_mu"], outs[f"tap{k}_logvar"]),
+                np.mean(np.asarray(outs[f"tap{k}_logvar"], np.float64), axis=-1),
+            )
+            for k in range(L)
+        ]
+        return np.stack([s[0] for s in st], 1), np.stack([s[1] for s in st], 1)
     eb = np.stack(
         [tap_ebar(outs[f"tap{k}_a"], outs[f"tap{k}_mu"], outs[f"tap{k}_logvar"]) for k in range(L)], 1
     )

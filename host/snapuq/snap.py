@@ -44,6 +44,28 @@ def huber_nll(a, mu, logvar, delta: float = 1.0):
 NLLS = {"gauss": gaussian_nll, "student_t": student_t_nll, "huber": huber_nll}
 
 
+def lowrank_terms(a, mu, logvar, B):
+    """Mahalanobis term r^T Sigma^-1 r and log det Sigma for Sigma = diag(sigma^2) + B B^T (B: (N, d, k)),
+    by the Woodbury identity and the matrix determinant lemma (only k x k systems are solved):
+        Sigma^-1 = D^-1 - D^-1 B (I + B^T D^-1 B)^-1 B^T D^-1,  det Sigma = det D det(I + B^T D^-1 B)."""
+    r = a - mu
+    dinv = ops.exp(-logvar)  # (N, d)
+    k = B.shape[-1]
+    dB = B * dinv[..., None]  # D^-1 B (N, d, k)
+    cap = ops.eye(k) + ops.einsum("ndk,ndl->nkl", B, dB)  # I + B^T D^-1 B (N, k, k)
+    u = ops.einsum("ndk,nd->nk", dB, r)  # B^T D^-1 r
+    sol = ops.solve(cap, u[..., None])[..., 0]
+    maha = ops.sum(r * r * dinv, axis=-1) - ops.sum(u * sol, axis=-1)
+    logdet = ops.sum(logvar, axis=-1) + ops.logdet(cap)
+    return maha, logdet
+
+
+def lowrank_gaussian_nll(a, mu, logvar, B):
+    """Per-sample Gaussian NLL with covariance diag(sigma^2) + B B^T (constant dropped)."""
+    maha, logdet = lowrank_terms(a, mu, logvar, B)
+    return 0.5 * (maha + logdet)
+
+
 def floor_logvar(raw, eps: float, floor: str = "hard"):
     """log sigma^2 from the head's raw output with the variance floor sigma^2 >= eps^2."""
     if floor == "hard":
@@ -128,9 +150,12 @@ def add_heads(
     eps: float = 1e-2,
     floor: str = "hard",
     detach: bool = True,
+    cov_rank: int = 0,
 ) -> keras.Model:
     """The SNAP model: backbone + one head per tap. Outputs (dict): "logits", "probs", "feat",
-    "tap{k}_a", "tap{k}_mu", "tap{k}_logvar", "tap{k}_lvr". `detach` puts a stop-gradient on every a."""
+    "tap{k}_a", "tap{k}_mu", "tap{k}_logvar", "tap{k}_lvr", and with cov_rank > 0 the low-rank covariance
+    factor "tap{k}_B" (N, d, cov_rank) (float-only option: Sigma = diag(sigma^2) + B B^T).
+    `detach` puts a stop-gradient on every a (applied in the loss, see SnapTrainer)."""
     out: dict = {"logits": backbone.output}
     out["probs"] = layers.Softmax(name="probs")(backbone.output)
     out["feat"] = backbone.get_layer("feat").output
@@ -163,6 +188,10 @@ def add_heads(
         out[f"tap{k}_mu"] = mu
         out[f"tap{k}_logvar"] = lv
         out[f"tap{k}_lvr"] = lvr
+        if cov_rank > 0:
+            init = keras.initializers.RandomNormal(stddev=1e-3)
+            bf = layers.Dense(d * cov_rank, kernel_initializer=init, name=f"tap{k}_Bf")(h)
+            out[f"tap{k}_B"] = layers.Reshape((d, cov_rank), name=f"tap{k}_B")(bf)
     return keras.Model(backbone.input, out, name=f"{backbone.name}_snap")
 
 
@@ -215,7 +244,11 @@ class SnapTrainer(keras.Model):
             a = out[f"tap{k}_a"]
             if self.detach:
                 a = ops.stop_gradient(a)
-            nll = nll + ops.mean(self.nll(a, out[f"tap{k}_mu"], out[f"tap{k}_logvar"]))
+            if f"tap{k}_B" in out:
+                t_nll = lowrank_gaussian_nll(a, out[f"tap{k}_mu"], out[f"tap{k}_logvar"], out[f"tap{k}_B"])
+            else:
+                t_nll = self.nll(a, out[f"tap{k}_mu"], out[f"tap{k}_logvar"])
+            nll = nll + ops.mean(t_nll)
             reg = reg + ops.mean(ops.sum(ops.abs(out[f"tap{k}_logvar"]), axis=-1))
         total = self.ce_weight * ce + self.lambda_ss * nll + self.lambda_reg * reg
         return total, ce, nll, out

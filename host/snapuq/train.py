@@ -70,6 +70,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--nll", choices=["gauss", "student_t", "huber"], default="gauss")
     p.add_argument(
+        "--cov-rank",
+        type=int,
+        default=0,
+        help="low-rank + diagonal covariance diag(sigma^2) + B B^T with this rank (Woodbury; float only)",
+    )
+    p.add_argument(
         "--variant", choices=["best", "literal"], default="best", help="default SNAP scoring variant"
     )
     p.add_argument("--batch-size", type=int, default=64)
@@ -127,6 +133,8 @@ def train(args: argparse.Namespace) -> dict:
         raise SnapuqError(f"--qat-frac must be in [0, 1], got {args.qat_frac}")
     if args.epochs is not None and args.epochs < 1:
         raise SnapuqError(f"--epochs must be >= 1, got {args.epochs}")
+    if args.cov_rank < 0:
+        raise SnapuqError(f"--cov-rank must be >= 0, got {args.cov_rank}")
     if args.eps <= 0:
         raise SnapuqError(f"--eps must be > 0, got {args.eps}")
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
@@ -150,7 +158,14 @@ def train(args: argparse.Namespace) -> dict:
     # ---- phase 1: backbone (frozen recipe) or joint
     t = time.perf_counter()
     snap_model = snap.add_heads(
-        backbone, taps, tap_prev, rank=args.rank, eps=args.eps, floor=args.floor, detach=args.detach
+        backbone,
+        taps,
+        tap_prev,
+        rank=args.rank,
+        eps=args.eps,
+        floor=args.floor,
+        detach=args.detach,
+        cov_rank=args.cov_rank,
     )
     if not args.joint:
         backbone.compile(
@@ -240,7 +255,7 @@ def train(args: argparse.Namespace) -> dict:
         "qat_frac": args.qat_frac,
         "qat_epochs": n_qat,
         "nll": args.nll,
-        "cov_rank": 0,
+        "cov_rank": int(args.cov_rank),
         "variant": args.variant,
         "data_meta": ds.meta,
     }
