@@ -164,31 +164,7 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
 #if SNAPUQ_APP_WITH_SNAP
 static snapuq_status_t score(void)
 {
-    const snapuq_snap_config_t *cfg = &SNAPUQ_APP_SNAP_CONFIG;
-    snapuq_snap_inputs_t in;
-    snapuq_tensor_info_t info;
-    uint8_t l;
-    memset(&in, 0, sizeof in);
-    if (snapuq_model_output_info(&app.model, (uint16_t)cfg->out_logits, &info) != SNAPUQ_OK) {
-        return SNAPUQ_ERR_NOT_FOUND;
-    }
-    in.logits = (const int8_t *)info.data;
-    for (l = 0; l < cfg->n_taps; l++) {
-        if (snapuq_model_output_info(&app.model, (uint16_t)cfg->taps[l].out_a, &info) != SNAPUQ_OK) {
-            return SNAPUQ_ERR_NOT_FOUND;
-        }
-        in.a[l] = (const int8_t *)info.data;
-        if (snapuq_model_output_info(&app.model, (uint16_t)cfg->taps[l].out_mu, &info) != SNAPUQ_OK) {
-            return SNAPUQ_ERR_NOT_FOUND;
-        }
-        in.mu[l] = (const int8_t *)info.data;
-        if (snapuq_model_output_info(&app.model, (uint16_t)cfg->taps[l].out_logvar, &info) !=
-            SNAPUQ_OK) {
-            return SNAPUQ_ERR_NOT_FOUND;
-        }
-        in.logvar[l] = (const int8_t *)info.data;
-    }
-    return snapuq_snap_score(cfg, &app.params, &in, &app.result);
+    return snapuq_snap_score_model(&SNAPUQ_APP_SNAP_CONFIG, &app.params, &app.model, &app.result);
 }
 #endif
 
@@ -445,7 +421,7 @@ static void cmd_infer(snapuq_proto_t *p, int argc, char **argv)
 #if SNAPUQ_APP_WITH_SNAP
     app.last_alarm = 0u;
     if (app.monitor_on && app.snap_ok) {
-        (void)snapuq_monitor_push(&app.monitor, app.result.u, &app.last_alarm);
+        (void)snapuq_monitor_push(&app.monitor, app.result.U16, &app.last_alarm);
     }
 #endif
     snapuq_proto_puts(p, "m-infer");
@@ -480,12 +456,13 @@ static void cmd_results(snapuq_proto_t *p, int argc, char **argv)
         (void)snapuq_model_output_info(&app.model, (uint16_t)SNAPUQ_APP_SNAP_CONFIG.out_logits, &info);
         snapuq_proto_kv_i(p, "pred", r->pred);
         snapuq_proto_kv_i8v(p, "logits", (const int8_t *)info.data, info.elements);
-        snapuq_proto_kv_i32v(p, "ebar", r->ebar, r->n_taps);
-        snapuq_proto_kv_i32v(p, "z", r->z, r->n_taps);
-        snapuq_proto_kv_i(p, "s", r->s);
-        snapuq_proto_kv_i(p, "sf", r->s_feat);
-        snapuq_proto_kv_i(p, "m", r->m);
-        snapuq_proto_kv_i(p, "u", r->u);
+        snapuq_proto_kv_i32v(p, "ebar", r->ebar16, r->n_taps);
+        snapuq_proto_kv_i32v(p, "z", r->s16, r->n_taps);
+        snapuq_proto_kv_i(p, "s", r->S16);
+        snapuq_proto_kv_i(p, "sf", r->F16);
+        snapuq_proto_kv_i(p, "m", r->m16);
+        snapuq_proto_kv_i(p, "u", r->U16);
+        snapuq_proto_kv_i(p, "zl", r->Z16);
         snapuq_proto_kv_u(p, "flag", r->flag);
         if (app.monitor_on) {
             snapuq_proto_kv_u(p, "alarm", app.last_alarm);
@@ -499,7 +476,7 @@ static void cmd_results(snapuq_proto_t *p, int argc, char **argv)
     snapuq_proto_endl(p);
 }
 
-/* every output tensor of the last inference: m-output idx=I name=NAME v=... */
+/* every output tensor of the last inference: m-output idx=I name=NAME hex=... (int8 codes) */
 static void cmd_outputs(snapuq_proto_t *p, int argc, char **argv)
 {
     uint16_t i, n;
@@ -521,7 +498,7 @@ static void cmd_outputs(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_puts(p, "m-output");
         snapuq_proto_kv_u(p, "idx", i);
         snapuq_proto_kv_s(p, "name", info.name != NULL ? info.name : "?");
-        snapuq_proto_kv_i8v(p, "v", (const int8_t *)info.data, info.elements);
+        snapuq_proto_kv_hex(p, "hex", (const uint8_t *)info.data, info.elements);
         snapuq_proto_endl(p);
     }
 }
@@ -560,14 +537,18 @@ static void cmd_prof(snapuq_proto_t *p, int argc, char **argv)
 #if SNAPUQ_APP_WITH_SNAP
 static void put_params(snapuq_proto_t *p)
 {
-    uint8_t nt = SNAPUQ_APP_SNAP_CONFIG.n_taps;
+    const snapuq_snap_params_t *q = &app.params;
     snapuq_proto_puts(p, "m-calib");
-    snapuq_proto_kv_i32v(p, "beta", app.params.beta, 3u);
-    snapuq_proto_kv_i32v(p, "weight", app.params.weight, nt);
-    snapuq_proto_kv_i32v(p, "tap_mean", app.params.tap_mean, nt);
-    snapuq_proto_kv_i32v(p, "tap_inv_sd", app.params.tap_inv_sd, nt);
-    snapuq_proto_kv_i(p, "hinge_q", app.params.hinge_q);
-    snapuq_proto_kv_i(p, "hinge_inv_sd", app.params.hinge_inv_sd);
+    snapuq_proto_kv_i32v(p, "w_q16", q->w_q16, SNAPUQ_APP_SNAP_CONFIG.n_taps);
+    snapuq_proto_kv_i(p, "hinge_q_q16", q->hinge_q_q16);
+    snapuq_proto_kv_i(p, "hinge_m", q->hinge_m);
+    snapuq_proto_kv_i(p, "hinge_n", q->hinge_n);
+    snapuq_proto_kv_i(p, "b0_q16", q->b0_q16);
+    snapuq_proto_kv_i(p, "b1_m", q->b1_m);
+    snapuq_proto_kv_i(p, "b1_n", q->b1_n);
+    snapuq_proto_kv_i(p, "b2_m", q->b2_m);
+    snapuq_proto_kv_i(p, "b2_n", q->b2_n);
+    snapuq_proto_kv_i(p, "u_threshold_q16", q->u_threshold_q16);
     snapuq_proto_kv_u(p, "samples", app.fit.count);
     snapuq_proto_kv_u(p, "welford_n", app.welford[0].n);
     snapuq_proto_endl(p);
@@ -610,7 +591,7 @@ static void cmd_calib(snapuq_proto_t *p, int argc, char **argv)
             return;
         }
         for (l = 0; l < app.result.n_taps; l++) {
-            (void)snapuq_welford_push(&app.welford[l], (float)app.result.ebar[l]);
+            (void)snapuq_welford_push(&app.welford[l], (float)app.result.ebar16[l] / 65536.0f);
         }
         (void)snapuq_snap_features(&app.result, &s, &m);
         (void)snapuq_fit_push(&app.fit, s, m, (uint32_t)app.result.pred != label);
@@ -742,8 +723,8 @@ static void cmd_timeout(snapuq_proto_t *p, int argc, char **argv)
     uint32_t bin, text;
     (void)argc;
     if (snapuq_proto_parse_u32(argv[1], &bin) != 0 || snapuq_proto_parse_u32(argv[2], &text) != 0 ||
-        bin == 0u) {
-        snapuq_proto_error(p, "args", "timeout BINARY_MS TEXT_MS (TEXT_MS 0 = none)");
+        bin == 0u || bin > 60000u || text > 600000u) {
+        snapuq_proto_error(p, "args", "timeout BINARY_MS(1..60000) TEXT_MS(0..600000, 0 = none)");
         return;
     }
     p->binary_timeout_ms = bin;
@@ -770,7 +751,7 @@ static const snapuq_proto_command_t commands[] = {
     {"db", cmd_db, 1, 2, "load N | HEX: input tensor as hex text (MLPerf style)"},
     {"infer", cmd_infer, 0, 2, "[N] [W]: W warm-up + N timed inferences"},
     {"results", cmd_results, 0, 0, "-> m-results pred= logits= ebar= z= s= sf= m= u= flag="},
-    {"outputs", cmd_outputs, 0, 0, "-> m-output idx= name= v= (every output tensor)"},
+    {"outputs", cmd_outputs, 0, 0, "-> m-output idx= name= hex= (every output tensor)"},
     {"prof", cmd_prof, 1, 1, "on|off|show: per-operator ticks"},
 #if SNAPUQ_APP_WITH_SNAP
     {"calib", cmd_calib, 1, 2, "reset|feed LABEL|fit [nonneg]|weights|default|show"},

@@ -111,6 +111,20 @@ void snapuq_proto_kv_i8v(snapuq_proto_t *p, const char *k, const int8_t *v, size
     }
 }
 
+void snapuq_proto_kv_hex(snapuq_proto_t *p, const char *k, const uint8_t *v, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t i;
+    key(p, k);
+    for (i = 0; i < n; i++) {
+        char two[3];
+        two[0] = digits[v[i] >> 4];
+        two[1] = digits[v[i] & 0xFu];
+        two[2] = '\0';
+        snapuq_proto_puts(p, two);
+    }
+}
+
 void snapuq_proto_kv_i32v(snapuq_proto_t *p, const char *k, const int32_t *v, size_t n)
 {
     size_t i;

@@ -107,6 +107,8 @@ void snapuq_proto_kv_s(snapuq_proto_t *p, const char *key, const char *v);
 /* " key=v0,v1,..." */
 void snapuq_proto_kv_i8v(snapuq_proto_t *p, const char *key, const int8_t *v, size_t n);
 void snapuq_proto_kv_i32v(snapuq_proto_t *p, const char *key, const int32_t *v, size_t n);
+/* " key=hexbytes" (two lowercase hex digits per byte; int8 as two's complement) */
+void snapuq_proto_kv_hex(snapuq_proto_t *p, const char *key, const uint8_t *v, size_t n);
 /* terminate the current line with CRLF and send it */
 void snapuq_proto_endl(snapuq_proto_t *p);
 /* whole lines: "e-<what>[ detail]" / "m-<what>" */

@@ -64,6 +64,18 @@ def _value(v: str) -> Any:
         return v.strip('"')
 
 
+def parse_outputs(rep: Reply) -> dict[int, list[int]]:
+    """m-output idx=I name=N hex=... lines -> {I: [int8 codes]}."""
+    out: dict[int, list[int]] = {}
+    for ln in rep.lines:
+        if not ln.startswith("m-output "):
+            continue
+        fields = dict(t.split("=", 1) for t in ln.split()[1:] if "=" in t)
+        raw = bytes.fromhex(fields.get("hex", ""))
+        out[int(fields["idx"])] = [b - 256 if b > 127 else b for b in raw]
+    return out
+
+
 @dataclass
 class Reply:
     lines: list[str] = field(default_factory=list)
@@ -104,7 +116,11 @@ class Device:
             if time.monotonic() > deadline:
                 partial = bytes(self._buf)[:80]
                 raise DeviceTimeout(f"no reply line within {self.timeout:.1f} s (partial: {partial!r})")
-            chunk = self.ser.read(4096)
+            try:
+                waiting = int(getattr(self.ser, "in_waiting", 0) or 0)
+            except Exception:  # noqa: BLE001 - a port without in_waiting
+                waiting = 0
+            chunk = self.ser.read(max(1, waiting))
             if chunk:
                 self._buf.extend(chunk)
             # pyserial's read returns b"" on its own timeout; loop until our deadline
@@ -201,11 +217,28 @@ class Device:
         return self.command("results").first("m-results")
 
     def outputs(self) -> dict[int, list[int]]:
-        out: dict[int, list[int]] = {}
-        for d in self.command("outputs").all("m-output"):
-            v = d.get("v", [])
-            out[int(d["idx"])] = v if isinstance(v, list) else [int(v)]
-        return out
+        return parse_outputs(self.command("outputs"))
+
+    def send_input(self, data: bytes, check_outputs: bool = True) -> list[str]:
+        """Pipeline load + infer + results (+ outputs) in one write; read with receive_input."""
+        crc = zlib.crc32(data) & 0xFFFFFFFF
+        cmds = [f"load {len(data)} 0x{crc:08x}", "infer 1 0", "results"]
+        if check_outputs:
+            cmds.append("outputs")
+        self.send(cmds[0].encode() + b"%" + data + b"".join(c.encode() + b"%" for c in cmds[1:]))
+        return cmds
+
+    def receive_input(self, cmds: list[str]) -> tuple[dict, dict, dict[int, list[int]] | None]:
+        reps = [self.read_reply() for _ in cmds]
+        for c, r in zip(cmds, reps):
+            if r.errors:
+                raise DeviceReplyError(c, r.errors)
+        outs = parse_outputs(reps[3]) if len(cmds) > 3 else None
+        return reps[1].first("m-infer"), reps[2].first("m-results"), outs
+
+    def run_input(self, data: bytes,
+                  check_outputs: bool = True) -> tuple[dict, dict, dict[int, list[int]] | None]:
+        return self.receive_input(self.send_input(data, check_outputs))
 
     def prof(self, on: bool | None = None) -> list[dict[str, Any]]:
         if on is not None:

@@ -9,7 +9,9 @@ instruction counts of an emulator without a pipeline model, not cycles of a real
 
 from __future__ import annotations
 
+import fcntl
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -86,7 +88,10 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
         cmd.append(f"MODEL={Path(model_dir).resolve()}")
     if blob is not None:
         cmd.append(f"BLOB={Path(blob).resolve()}")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / ".lock", "w") as lock:  # one make at a time per build dir (pytest -n)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise SnapuqError(f"firmware build failed ({' '.join(cmd)}):\n{tail}")
@@ -113,7 +118,7 @@ class QemuProcess:
         self.port = free_port()
         args = [qemu, "-M", spec.machine, "-nographic", "-monitor", "none", "-no-reboot",
                 "-semihosting-config", "enable=on,target=native",
-                "-serial", f"tcp:127.0.0.1:{self.port},server=on,wait=off",
+                "-serial", f"tcp:127.0.0.1:{self.port},server=on,wait=off,nodelay=on",
                 "-kernel", str(elf)]
         if icount:
             args[1:1] = ["-icount", "shift=0"]
@@ -177,3 +182,57 @@ def env_for_tools() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PLATFORMIO_CORE_DIR", str(ROOT / ".pio-core"))
     return env
+
+
+def build_host_firmware(build_dir: Path, model_dir: Path | None = None, sanitize: bool = False) -> Path:
+    """make -C firmware host: the firmware as a host process on stdin/stdout (with the model's
+    SNAP build when model_dir is given, else a protocol-only build without a model)."""
+    build_dir = Path(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    cmd = ["make", "-C", str(FIRMWARE), "host", f"BUILD={build_dir}", f"SANITIZE={1 if sanitize else 0}"]
+    cmd += [f"MODEL={Path(model_dir).resolve()}"] if model_dir is not None else ["SNAP=0"]
+    with open(build_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise SnapuqError(f"host firmware build failed ({' '.join(cmd)}):\n{tail}")
+    d = "host" + ("_san" if sanitize else "") + ("" if model_dir is not None else "_nosnap")
+    return build_dir / d / "snapuq_fw"
+
+
+class PipeSerial:
+    """pyserial-like wrapper over a host firmware process (stdin/stdout pipes)."""
+
+    def __init__(self, exe: Path):
+        self.proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, bufsize=0)
+        self.timeout: float | None = 0.05
+
+    def write(self, data: bytes) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+        return len(data)
+
+    def read(self, size: int = 1) -> bytes:
+        assert self.proc.stdout is not None
+        r, _, _ = select.select([self.proc.stdout], [], [], self.timeout or 0)
+        if not r:
+            return b""
+        return os.read(self.proc.stdout.fileno(), max(1, size))
+
+    def reset_input_buffer(self) -> None:
+        while self.read(4096):
+            pass
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(timeout=5)

@@ -48,41 +48,31 @@ class HostReference:
         return int(np.prod(self.in_shape))
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
-        """float input (one sample, without batch axis) -> int8 with the model's input params."""
-        try:
-            from snapuq.export.reference import quantize_input  # the exporter's own rounding
-        except ImportError:
-            quantize_input = None
-        if quantize_input is not None:
-            q = quantize_input(x, self.in_scale, self.in_zp)
-        else:
-            q = np.clip(np.round(np.asarray(x, np.float64) / self.in_scale) + self.in_zp, -128, 127)
-        return np.asarray(q, np.int8).reshape(self.in_shape)
+        """float input (one sample, without batch axis) -> int8 exactly as the exporter and the
+        TFLite QUANTIZE kernel do (float32 division, round half away from zero, clamp)."""
+        from snapuq.export.convert import quantize_input
+
+        return np.asarray(quantize_input(x, self.in_scale, self.in_zp), np.int8).reshape(self.in_shape)
 
     def run(self, xq: np.ndarray) -> HostResult:
         from snapuq.export.fixedpoint import snap_int
 
         outs = self.model.invoke(xq.reshape(self.in_shape))
         by_index = [np.asarray(outs[name], np.int8).reshape(-1) for name in self.output_names]
-        s = snap_int({k: np.asarray(v) for k, v in outs.items()}, self.manifest)
-        return HostResult(outputs=by_index, snap=normalize_snap(s))
+        codes = {k: np.asarray(v, np.int8).reshape(1, -1) for k, v in outs.items()}
+        snap = normalize_snap(snap_int(codes, self.manifest["snap"]))
+        snap["pred"] = int(np.argmax(codes["logits"][0]))
+        return HostResult(outputs=by_index, snap=snap)
 
 
 def _scalar(v: Any) -> int:
     return int(np.asarray(v).reshape(-1)[0])
 
 
-def normalize_snap(s: Any) -> dict[str, Any]:
-    """snap_int's result -> {pred, ebar, s, sf, m, u, flag} with Python ints."""
-    d = dict(s) if isinstance(s, dict) else dict(vars(s))
-    alias = {"pred": ("pred",), "ebar": ("ebar", "ebar16"), "s": ("s", "S", "S16"),
-             "sf": ("sf", "F16", "s_feat", "F"), "m": ("m", "m16"), "u": ("u", "U", "U16"),
-             "flag": ("flag",), "z": ("z", "s16", "z_tap")}
-    out: dict[str, Any] = {}
-    for key, names in alias.items():
-        for n in names:
-            if n in d:
-                v = d[n]
-                out[key] = [int(t) for t in np.asarray(v).reshape(-1)] if key in ("ebar", "z") else _scalar(v)
-                break
-    return out
+def normalize_snap(r: dict[str, Any]) -> dict[str, Any]:
+    """snap_int's Q16 arrays (batch of one) -> the device's result fields as Python ints:
+    ebar (per tap), z (per-tap score s_l), s (S), sf (F), m, u (U), flag."""
+    return {"ebar": [int(v) for v in np.asarray(r["ebar16"]).reshape(-1)],
+            "z": [int(v) for v in np.asarray(r["s16"]).reshape(-1)],
+            "s": _scalar(r["S16"]), "sf": _scalar(r["F16"]), "m": _scalar(r["m16"]),
+            "u": _scalar(r["U16"]), "flag": _scalar(r["flag"])}

@@ -27,7 +27,7 @@ from snapuq.harness.qemu import (
 from snapuq.harness.reference import HostReference
 from snapuq.harness.results import ResultsWriter, check_run_meta
 
-SNAP_FIELDS = ("pred", "ebar", "s", "sf", "m", "u")
+SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "flag")
 
 
 @dataclass
@@ -123,15 +123,18 @@ def compare(host_outs: list[np.ndarray], host_snap: dict[str, Any], dev_outs: di
     return diff
 
 
-def _one(dev: Device, xq: bytes, opts: Options) -> tuple[dict, dict, dict[int, list[int]] | None, int]:
+def _one(dev: Device, xq: bytes, opts: Options, ref: HostReference,
+         xq_arr: np.ndarray) -> tuple[dict, dict, dict[int, list[int]] | None, int, Any]:
+    """One input with retries; the host reference runs while the device works."""
     last: Exception | None = None
+    host = None
     for attempt in range(opts.retries + 1):
         try:
-            dev.load_input(xq)
-            inf = dev.infer(1, 0)
-            res = dev.results()
-            outs = dev.outputs() if opts.check_outputs else None
-            return inf, res, outs, attempt
+            cmds = dev.send_input(xq, opts.check_outputs)
+            if host is None:
+                host = ref.run(xq_arr)
+            inf, res, outs = dev.receive_input(cmds)
+            return inf, res, outs, attempt, host
         except DeviceError as e:
             last = e
             dev.sync()
@@ -189,10 +192,9 @@ def run(opts: Options) -> dict[str, Any]:
         new = 0
         for i in todo:
             xq = ref.quantize(x[i])
-            host = ref.run(xq)
             if qemu is not None and not qemu.alive():
                 raise DeviceError("qemu exited during the run")
-            inf, res, outs, retried = _one(dev, xq.tobytes(), opts)
+            inf, res, outs, retried, host = _one(dev, xq.tobytes(), opts, ref, xq)
             diff = compare(host.outputs, host.snap, outs, res)
             ticks = int(inf["ticks"])
             rec = {"i": opts.start + i, "label": int(y[i]), "pred": res.get("pred"),

@@ -1,0 +1,137 @@
+"""End to end on emulated Cortex-M boards: the firmware builds for qemu_m4 / qemu_m7 with
+-Werror, the harness streams the digits test split through QEMU over a TCP serial port and
+every device result equals the host int8 reference; resume after a kill loses and duplicates
+nothing; random byte streams leave the board answering."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from snapuq.harness.protocol import Device
+from snapuq.harness.qemu import ROOT, QemuProcess, board_spec, build_firmware, open_serial
+
+MODEL = ROOT / "models" / "digits"
+BUILD = ROOT / "build" / "test-firmware"
+
+pytestmark = [
+    pytest.mark.qemu,
+    pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="qemu-system-arm missing"),
+    pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="arm-none-eabi-gcc missing"),
+    pytest.mark.skipif(not (MODEL / "snapuq_model.c").exists(), reason="models/digits not exported"),
+]
+
+
+def _harness(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "host" / "harness.py"), "--model", str(MODEL), "--dataset", "digits",
+           "--split", "test", "--build-dir", str(BUILD), "--no-progress", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if check:
+        assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+@pytest.mark.parametrize("board", ["qemu_m4", "qemu_m7"])
+def test_firmware_builds_with_werror(board: str) -> None:
+    elf = build_firmware(board_spec("qemu:" + board.split("_")[1]), MODEL, BUILD)
+    assert elf.exists() and elf.stat().st_size > 10_000
+    flags = (elf.parent / "cflags.txt").read_text()
+    assert "-Werror" in flags and "-Wall" in flags and "-Wextra" in flags
+
+
+def test_harness_qemu_m4_200_inputs_match_host(tmp_path: Path) -> None:
+    out = tmp_path / "R"
+    _harness("--port", "qemu:m4", "--limit", "200", "--out", str(out))
+    s = json.loads((out / "summary.json").read_text())
+    assert s["n"] == 200 and s["board"] == "qemu_m4"
+    assert s["mismatches_vs_host"] == 0
+    assert s["latency"]["cycles_median"] > 0 and s["latency"]["cycles_unit"] == "qemu_instructions"
+    assert 0 < s["latency"]["snap_cycles_median"] < s["latency"]["model_cycles_median"]
+    assert s["flash_bytes"] > 0 and s["arena_bytes"] > 0 and s["stack_peak_bytes"] > 0
+    assert s["ram_peak_bytes"] > s["arena_bytes"]
+    assert s["flash_bytes"] <= s["flash_budget_bytes"] == 256 * 1024
+    assert s["ram_budget_bytes"] == 64 * 1024
+    assert s["energy_source"] == "model" and s["energy_uj_per_inf"] > 0
+    lines = (out / "results.jsonl").read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    assert [r["i"] for r in recs] == list(range(200))
+    assert all(r["match"] for r in recs)
+    assert s["accuracy"] > 0.5
+    # instruction counts vary only a little with the data (no data-dependent early exits)
+    cyc = [r["cycles"] for r in recs]
+    assert max(cyc) < 1.01 * min(cyc)
+
+
+def test_harness_qemu_m7(tmp_path: Path) -> None:
+    out = tmp_path / "R7"
+    _harness("--port", "qemu:m7", "--limit", "20", "--out", str(out))
+    s = json.loads((out / "summary.json").read_text())
+    assert s["n"] == 20 and s["mismatches_vs_host"] == 0 and s["board"] == "qemu_m7"
+    assert s["ram_budget_bytes"] == 512 * 1024 and s["flash_budget_bytes"] == 2048 * 1024
+
+
+def test_kill_and_resume_gives_one_line_per_input(tmp_path: Path) -> None:
+    out = tmp_path / "RR"
+    n = 40
+    cmd = [sys.executable, str(ROOT / "host" / "harness.py"), "--model", str(MODEL), "--dataset", "digits",
+           "--split", "test", "--build-dir", str(BUILD), "--no-progress", "--port", "qemu:m4",
+           "--limit", str(n), "--out", str(out)]
+    build_firmware(board_spec("qemu:m4"), MODEL, BUILD)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    res = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if res.exists() and len(res.read_bytes().splitlines()) >= 8:
+            break
+        assert p.poll() is None, "harness ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGKILL)  # the harness and its QEMU
+    p.wait()
+    before = len(res.read_bytes().splitlines())
+    assert 8 <= before < n
+    # a torn last line (as a kill in the middle of a write leaves) must be dropped, not kept
+    with open(res, "a") as f:
+        f.write('{"i": 99999, "torn')
+    _harness("--port", "qemu:m4", "--limit", str(n), "--out", str(out), "--resume")
+    recs = [json.loads(x) for x in res.read_text().splitlines()]
+    assert sorted(r["i"] for r in recs) == list(range(n))
+    assert len(recs) == n
+    s = json.loads((out / "summary.json").read_text())
+    assert s["n"] == n and s["mismatches_vs_host"] == 0
+    # resuming with other settings is refused
+    p2 = _harness("--port", "qemu:m4", "--limit", str(n + 1), "--out", str(out), "--resume", check=False)
+    assert p2.returncode == 1 and "different run" in p2.stderr
+
+
+def test_qemu_board_survives_random_streams() -> None:
+    spec = board_spec("qemu:m4")
+    elf = build_firmware(spec, MODEL, BUILD)
+    rng = random.Random(7)
+    with QemuProcess(spec, elf, icount=False) as q:
+        dev = Device(open_serial(q.url), timeout=10)
+        dev.wait_boot(timeout=20)
+        dev.command("timeout 100 0")
+        for _ in range(25):
+            junk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+            dev.send(junk)
+            dev.sync(timeout=2.0, attempts=6)
+            assert q.alive()
+        prof = dev.profile()
+        assert prof["loaded"] == 1
+        # -icount off here, but one input twice under the same firmware gives the same results
+        x = bytes(rng.randrange(256) for _ in range(int(prof["in_bytes"])))
+        r1 = dev.run_input(x)[1]
+        r2 = dev.run_input(x)[1]
+        assert r1 == r2
+        st = dev.stats()
+        assert st["errors"] > 0 and st["arena"] > 0
+        dev.close()

@@ -1,0 +1,176 @@
+"""The harness protocol against the firmware built for the host (same parser, commands and
+core as on the boards), driven through the real client: grammar, errors, resync, CRC frames,
+timeouts, and random / mutated byte streams after which the firmware must still answer."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from snapuq.errors import DeviceError
+from snapuq.harness.protocol import Device, DeviceReplyError, parse_kv
+from snapuq.harness.qemu import ROOT, PipeSerial, build_host_firmware
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
+                                reason="needs gcc and make")
+
+BUILD = ROOT / "build" / "test-firmware"
+
+
+@pytest.fixture(scope="module")
+def exe() -> Path:
+    return build_host_firmware(BUILD)
+
+
+@pytest.fixture()
+def dev(exe: Path):
+    ser = PipeSerial(exe)
+    d = Device(ser, timeout=5.0)
+    d.wait_boot(timeout=10)
+    d.command("timeout 100 0")
+    yield d
+    d.close()
+
+
+def test_basic_commands(dev: Device) -> None:
+    assert dev.name() == "m-name-snapuq-host"
+    prof = dev.profile()
+    assert prof["board"] == "host" and prof["loaded"] == 0 and prof["fw"] == "snapuq"
+    st = dev.stats()
+    assert {"flash", "ram_static", "arena", "stack_peak", "ram_peak"} <= set(st)
+    helps = dev.command("help").lines
+    assert any(h.startswith("m-help load") for h in helps)
+    assert parse_kv("m-x a=1 b=1,-2 c=str")["b"] == [1, -2]
+
+
+@pytest.mark.parametrize("text,err", [
+    ("bogus", "e-unknown-command bogus"),
+    ("infer", "e-no-model"),
+    ("load 1", "e-args"),
+    ("load x y", "e-args"),
+    ("name extra", "e-args"),
+    ("a b c d e f g h i", "e-args"),
+    ("x" * 300, "e-overflow"),
+    ("na\x01me", "e-bad-byte"),
+    ("timeout 0 0", "e-args"),
+    ("prof sideways", "e-args"),
+])
+def test_errors_then_ready(dev: Device, text: str, err: str) -> None:
+    rep = dev.command(text, check=False)
+    assert rep.errors and rep.errors[0].startswith(err), rep.errors
+    assert dev.name() == "m-name-snapuq-host"  # still in step
+
+
+def test_empty_commands_and_blanks_are_ignored(dev: Device) -> None:
+    dev.send(b"%%%\r\n  \t%")
+    assert dev.name() == "m-name-snapuq-host"
+
+
+def test_binary_frame_crc_is_zlib_crc32(dev: Device) -> None:
+    data = bytes(range(256)) * 3 + b"%%%%"  # payload bytes may be '%' too
+    crc = zlib.crc32(data)
+    # no model here: a correct frame is received whole and then refused for its size
+    rep = dev.command(f"load {len(data)} 0x{crc:08x}", payload=data, check=False)
+    assert rep.errors == [f"e-size got={len(data)} want=0"]
+    rep = dev.command(f"load {len(data)} 0x{crc ^ 1:08x}", payload=data, check=False)
+    assert rep.errors[0].startswith("e-crc") and f"got={crc:08x}" in rep.errors[0]
+    assert dev.name() == "m-name-snapuq-host"
+
+
+def test_binary_timeout_then_resync(dev: Device) -> None:
+    dev.send(b"load 10 0x0%abc")
+    rep = dev.read_reply(timeout=5)
+    assert rep.errors == ["e-timeout got=3 want=10"]
+    dev.sync()
+    assert dev.name() == "m-name-snapuq-host"
+
+
+def test_sync_recovers_from_a_partial_command_that_starts_a_frame(dev: Device) -> None:
+    # "load 50 0x1" without its '%': the sync's leading '%' completes it, the frame eats the
+    # sync; the client's retry after the frame timeout must get through
+    dev.send(b"load 50 0x1")
+    t = time.monotonic()
+    dev.sync(timeout=1.0, attempts=4)
+    assert time.monotonic() - t < 10
+    assert dev.name() == "m-name-snapuq-host"
+
+
+def test_device_reply_error_type(dev: Device) -> None:
+    with pytest.raises(DeviceReplyError):
+        dev.command("bogus")
+
+
+VALID = [b"name%", b"profile%", b"stats%", b"infer 3 1%", b"results%", b"outputs%", b"db load 4%",
+         b"db 0a0b%", b"prof on%", b"prof show%", b"calib show%", b"monitor 10 1 2 3%", b"sync q%",
+         b"load 4 0x12345678%abcd", b"model 8 0x0%12345678", b"timeout 50 200%", b"help%"]
+
+
+def _streams(seed: int, n: int) -> list[bytes]:
+    rng = random.Random(seed)
+    out = []
+    for k in range(n):
+        if k % 3 == 0:
+            s = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400)))
+        else:
+            s = bytearray(b"".join(rng.choice(VALID) for _ in range(rng.randrange(1, 8))))
+            for _ in range(rng.randrange(0, 6)):  # mutate: flip, insert, delete
+                op = rng.randrange(3)
+                pos = rng.randrange(len(s) + 1)
+                if op == 0 and pos < len(s):
+                    s[pos] ^= 1 << rng.randrange(8)
+                elif op == 1:
+                    s[pos:pos] = bytes([rng.choice(b"% 0123456789x\x00\xff")])
+                elif pos < len(s):
+                    del s[pos]
+            s = bytes(s)
+        out.append(s)
+    return out
+
+
+def test_fuzz_streams_leave_the_firmware_answering(dev: Device) -> None:
+    ser = dev.ser
+    assert isinstance(ser, PipeSerial)
+    for i, s in enumerate(_streams(1234, 150)):
+        dev.send(s)
+        # streams may reset the timeouts; the resync must still succeed
+        dev.sync(timeout=1.5, attempts=8)
+        assert ser.alive(), f"firmware died after stream {i}: {s[:80]!r}"
+    assert dev.name() == "m-name-snapuq-host"
+    dev.send(b"timeout 50 0%")
+    dev.read_reply()
+
+
+def test_libfuzzer_short_run(tmp_path: Path) -> None:
+    if shutil.which("clang") is None:
+        pytest.skip("clang not installed")
+    build = tmp_path / "fz"
+    proc = subprocess.run(["make", "-C", str(ROOT / "firmware"), "fuzz", f"BUILD={build}", "SNAP=0", "FUZZ_OPT=-O0"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 and "fuzzer" in proc.stderr and "cannot find" in proc.stderr:
+        pytest.skip("libFuzzer runtime (libclang-rt-14-dev) missing")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for k, s in enumerate(VALID):
+        (corpus / f"seed{k}").write_bytes(s)
+    run = subprocess.run([str(build / "fuzz" / "fuzz_proto"), "-runs=2000", "-max_len=512", str(corpus)],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Done 2000 runs" in run.stderr or "DONE" in run.stderr
+
+
+def test_device_error_on_dead_port(exe: Path) -> None:
+    ser = PipeSerial(exe)
+    d = Device(ser, timeout=1.0)
+    d.wait_boot()
+    ser.proc.kill()
+    ser.proc.wait()
+    with pytest.raises((DeviceError, OSError)):
+        d.command("name")
+    d.close()
