@@ -150,8 +150,8 @@ def test_libfuzzer_short_run(tmp_path: Path) -> None:
     if shutil.which("clang") is None:
         pytest.skip("clang not installed")
     build = tmp_path / "fz"
-    proc = subprocess.run(["make", "-C", str(ROOT / "firmware"), "fuzz", f"BUILD={build}", "SNAP=0", "FUZZ_OPT=-O0"],
-                          capture_output=True, text=True)
+    make = ["make", "-C", str(ROOT / "firmware"), "fuzz", f"BUILD={build}", "SNAP=0", "FUZZ_OPT=-O0"]
+    proc = subprocess.run(make, capture_output=True, text=True)
     if proc.returncode != 0 and "fuzzer" in proc.stderr and "cannot find" in proc.stderr:
         pytest.skip("libFuzzer runtime (libclang-rt-14-dev) missing")
     assert proc.returncode == 0, proc.stderr[-2000:]
