@@ -124,20 +124,29 @@ def fit_calibration(
     sc = SnapScorer(best)
     f_dev = sc.features(outs_dev)
     S_clean = f_dev["S"][ok] if ok.sum() >= 10 else f_dev["S"]
-    q = float(np.quantile(S_clean, quantile))
-    best["hinge"] = {"q": q, "sd": float(np.std(S_clean) + 1e-6), "quantile": quantile}
-    f_dev = sc.features(outs_dev)
-    f_sh = sc.features(outs_shift)
-    X = np.r_[np.c_[f_dev["F"], f_dev["m"]], np.c_[f_sh["F"], f_sh["m"]]]
-    yb = np.r_[err_dev.astype(float), np.ones(len(f_sh["F"]))]
-    best["beta"] = [float(v) for v in fit_logistic(X, yb, nonneg=True)]
-    u_dev = sc.score(outs_dev)["U"]
+    # DESIGN §4: U must not fall below MSP on dev correct/wrong; if it does by more than 0.005, raise q
+    auroc_msp = _auroc(msp_u, err_dev)
+    tried = []
+    for qq in [quantile] + [v for v in (0.999, 1.0) if v > quantile]:
+        q = float(np.quantile(S_clean, qq))
+        best["hinge"] = {"q": q, "sd": float(np.std(S_clean) + 1e-6), "quantile": qq}
+        f_dev = sc.features(outs_dev)
+        f_sh = sc.features(outs_shift)
+        X = np.r_[np.c_[f_dev["F"], f_dev["m"]], np.c_[f_sh["F"], f_sh["m"]]]
+        yb = np.r_[err_dev.astype(float), np.ones(len(f_sh["F"]))]
+        best["beta"] = [float(v) for v in fit_logistic(X, yb, nonneg=True)]
+        u_dev = sc.score(outs_dev)["U"]
+        gap = _auroc(u_dev, err_dev) - auroc_msp
+        tried.append({"quantile": qq, "q": q, "dev_U_minus_msp": gap})
+        if not gap < -0.005:  # nan (no dev errors) also stops here
+            break
     best["u_threshold"] = float(np.quantile(u_dev[ok] if ok.any() else u_dev, 1.0 - u_flag_rate))
     best["fit"] = {
         "n_dev": int(len(y_dev)),
         "n_dev_errors": int(err_dev.sum()),
         "n_shift": int(len(f_sh["F"])),
         "shift_family": "holdout_shift (permuted 2x2 tiles + uniform noise)",
+        "hinge_quantiles_tried": tried,
         "dev_auroc_U_ok_vs_err": _auroc(u_dev, err_dev),
         "dev_auroc_msp_ok_vs_err": _auroc(msp_u, err_dev),
         "dev_auroc_S_ok_vs_err": _auroc(f_dev["S"], err_dev),

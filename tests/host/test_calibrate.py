@@ -41,6 +41,11 @@ def test_calibration_best_and_literal_variants():
     # the held-out shift is detected and the hinge keeps most clean S at F = 0
     assert np.mean(r_sh["U"]) > np.mean(r_id["U"])
     assert np.mean(r_id["F"] == 0) > 0.9
+    # the hinge rule: U is not more than 0.005 below MSP on dev correct/wrong, or q went up to the maximum
+    last = cal["fit"]["hinge_quantiles_tried"][-1]
+    assert last["quantile"] == cal["hinge"]["quantile"] and last["q"] == cal["hinge"]["q"]
+    assert last["dev_U_minus_msp"] >= -0.005 or last["quantile"] == 1.0
+    assert abs(cal["fit"]["dev_U_minus_msp"] - last["dev_U_minus_msp"]) < 1e-12
     lit = score.SnapScorer.from_calib(cal, "literal").score(od)
     assert lit["U"].shape == (400,)
     np.testing.assert_allclose(np.sum(cal["variants"]["literal"]["weights"]), 1.0)
