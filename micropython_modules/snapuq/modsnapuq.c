@@ -98,13 +98,19 @@ static void mints(mp_obj_t list, int32_t *dst, size_t n, const char *what)
     }
 }
 
-/* open(path, "rb").read(); OSError names the file. */
-static mp_obj_t call_read(mp_obj_t path)
+/* The bytes of file `path`: the open file itself when it exposes its bytes in place (ROMFS:
+ * the model stays in flash, no copy), else open(path, "rb").read(). OSError names the file. */
+static mp_obj_t call_read(mp_obj_t path, bool in_place)
 {
     nlr_buf_t nlr;
     if (nlr_push(&nlr) == 0) {
         mp_obj_t args[2] = { path, MP_OBJ_NEW_QSTR(MP_QSTR_rb) };
         mp_obj_t f = mp_call_function_n_kw(mp_load_global(MP_QSTR_open), 2, 0, args);
+        mp_buffer_info_t bi;
+        if (in_place && mp_get_buffer(f, &bi, MP_BUFFER_READ)) {
+            nlr_pop();
+            return f;
+        }
         mp_obj_t data = mp_call_function_0(mp_load_attr(f, MP_QSTR_read));
         mp_call_function_0(mp_load_attr(f, MP_QSTR_close));
         nlr_pop();
@@ -252,11 +258,11 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
     mp_obj_t path = MP_OBJ_NULL;
     if (mp_obj_is_str(src)) {
         path = src;
-        src = call_read(src);
+        src = call_read(src, true);
     }
     mp_buffer_info_t bi;
     if (!mp_get_buffer(src, &bi, MP_BUFFER_READ)) {
-        mp_raise_TypeError(MP_ERROR_TEXT("snapuq: model must be bytes, bytearray, memoryview or a path"));
+        mp_raise_TypeError(MP_ERROR_TEXT("snapuq: model must be bytes, bytearray, memoryview, a ROMFS file or a path"));
     }
     const uint8_t *buf = bi.buf;
     size_t len = bi.len;
@@ -300,7 +306,7 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
         vstr_init(&v, 64);
         vstr_add_strn(&v, p, dir);
         vstr_add_str(&v, "snapuq.json");
-        man = call_read(mp_obj_new_str_from_vstr(&v));
+        man = call_read(mp_obj_new_str_from_vstr(&v), false);
     }
     if (mp_obj_is_str(man)) {
         const char *s = mp_obj_str_get_str(man);
@@ -308,7 +314,7 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
             s++;
         }
         if (*s != '{') {
-            man = call_read(man);   /* a path */
+            man = call_read(man, false);   /* a path */
         }
     }
     if (mp_obj_is_str_or_bytes(man)) {

@@ -1129,7 +1129,12 @@ def _is_path(x):
 
 def _read(path):
     try:
-        with open(path, "rb") as f:
+        f = open(path, "rb")
+        try:
+            return memoryview(f)  # ROMFS: the file's bytes in place (flash), no copy
+        except TypeError:
+            pass
+        with f:
             return f.read()
     except OSError as e:
         raise OSError(e.args[0] if e.args else 0, "can't open " + path) from None
@@ -1155,7 +1160,11 @@ class Model:
             if manifest is None and bytes(model[:4]) != BLOB_MAGIC:
                 manifest = _dirname(path) + "/snapuq.json"
         elif not isinstance(model, (bytes, bytearray, memoryview)):
-            raise TypeError("snapuq: model must be bytes, bytearray, memoryview or a path")
+            try:
+                model = memoryview(model)  # e.g. a ROMFS file: its bytes in place
+            except TypeError:
+                raise TypeError("snapuq: model must be bytes, bytearray, memoryview, a ROMFS file "
+                                "or a path") from None
         if bytes(model[:4]) == BLOB_MAGIC:
             tfl, man = split_blob(model)
         else:
@@ -1165,6 +1174,8 @@ class Model:
             man = manifest
         if _is_path(man) and not man.lstrip().startswith("{"):
             man = _read(man)
+        if isinstance(man, memoryview):
+            man = bytes(man)
         if isinstance(man, (bytes, bytearray, str)):
             try:
                 man = json.loads(man)
