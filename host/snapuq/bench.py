@@ -1,0 +1,194 @@
+"""`snapuq bench --out FILE.json`: deployment cost per method and board.
+
+Measured on the emulated boards (QEMU mps2-an386 Cortex-M4 with the Small-MCU budget,
+mps2-an500 Cortex-M7 with the Big-MCU budget, `-icount shift=0`, counts are QEMU instructions):
+  - per-operator instruction counts of one inference (the firmware's profiler), split into the
+    backbone (every operator the logits / probs depend on) and the SNAP heads (the rest);
+  - un-profiled instructions of the int8 model and of the integer SNAP score;
+  - flash image, static RAM, arena and stack peak reported by the firmware;
+  - flash of the SNAP parts: head weights (constant buffers only the heads read), the SNAP
+    core's code (its object's .text) and the generated SNAP constants.
+Backbone-alone figures are the full figures minus the measured SNAP parts. Multi-pass baselines
+(MC dropout x T, deep ensemble x M) are derived from the backbone figures and labelled so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snapuq.errors import SnapuqError
+
+BOARDS = ("m4", "m7")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", type=Path, default=Path("models/digits"))
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--boards", default="m4,m7", help="comma list of qemu boards (m4, m7)")
+    p.add_argument("--repeats", type=int, default=10, help="timed inferences per board")
+    p.add_argument("--mc-samples", type=int, default=10, help="T of MC dropout")
+    p.add_argument("--ensemble", type=int, default=5, help="M of the deep ensemble")
+    p.add_argument("--build-dir", type=Path, default=None)
+
+
+def graph_split(tflite: bytes) -> dict[str, Any]:
+    """Operators and constant bytes of the backbone (ancestors of logits/probs) vs the heads."""
+    from snapuq.export.tflite_reader import read_tflite
+
+    g = read_tflite(tflite)
+    names = g.output_names()
+    want = {t for n, t in zip(names, g.outputs) if n in ("logits", "probs")}
+    if not want:
+        raise SnapuqError("model has no 'logits' output")
+    producer = {t: op.index for op in g.operators for t in op.outputs}
+    backbone: set[int] = set()
+    stack = list(want)
+    while stack:
+        t = stack.pop()
+        if t in producer and producer[t] not in backbone:
+            op = g.operators[producer[t]]
+            backbone.add(op.index)
+            stack.extend(i for i in op.inputs if i >= 0)
+    heads = {op.index for op in g.operators} - backbone
+
+    def const_bytes(ops: set[int]) -> set[int]:
+        return {i for o in ops for i in g.operators[o].inputs if i >= 0 and g.tensors[i].data is not None}
+
+    cb, ch = const_bytes(backbone), const_bytes(heads)
+    nbytes = {i: int(g.tensors[i].data.nbytes) for i in cb | ch}
+    return {"backbone_ops": sorted(backbone), "head_ops": sorted(heads),
+            "backbone_weight_bytes": sum(nbytes[i] for i in cb),
+            "head_only_weight_bytes": sum(nbytes[i] for i in ch - cb),
+            "n_ops": len(g.operators)}
+
+
+def _symbol_sizes(elf: Path) -> dict[str, int]:
+    out = subprocess.run(["arm-none-eabi-nm", "-S", "--size-sort", str(elf)], capture_output=True, text=True)
+    sizes: dict[str, int] = {}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4:
+            sizes[parts[3]] = int(parts[1], 16)
+    return sizes
+
+
+def _snap_code_bytes(elf: Path) -> int:
+    """.text of the SNAP core's functions that the linker kept, from the ELF symbol sizes."""
+    src = Path(__file__).resolve().parents[2] / "firmware" / "core" / "snapuq_snap.c"
+    text = src.read_text()
+    sizes = _symbol_sizes(elf)
+    return sum(v for k, v in sizes.items() if (k.startswith("snapuq_snap_") or k.startswith("snapuq_fit_")
+               or k.startswith("snapuq_welford_") or k.startswith("snapuq_monitor_")
+               or k.startswith("snapuq_quantile")) and k in text)
+
+
+def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
+                  split: dict[str, Any], build_dir: Path | None) -> dict[str, Any]:
+    from snapuq.harness.protocol import Device
+    from snapuq.harness.qemu import (
+        INSTR_PER_TICK_ICOUNT,
+        QemuProcess,
+        board_spec,
+        build_firmware,
+        open_serial,
+    )
+
+    spec = board_spec("qemu:" + key)
+    elf = build_firmware(spec, model_dir, build_dir)
+    with QemuProcess(spec, elf, icount=True) as q:
+        dev = Device(open_serial(q.url), timeout=60)
+        try:
+            dev.wait_boot(timeout=30)
+            dev.load_input(x_int8.tobytes())
+            dev.prof(True)
+            dev.infer(1, 1)
+            per_op = dev.prof()
+            dev.prof(False)
+            inf = dev.infer(repeats, 1, timeout=120)
+            stats = dev.stats()
+            prof = dev.profile()
+        finally:
+            dev.close()
+    k = INSTR_PER_TICK_ICOUNT
+    ticks = {int(d["op"]): int(d["ticks"]) for d in per_op}
+    tb = sum(ticks.get(o, 0) for o in split["backbone_ops"])
+    th = sum(ticks.get(o, 0) for o in split["head_ops"])
+    model_instr = int(inf["model_ticks"]) * k / repeats
+    snap_score_instr = int(inf["snap_ticks"]) * k / repeats
+    frac_heads = th / (tb + th) if tb + th else 0.0
+    head_instr = model_instr * frac_heads
+    sizes = _symbol_sizes(elf)
+    snap_consts = sum(v for n, v in sizes.items() if n.startswith("snapuq_model_")
+                      and n != "snapuq_model_tflite" and "class_names" not in n)
+    snap_code = _snap_code_bytes(elf)
+    flash_total = int(stats["flash"])
+    snap_flash = split["head_only_weight_bytes"] + snap_code + snap_consts
+    return {
+        "board": spec.name, "stands_for": spec.models, "cpu": prof.get("cpu"), "kernels": prof.get("kernels"),
+        "instructions_unit": "qemu_instructions (-icount shift=0)",
+        "instructions": {"model": model_instr, "backbone": model_instr - head_instr, "snap_heads": head_instr,
+                         "snap_score": snap_score_instr, "total": model_instr + snap_score_instr},
+        "per_op_profiled": [{"op": int(d["op"]), "code": d["code"], "instructions": int(d["ticks"]) * k,
+                             "part": "backbone" if int(d["op"]) in split["backbone_ops"] else "snap_heads"}
+                            for d in per_op],
+        "flash": {"total": flash_total, "budget": int(stats["flash_size"]),
+                  "snap_head_weights": split["head_only_weight_bytes"], "snap_core_code": snap_code,
+                  "snap_constants": snap_consts, "backbone_alone": flash_total - snap_flash},
+        "ram": {"static": int(stats["ram_static"]), "arena": int(stats["arena"]),
+                "stack_peak": int(stats["stack_peak"]), "peak": int(stats["ram_peak"]),
+                "budget": int(stats["ram_size"])},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from snapuq.harness.reference import HostReference
+
+    model_dir = args.model
+    ref = HostReference(model_dir)
+    split = graph_split(ref.tflite)
+    cfg = json.loads((model_dir / "config.json").read_text()) if (model_dir / "config.json").exists() else {}
+    from snapuq.data import load_dataset
+
+    ds = load_dataset(cfg.get("dataset", "digits"), None, int(cfg.get("seed", 0)))
+    x = ref.quantize(ds.x_test[0])
+    boards: dict[str, Any] = {}
+    for key in [b.strip() for b in args.boards.split(",") if b.strip()]:
+        if key not in BOARDS:
+            raise SnapuqError(f"--boards: unknown board '{key}' (m4, m7)")
+        boards["qemu_" + key] = measure_board(key, model_dir, x, args.repeats, split, args.build_dir)
+    methods: dict[str, dict[str, Any]] = {}
+    T, M = args.mc_samples, args.ensemble
+    for b, r in boards.items():
+        ins, fl = r["instructions"], r["flash"]
+        bb_i, bb_f = ins["backbone"], fl["backbone_alone"]
+        wb = split["backbone_weight_bytes"]
+        methods.setdefault("backbone", {})[b] = {"instructions": bb_i, "flash": bb_f, "source": "measured"}
+        methods.setdefault("snap", {})[b] = {
+            "instructions": ins["total"], "flash": fl["total"], "source": "measured",
+            "overhead_instructions_frac": (ins["snap_heads"] + ins["snap_score"]) / bb_i if bb_i else None,
+            "overhead_flash_frac": (fl["total"] - bb_f) / bb_f if bb_f else None}
+        for name in ("msp", "entropy", "temp_scaling", "energy"):
+            methods.setdefault(name, {})[b] = {"instructions": bb_i, "flash": bb_f,
+                                               "source": "derived: backbone + O(C) host-side formula"}
+        methods.setdefault("mc_dropout", {})[b] = {
+            "instructions": T * bb_i, "flash": bb_f, "source": f"derived: {T} backbone passes (T={T})"}
+        methods.setdefault("deep_ensemble", {})[b] = {
+            "instructions": M * bb_i, "flash": bb_f + (M - 1) * wb,
+            "source": f"derived: {M} members, each the backbone's instructions and weights (M={M})"}
+    report = {"model": str(model_dir), "split": split, "boards": boards, "methods": methods}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    for b, r in boards.items():
+        ins, fl = r["instructions"], r["flash"]
+        frac = methods["snap"][b]["overhead_instructions_frac"] * 100
+        print(f"{b}: backbone {ins['backbone']:.0f} instr, +SNAP heads {ins['snap_heads']:.0f} "
+              f"+ score {ins['snap_score']:.0f} ({frac:.2f} %); "
+              f"flash {fl['backbone_alone']} -> {fl['total']} B; RAM peak {r['ram']['peak']} B")
+    print(f"bench: wrote {args.out}")
+    return 0
