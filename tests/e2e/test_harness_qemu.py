@@ -135,3 +135,25 @@ def test_qemu_board_survives_random_streams() -> None:
         st = dev.stats()
         assert st["errors"] > 0 and st["arena"] > 0
         dev.close()
+
+
+def test_platformio_offline_env_qemu_m4(tmp_path: Path) -> None:
+    pio = Path(sys.executable).parent / "pio"
+    if not pio.exists():
+        pytest.skip("platformio not installed in the venv")
+    env = dict(os.environ, PLATFORMIO_CORE_DIR=str(ROOT / ".pio-core"),
+               PLATFORMIO_SETTING_ENABLE_TELEMETRY="No", PLATFORMIO_DISABLE_UPGRADE_CHECK="true",
+               PLATFORMIO_BUILD_DIR=str(tmp_path / "pio"))
+    if not (ROOT / ".pio-core" / "packages" / "tool-scons").exists():
+        subprocess.run([str(pio), "pkg", "install", "-g", "-t",
+                        f"symlink://{ROOT}/firmware/platforms/tool-scons"], env=env, check=True,
+                       capture_output=True)
+    p = subprocess.run([str(pio), "run", "-e", "qemu_m4"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    elf = tmp_path / "pio" / "qemu_m4" / "program.elf"
+    assert elf.exists()
+    out = tmp_path / "Rpio"
+    _harness("--port", "qemu:m4", "--firmware", str(elf), "--limit", "20", "--out", str(out))
+    s = json.loads((out / "summary.json").read_text())
+    assert s["n"] == 20 and s["mismatches_vs_host"] == 0 and s["latency"]["cycles_median"] > 0

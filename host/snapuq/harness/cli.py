@@ -35,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compare only the SNAP results, not every int8 output tensor")
     p.add_argument("--power", default=None, help="ppk2:/dev/ttyACMx: measure energy with a Nordic PPK2")
     p.add_argument("--build-dir", type=Path, default=None)
+    p.add_argument("--firmware", type=Path, default=None,
+                   help="qemu ports: boot this ELF (e.g. .pio/build/qemu_m4/program.elf) instead of building")
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
 
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                    limit=args.limit, start=args.start, data_dir=args.data_dir, resume=args.resume,
                    retries=args.retries, timeout=args.timeout, icount=args.icount, baud=args.baud,
                    check_outputs=args.check_outputs, build_dir=args.build_dir, power=args.power,
-                   progress=args.progress)
+                   firmware=args.firmware, progress=args.progress)
     s = run_harness(opts)
     lat = s["latency"]
     print(f"harness: n={s['n']} board={s['board']} mismatches_vs_host={s['mismatches_vs_host']} "

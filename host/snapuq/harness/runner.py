@@ -49,6 +49,7 @@ class Options:
     build_dir: Path | None = None
     power: str | None = None
     progress: bool = True
+    firmware: Path | None = None  # qemu: boot this ELF (e.g. from `pio run -e qemu_m4`) instead of make
     stop_after: int | None = None  # for tests: stop (as if killed) after this many new lines
 
 
@@ -163,7 +164,9 @@ def run(opts: Options) -> dict[str, Any]:
         url = opts.port
         if opts.port.startswith("qemu:"):
             spec = board_spec(opts.port)
-            elf = build_firmware(spec, model_dir, opts.build_dir)
+            elf = Path(opts.firmware) if opts.firmware else build_firmware(spec, model_dir, opts.build_dir)
+            if not elf.exists():
+                raise SnapuqError(f"--firmware {elf}: no such file")
             qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount))
             url = qemu.url
         ser = open_serial(url, opts.baud)

@@ -1,0 +1,5 @@
+from platformio.public import PlatformBase
+
+
+class QemucortexmPlatform(PlatformBase):
+    pass
