@@ -34,9 +34,7 @@ def test_tokens_eval_writes_report(tmp_path, capsys):
     md = (out / "tokens.md").read_text()
     assert "ρ=0.8 (K=13)" in md and "Uncert (mean+λ·std)" in md
     assert "Uncert prune ρ=0.8" in capsys.readouterr().out
-    # reuse the trained weights; bad arguments are one-line errors
-    assert main(["tokens", "eval", "--dataset", "digits", "--out", str(out), "--reuse", "--rhos", "0.5",
-                 "--random-seeds", "1", "--snap-epochs", "1", "--max-train", "128", "--max-test", "64"]) == 0
+    # bad arguments are one-line errors (exit 1), before any training
     assert main(["tokens", "eval", "--dataset", "digits", "--out", str(out), "--block", "7",
                  "--epochs", "1", "--max-train", "64"]) == 1
     assert main(["tokens", "eval", "--dataset", "nope", "--out", str(out)]) == 1

@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--batch", type=int, default=128)
     e.add_argument("--lr", type=float, default=5e-3)
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--label-smoothing", type=float, default=0.0, help="compresses the logits, and with them "
+                   "the Dirichlet evidence Uncert reads")
     e.add_argument("--dim", type=int, default=32)
     e.add_argument("--depth", type=int, default=2)
     e.add_argument("--heads", type=int, default=2)
@@ -41,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--rhos", type=_rhos, default=[1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
     e.add_argument("--random-seeds", type=int, default=3, help="repeats of the random baseline")
     e.add_argument("--rank", type=int, default=16, help="SNAP head rank")
-    e.add_argument("--snap-epochs", type=int, default=300)
+    e.add_argument("--snap-epochs", type=int, default=100)
     e.add_argument("--max-train", type=int, default=12000, help="subsample large training sets")
     e.add_argument("--max-test", type=int, default=2000, help="subsample large dev/test sets")
     e.add_argument("--reuse", action="store_true", help="reuse RDIR/model.weights.h5 when present")

@@ -32,26 +32,13 @@ RHOS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
 
 
 def load_data(name: str, data_dir: str | None, seed: int):
-    """snapuq.data.load_dataset; for digits, sklearn's set directly until the vision loaders exist."""
+    """snapuq.data.load_dataset (digits embedded; mnist / fashion_mnist / cifar10 from --data-dir)."""
     from snapuq.data import load_dataset
 
     try:
         return load_dataset(name, data_dir, seed)
-    except ModuleNotFoundError:
-        if name != "digits":
-            raise DatasetError(f"dataset '{name}' loader is not available in this build") from None
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    from snapuq.data import Dataset
-
-    d = load_digits()
-    x = (d.images / 16.0).astype(np.float32)[..., None]
-    y = d.target.astype(np.int64)
-    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
-    xtr, xdv, ytr, ydv = train_test_split(xtr, ytr, test_size=0.2, random_state=seed, stratify=ytr)
-    return Dataset("digits", xtr, ytr, xdv, ydv, xte, yte, [str(i) for i in range(10)],
-                   {"source": "sklearn.datasets.load_digits (fallback)"})
+    except ModuleNotFoundError as e:
+        raise DatasetError(f"dataset '{name}': loader not available ({e})") from None
 
 
 def uncert_int8_scores(model, z: np.ndarray, lam: float) -> np.ndarray:
@@ -124,7 +111,8 @@ def run_eval(args) -> dict:
     else:
         t = time.time()
         model, history = train_model(cfg, xtr, ytr, epochs=args.epochs, batch=args.batch, lr=args.lr,
-                                     seed=args.seed, verbose=1)
+                                     seed=args.seed, verbose=1,
+                                     label_smoothing=args.label_smoothing)
         timings["train_s"] = time.time() - t
         model.save_weights(wpath)
         with open(cpath, "w") as f:

@@ -395,8 +395,8 @@ def token_logits(model, z: np.ndarray) -> np.ndarray:
 def train_model(cfg: TokenSNNConfig, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None = None,
                 y_val: np.ndarray | None = None, epochs: int = 40, batch: int = 64, lr: float = 3e-3,
                 seed: int = 0, verbose: int = 0, jit: bool = False,
-                weight_decay: float = 0.02):
-    """Build and train a TokenSNN with Adam + cosine decay and label-smoothed cross-entropy."""
+                weight_decay: float = 0.02, label_smoothing: float = 0.0):
+    """Build and train a TokenSNN with AdamW + cosine decay and (optionally label-smoothed) cross-entropy."""
     keras = _keras()
     keras.utils.set_random_seed(seed)
     model = build_layers(cfg)
@@ -404,7 +404,7 @@ def train_model(cfg: TokenSNNConfig, x: np.ndarray, y: np.ndarray, x_val: np.nda
     sched = keras.optimizers.schedules.CosineDecay(lr, steps, alpha=0.02)
     model.compile(
         optimizer=keras.optimizers.AdamW(sched, weight_decay=weight_decay),
-        loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1),
+        loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=label_smoothing),
         metrics=["accuracy"],
         jit_compile=jit,
     )

@@ -69,7 +69,7 @@ class TokenSnap:
             m_a, s_a = a.mean(0), a.std(0) + 1e-6
             head = _build_head(a_prev.shape[1], a.shape[1], self.rank)
             head.compile(optimizer=keras.optimizers.Adam(3e-3), loss=_nll_loss(a.shape[1]))
-            head.fit((a_prev - m_p) / s_p, (a - m_a) / s_a, batch_size=256, epochs=epochs, verbose=0)
+            head.fit((a_prev - m_p) / s_p, (a - m_a) / s_a, batch_size=128, epochs=epochs, verbose=0)
             self.heads.append((head, m_p, s_p, m_a, s_a))
         return self
 
