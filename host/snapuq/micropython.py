@@ -141,19 +141,23 @@ def _mpremote(port: str, *args: str, timeout: float = 600) -> str:
 def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed: int = 0) -> list[dict]:
     """Copy the blob (and the twin when the firmware has no C module) plus ``n`` test inputs to
     the board, score them there and compare with the host integer reference."""
+    import tempfile
+
     d = Path(model_dir)
-    blob = make_blob(d)
     tfl, man = load_model_files(d)
     x = sample_inputs(man, n, seed)
-    inputs = d / "inputs.bin"
-    inputs.write_bytes(x.tobytes())
-    if twin:
-        _mpremote(port, "cp", str(TWIN_PATH), ":snapuq.py")
-    _mpremote(port, "cp", str(blob), ":" + BLOB_NAME)
-    _mpremote(port, "cp", str(inputs), ":inputs.bin")
-    script = d / "_push_run.py"
-    script.write_text(device_script(len(x), int(x[0].size)))
-    out = _mpremote(port, "run", str(script))
+    with tempfile.TemporaryDirectory() as td:
+        blob = Path(td) / BLOB_NAME
+        blob.write_bytes(write_blob(tfl, man))
+        inputs = Path(td) / "inputs.bin"
+        inputs.write_bytes(x.tobytes())
+        script = Path(td) / "run_snapuq.py"
+        script.write_text(device_script(len(x), int(x[0].size)))
+        if twin:
+            _mpremote(port, "cp", str(TWIN_PATH), ":snapuq.py")
+        _mpremote(port, "cp", str(blob), ":" + BLOB_NAME)
+        _mpremote(port, "cp", str(inputs), ":inputs.bin")
+        out = _mpremote(port, "run", str(script))
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     _, ref = host_reference(tfl, man, x)
     for row in rows:

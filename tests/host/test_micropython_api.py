@@ -26,3 +26,34 @@ def test_api_script_matches_expected() -> None:
     expected = (ROOT / "tests" / "micropython" / "api.exp").read_text()
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert p.stdout.splitlines() == expected.splitlines()
+
+
+def test_push_device_script_reports_host_values(tmp_path: Path) -> None:
+    """The script `python -m snapuq.micropython push` runs on the board, here on the unix
+    MicroPython with the twin: its U16 and ebar equal the host reference."""
+    import json
+
+    from snapuq.micropython import (
+        BLOB_NAME,
+        device_script,
+        host_reference,
+        load_model_files,
+        sample_inputs,
+        write_blob,
+    )
+
+    if not MICROPYTHON.exists() or not (MODEL_DIR / "model_int8.tflite").is_file():
+        pytest.skip("MicroPython interpreter or shipped model missing")
+    tfl, man = load_model_files(MODEL_DIR)
+    x = sample_inputs(man, 4)
+    (tmp_path / BLOB_NAME).write_bytes(write_blob(tfl, man))
+    (tmp_path / "inputs.bin").write_bytes(x.tobytes())
+    (tmp_path / "run.py").write_text(device_script(len(x), x.shape[1]))
+    env = dict(os.environ, MICROPYPATH=str(ROOT / "micropython_modules" / "twin"))
+    p = subprocess.run([str(MICROPYTHON), "run.py"], cwd=tmp_path, capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in p.stdout.splitlines()]
+    _, ref = host_reference(tfl, man, x)
+    assert [r["u_q16"] for r in rows] == ref["U16"].tolist()
+    assert [r["ebar_q16"] for r in rows] == ref["ebar16"].tolist()
