@@ -337,12 +337,14 @@ static void div_round(uint64_t num, uint64_t den, int bits, uint64_t *q, int32_t
     uint64_t rem = num % den;
     int32_t k = 0;
     int guard;
-    while (bitlen64(quo) < bits + 1) {
+    int len = bitlen64(quo); /* tracked incrementally: one bit per step */
+    while (len < bits + 1) {
         rem <<= 1;
         quo = (quo << 1) | (rem >= den ? 1u : 0u);
         if (rem >= den) {
             rem -= den;
         }
+        len = quo == 0 ? 0 : (len == 0 ? 1 : len + 1);
         k++;
     }
     while (bitlen64(quo) > bits + 1) { /* only when num/den is already large */
@@ -355,7 +357,7 @@ static void div_round(uint64_t num, uint64_t den, int bits, uint64_t *q, int32_t
     k--;
     if (guard && (rem != 0 || (quo & 1u))) {
         quo++;
-        if (bitlen64(quo) > bits) {
+        if ((quo >> bits) != 0) {
             quo >>= 1;
             k--;
         }

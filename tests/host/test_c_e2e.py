@@ -121,6 +121,9 @@ def test_shipped_model_e2e(tmp_path: Path) -> None:
     binary = _build_e2e(tmp_path / "gen", "run_e2e_shipped")
     info, _ = ccore.run_model_c(ccore.build_binary("run_model_ref", ["run_model.c"]), tfl, [])
     shape = info["inputs"][0]["shape"]
+    # the planned arena (tables + activations) is no larger than TFLM's smallest working arena
+    assert info["arena"] <= ccore.tflm_min_arena(tfl, np.zeros(shape, np.int8))
+    assert info["activations"] < info["activations_no_reuse"]
     # 200 real test digits (quantized as the manifest says) + 100 random codes
     from snapuq.data import load_dataset
     from snapuq.export.convert import quantize_input
