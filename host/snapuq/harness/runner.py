@@ -248,7 +248,7 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
         "accuracy": correct / n if n else 0.0,
         "latency": {"cycles_median": cycles_median, "us_median": us, "cycles_unit": counter.unit,
                     "us_source": us_source, "model_cycles_median": model_med, "snap_cycles_median": snap_med,
-                    "snap_overhead_frac": (snap_med / model_med) if model_med else None},
+                    "snap_score_frac_of_model": (snap_med / model_med) if model_med else None},
         "ram_peak_bytes": int(stats.get("ram_peak", 0)),
         "flash_bytes": int(stats.get("flash", 0)),
         "arena_bytes": int(stats.get("arena", 0)),
