@@ -111,6 +111,8 @@ def _install_fakes(mp: pytest.MonkeyPatch) -> None:
     corr.CORRUPTIONS = {"noise": None, "invert": None, "blur": None}
     corr.corrupt = _corrupt
     mp.setitem(sys.modules, "snapuq.data.corruptions", corr)
+    # `from snapuq.data import corruptions` reads the package attribute once the real module was imported
+    mp.setattr(D, "corruptions", corr, raising=False)
     md = types.ModuleType("snapuq.modeldir")
     md.load_model_dir = _ModelDir
     mp.setitem(sys.modules, "snapuq.modeldir", md)

@@ -43,7 +43,8 @@ try:
 except OSError:
     print("OSError")
 mon = snapuq.Monitor(3, 40000, 30000, 50000)
-print("monitor", [mon.push(u) for u in (10000, 50000, 50000, 50000, 60000, 0, 0, 0)], mon.first_alarm, mon.cusum, mon.count)
+alarms = [mon.push(u) for u in (10000, 50000, 50000, 50000, 60000, 0, 0, 0)]
+print("monitor", alarms, mon.first_alarm, mon.cusum, mon.count)
 mon.reset()
 print("reset", mon.count, mon.cusum, mon.n_seen)
 cal = snapuq.Calibrator(8)
