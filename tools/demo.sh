@@ -13,9 +13,10 @@ step() { echo; echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 
 step "train: cnn4 + SNAP heads + baselines on digits"
 $SNAPUQ train --dataset digits --out "$OUT/model"
-step "eval: SNAP and the 12 baselines (host, float + int8 reference)"
+step "export: full-int8 model + manifest + C arrays; verify numpy reference vs TFLM"
 $SNAPUQ export "$OUT/model"
 $SNAPUQ verify "$OUT/model" --n 100
+step "eval: SNAP and the 12 baselines (host, float + int8 reference)"
 $SNAPUQ eval "$OUT/model" --report "$OUT/report"
 step "firmware: Cortex-M4 (QEMU mps2-an386) harness run on the test split"
 .venv/bin/python host/harness.py --port qemu:m4 --model "$OUT/model" --dataset digits --split test \
