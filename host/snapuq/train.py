@@ -23,7 +23,7 @@ DEFAULT_EPOCHS = {
     "mnist": 8,
     "fashion_mnist": 8,
     "cifar10": 20,
-    "keywords": 25,
+    "keywords": 8,  # DS-CNN: ~0.935 test accuracy at 8 epochs, full train a few minutes on 2 cores
     "speech_commands": 15,
 }
 
