@@ -58,11 +58,14 @@ def test_mixed_model_bit_exact_300_inputs(runner: Path) -> None:
 def _single_op(seed: int) -> tuple[str, bytes, tuple[int, ...]]:
     """A random one- or two-op model with random shape and quantization ranges."""
     rng = np.random.default_rng(seed)
-    kind = ["conv", "dwconv", "dense", "dense_pt", "maxpool", "avgpool", "mean", "add", "softmax"][seed % 9]
+    kinds = ["conv", "dwconv", "dense", "dense_pt", "maxpool", "avgpool", "mean", "add", "softmax",
+             "logistic"]
+    kind = kinds[seed % len(kinds)]
     h = int(rng.integers(3, 10))
     w = int(rng.integers(3, 10))
     c = int(rng.integers(1, 9))
-    shape = (h, w, c) if kind not in ("dense", "dense_pt", "softmax") else (int(rng.integers(2, 40)),)
+    flat = kind in ("dense", "dense_pt", "softmax", "logistic")
+    shape = (int(rng.integers(2, 40)),) if flat else (h, w, c)
     scale = float(np.exp(rng.uniform(-3, 3)))
     shift = float(rng.uniform(-2, 2))
     keras.utils.set_random_seed(seed)
@@ -94,6 +97,8 @@ def _single_op(seed: int) -> tuple[str, bytes, tuple[int, ...]]:
     elif kind == "add":
         a = layers.Conv2D(c, 1)(inp)
         out = layers.Add()([inp, a])
+    elif kind == "logistic":
+        out = layers.Dense(int(rng.integers(2, 12)), activation="sigmoid")(inp)
     else:
         out = layers.Softmax()(layers.Dense(int(rng.integers(2, 12)))(inp))
     m = keras.Model(inp, out)
@@ -113,7 +118,7 @@ def _single_op(seed: int) -> tuple[str, bytes, tuple[int, ...]]:
     return kind, bytes(conv.convert()), (1, *shape)
 
 
-@pytest.mark.parametrize("seed", range(18))
+@pytest.mark.parametrize("seed", range(20))
 def test_random_single_op_models(runner: Path, seed: int) -> None:
     holder: dict[str, object] = {}
 
@@ -121,7 +126,7 @@ def test_random_single_op_models(runner: Path, seed: int) -> None:
         kind, data, shape = _single_op(seed)
         holder["shape"] = shape
         return data
-    tfl = ccore.cached_model(f"single_v1_{seed}", make)
+    tfl = ccore.cached_model(f"single_v2_{seed}", make)
     info, _ = ccore.run_model_c(runner, tfl, [])
     assert info["status"] == "ok", info
     shape = tuple(info["inputs"][0]["shape"])
