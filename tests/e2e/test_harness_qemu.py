@@ -79,6 +79,21 @@ def test_harness_qemu_m7(tmp_path: Path) -> None:
     assert s["ram_budget_bytes"] == 512 * 1024 and s["flash_budget_bytes"] == 2048 * 1024
 
 
+def test_harness_streams_cid_segments(tmp_path: Path) -> None:
+    """--stream sends the eval's CID stream (clean, corrupted, clean, ...) and reports U per segment."""
+    out = tmp_path / "S"
+    _harness("--port", "qemu:m4", "--stream", "--segment", "100", "--severity", "5", "--limit", "160",
+             "--out", str(out))  # fmt: skip
+    s = json.loads((out / "summary.json").read_text())
+    assert s["n"] == 160 and s["mismatches_vs_host"] == 0
+    assert set(s["stream"]) == {"clean", "shot_noise"}
+    assert s["stream"]["clean"]["n"] == 100 and s["stream"]["shot_noise"]["n"] == 60
+    recs = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["segment"] for r in recs] == ["clean"] * 100 + ["shot_noise"] * 60
+    # the corrupted frames are really different inputs from the clean split
+    assert s["stream"]["shot_noise"]["u_mean"] != s["stream"]["clean"]["u_mean"]
+
+
 def test_kill_and_resume_gives_one_line_per_input(tmp_path: Path) -> None:
     out = tmp_path / "RR"
     n = 40

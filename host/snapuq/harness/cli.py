@@ -22,6 +22,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test", choices=["train", "dev", "test"])
     p.add_argument("--limit", type=int, default=None, help="first N inputs of the split")
     p.add_argument("--start", type=int, default=0, help="skip the first START inputs")
+    p.add_argument("--stream", action="store_true",
+                   help="send the CID stream built from the split (clean + corrupted segments, as in eval)")
+    p.add_argument("--severity", type=int, default=3, help="--stream: corruption severity 1..5")
+    p.add_argument("--segment", type=int, default=300, help="--stream: frames per segment")
     p.add_argument("--out", required=True, type=Path, help="result directory")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument("--retries", type=int, default=3, help="retries per input on timeouts / CRC errors")
@@ -58,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
                    limit=args.limit, start=args.start, data_dir=args.data_dir, resume=args.resume,
                    retries=args.retries, timeout=args.timeout, icount=args.icount, baud=args.baud,
                    check_outputs=args.check_outputs, build_dir=args.build_dir, power=args.power,
-                   firmware=args.firmware, progress=args.progress)
+                   firmware=args.firmware, progress=args.progress, stream=args.stream,
+                   severity=args.severity, segment=args.segment)
     s = run_harness(opts)
     lat = s["latency"]
     print(f"harness: n={s['n']} board={s['board']} mismatches_vs_host={s['mismatches_vs_host']} "

@@ -51,6 +51,9 @@ class Options:
     progress: bool = True
     firmware: Path | None = None  # qemu: boot this ELF (e.g. from `pio run -e qemu_m4`) instead of make
     stop_after: int | None = None  # for tests: stop (as if killed) after this many new lines
+    stream: bool = False  # stream a CID stream (clean / corrupted segments of the split) instead of the split
+    severity: int = 3
+    segment: int = 300
 
 
 class Counter:
@@ -93,16 +96,33 @@ class Counter:
         return None, "not available (QEMU without -icount)"
 
 
-def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
+    """The inputs to stream: the split itself, or (--stream) the CID stream built from it exactly as
+    `snapuq eval` builds it (clean, c_1, clean, c_2, ...; every corruption of the dataset at one severity).
+    Returns (x, y, per-frame segment name or None)."""
     from snapuq.data import load_dataset
 
     ds = load_dataset(opts.dataset, opts.data_dir, seed)
     if opts.split not in ("train", "dev", "test"):
         raise SnapuqError(f"unknown split '{opts.split}' (train, dev, test)")
-    x = getattr(ds, f"x_{opts.split}")
-    y = getattr(ds, f"y_{opts.split}")
+    x = np.asarray(getattr(ds, f"x_{opts.split}"), np.float32)
+    y = np.asarray(getattr(ds, f"y_{opts.split}"))
+    seg = None
+    if opts.stream:
+        from snapuq import stream as S
+        from snapuq.evaluate import _corruption_api
+
+        if not 1 <= opts.severity <= 5:
+            raise SnapuqError(f"--severity must be in 1..5, got {opts.severity}")
+        names, corrupt = _corruption_api(ds)
+        st = S.build_stream(x, y, names, corrupt, severity=opts.severity, seg_len=opts.segment,
+                            clean_len=opts.segment, seed=seed)
+        x, y = st.gather(x, st.x_corrupt), st.y
+        seg = ["clean"] * len(st)
+        for a, b, name in st.segments:
+            seg[a:b] = [name] * (b - a)
     end = len(x) if opts.limit is None else min(len(x), opts.start + opts.limit)
-    return np.asarray(x[opts.start:end]), np.asarray(y[opts.start:end])
+    return x[opts.start:end], y[opts.start:end], (seg[opts.start:end] if seg is not None else None)
 
 
 def compare(host_outs: list[np.ndarray], host_snap: dict[str, Any], dev_outs: dict[int, list[int]] | None,
@@ -147,7 +167,7 @@ def run(opts: Options) -> dict[str, Any]:
     cfg_path = model_dir / "config.json"
     seed = int(json.loads(cfg_path.read_text()).get("seed", 0)) if cfg_path.exists() else 0
     ref = HostReference(model_dir)
-    x, y = _load_split(opts, seed)
+    x, y, seg = _load_split(opts, seed)
     if len(x) == 0:
         raise SnapuqError(f"{opts.dataset}/{opts.split}: no inputs selected")
     out = Path(opts.out)
@@ -157,6 +177,8 @@ def run(opts: Options) -> dict[str, Any]:
         board_label = board_spec(opts.port).name
     meta = {"model": str(model_dir.resolve()), "dataset": opts.dataset, "split": opts.split,
             "start": opts.start, "limit": opts.limit, "board": board_label, "n_inputs": int(len(x))}
+    if opts.stream:
+        meta["stream"] = {"severity": opts.severity, "segment": opts.segment}
     check_run_meta(out, meta, opts.resume)
 
     with ExitStack() as stack:
@@ -207,6 +229,8 @@ def run(opts: Options) -> dict[str, Any]:
                    "model_cycles": counter.cycles(int(inf["model_ticks"])),
                    "snap_cycles": counter.cycles(int(inf["snap_ticks"])), "cycles_unit": counter.unit,
                    "match": not diff, "diff": diff, "retries": retried}
+            if seg is not None:
+                rec["segment"] = seg[i]
             writer.write(rec)
             new += 1
             if bar is not None:
@@ -265,5 +289,18 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
         "u_flagged_frac": (sum(1 for r in recs if r.get("flag")) / n) if n else 0.0,
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if any("segment" in r for r in recs):  # --stream: the device's U per segment, clean vs corrupted
+        segs: dict[str, dict[str, Any]] = {}
+        for r in recs:
+            g = segs.setdefault(r.get("segment", "clean"), {"n": 0, "correct": 0, "u_sum": 0.0, "flagged": 0})
+            g["n"] += 1
+            g["correct"] += int(r["pred"] == r["label"])
+            g["u_sum"] += float(r.get("u") or 0.0)
+            g["flagged"] += int(bool(r.get("flag")))
+        summary["stream"] = {
+            k: {"n": g["n"], "accuracy": g["correct"] / g["n"], "u_mean": g["u_sum"] / g["n"],
+                "flagged_frac": g["flagged"] / g["n"]}
+            for k, g in segs.items()
+        }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
