@@ -395,6 +395,8 @@ def load_keywords(data_dir: str | None, seed: int = 0, per_word: dict[str, int] 
             "cache_dir": str(d),
             "waves": {s: str(d / f"waves_{s}.npy") for s in WAVE_SPLITS},
             "modality": "audio",
+            "ood": "unused Speech Commands words (bed, bird, ...) by the test speakers and by voices of "
+            "12 other languages (espeak-ng)",
         }
     )
     return Dataset(
@@ -429,7 +431,9 @@ def ood_waves(n: int, seed: int, test_voices: list[str], position: int = 0) -> n
 
 
 def ood_keywords(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
-    """OOD MFCC features (n, 49, 10, 1) for a `keywords` Dataset (cached beside the dataset)."""
+    """Unused Speech Commands words (bed, bird, ...) by the test speakers and by 12 other-language voices.
+
+    Returns OOD MFCC features (n, 49, 10, 1) for a `keywords` Dataset (cached beside the dataset)."""
     if n <= 0:
         raise DatasetError(f"keywords: OOD sample count must be positive, got {n}")
     ds_seed = int(ds.meta.get("seed", seed))

@@ -152,6 +152,7 @@ def load_speech_commands(data_dir: str | None, seed: int = 0) -> Dataset:
             "waves": {s: str(d / f"waves_{s}.npy") for s in ("dev", "test")},
             "frontend": audio.FRONTEND,
             "modality": "audio",
+            "ood": "unused Speech Commands v0.02 words (bed, bird, ...) from the testing list",
             "seed": seed,
         }
     )
@@ -169,7 +170,9 @@ def load_speech_commands(data_dir: str | None, seed: int = 0) -> Dataset:
 
 
 def ood_speech_commands(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
-    """n MFCC features of unused words (bed, bird, ...) from the testing list (all their files if none)."""
+    """Unused Speech Commands words (bed, bird, ...) from the testing list (all their files if none there).
+
+    Returns n MFCC features (n, 49, 10, 1)."""
     if n <= 0:
         raise DatasetError(f"speech_commands: OOD sample count must be positive, got {n}")
     root = find_root(data_dir or (ds.meta.get("root") if ds.meta else None))
