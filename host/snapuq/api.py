@@ -448,6 +448,7 @@ class Snap:
         n_qat = T.fit_heads(
             self.model, len(self.taps), data, ytr, epochs, lambda_reg=self.options["lambda_reg"],
             nll=self.options["nll"], qat_frac=qf, batch_size=batch_size, lr=lr, progress=progress,
+            labelled=y is not None or "y_train" in self._data,
         )  # fmt: skip
         self.history.update(epochs=int(epochs), qat_epochs=int(n_qat), backbone_epochs=int(backbone_epochs),
                             heads_s=round(time.perf_counter() - t1, 2), seed=int(seed))  # fmt: skip

@@ -186,10 +186,12 @@ def _is_tf_dataset(x) -> bool:
 
 def fit_heads(snap_model, n_taps: int, x, y, epochs: int, *, joint: bool = False, lambda_ss: float = 1e-2,
               lambda_reg: float = 1e-4, nll: str = "gauss", detach: bool = True, qat_frac: float = 0.2,
-              batch_size: int = 64, lr: float = 2e-3, progress: bool = True) -> int:  # fmt: skip
+              batch_size: int = 64, lr: float = 2e-3, progress: bool = True,
+              labelled: bool = True) -> int:  # fmt: skip
     """Phase 2: the SNAP heads (frozen backbone: self-supervised NLL + R_var only) or everything (joint),
     fake-quant (QAT) in the last round(qat_frac * epochs) epochs. `x` is an array (with labels `y`, which
-    only the joint recipe needs) or a batched tf.data.Dataset of (x, y). Returns the number of QAT epochs."""
+    only the joint recipe needs) or a batched tf.data.Dataset of (x, y); `labelled=False` (placeholder labels)
+    keeps ce/acc off the progress bar. Returns the number of QAT epochs."""
     import keras
 
     from snapuq import snap
@@ -219,7 +221,7 @@ def fit_heads(snap_model, n_taps: int, x, y, epochs: int, *, joint: bool = False
             batch_size=None if ds else batch_size,
             verbose=0,
             shuffle=not ds,
-            callbacks=[bar.callback(["nll", "ce", "acc"])],
+            callbacks=[bar.callback(["nll", "ce", "acc"] if labelled else ["nll"])],
         )
     bar.close()
     return n_qat
