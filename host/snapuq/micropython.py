@@ -180,19 +180,13 @@ def sample_inputs(man: dict[str, Any], n: int, seed: int = 0) -> np.ndarray:
 
 
 def host_reference(tfl: bytes, man: dict[str, Any], x: np.ndarray) -> tuple[dict, dict]:
-    """Int8 output codes (name -> (N, size)) and integer SNAP values (snap_int) for int8 inputs."""
-    from snapuq.export.fixedpoint import snap_int
-    from snapuq.export.reference import Int8Model
+    """Int8 output codes (name -> (N, size)) and the integer SNAP values (the C core on the host,
+    snapuq.ccore) for int8 inputs."""
+    from snapuq.ccore import CoreModel, CoreSnap
 
-    model = Int8Model(tfl)
-    shape = man["input"]["shape"]
-    codes: dict[str, list[np.ndarray]] = {k: [] for k in man["outputs"]}
-    for xi in x:
-        for k, v in model.invoke(np.asarray(xi, np.int8).reshape(shape)).items():
-            if k in codes:
-                codes[k].append(np.asarray(v).reshape(-1))
-    c = {k: np.stack(v) for k, v in codes.items()}
-    return c, snap_int(c, man["snap"])
+    model = CoreModel(tfl)
+    outs, r = CoreSnap(man["snap"], man["outputs"]).run(model, np.asarray(x, np.int8))
+    return {k: v.reshape(len(v), -1) for k, v in outs.items() if k in man["outputs"]}, r
 
 
 def main(argv: list[str] | None = None) -> int:
