@@ -77,12 +77,12 @@ def test_shipped_model_matches_tflm_and_scores() -> None:
     for i, x in enumerate(xs):
         t = ip.invoke(x[None])
         for k, o in man["outputs"].items():
-            assert np.array_equal(ours[k][i], t[o["index"]][0]), k
+            assert np.array_equal(ours[k][i].ravel(), t[o["index"]].ravel()), k
     snap = ccore.CoreSnap(man["snap"], man["outputs"])
     codes, r = snap.run(m, xs)
     r2 = snap.score({k: v for k, v in ours.items()})
     for k in r:
         assert np.array_equal(r[k], r2[k]), k
-    assert len(set(r["U16"].tolist())) > 5
+    assert len(set(r["S16"].tolist())) > 20   # random inputs: U saturates, S varies
     with pytest.raises(ModelFormatError, match="input"):
         m.predict(xs.astype(np.int16))

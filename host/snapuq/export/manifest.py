@@ -10,6 +10,7 @@ from typing import Any
 
 from snapuq.ccore import CoreModel
 from snapuq.errors import ModelFormatError
+from snapuq.modeldir import ModelPaths
 
 MANIFEST_FORMAT = "snapuq-manifest"
 MANIFEST_VERSION = 1
@@ -26,7 +27,7 @@ def output_map(model: bytes | CoreModel) -> dict[str, dict[str, Any]]:
 
 
 def load_manifest(d: str | Path) -> dict[str, Any]:
-    p = Path(d) / "snapuq.json"
+    p = ModelPaths(d).manifest
     try:
         m = json.loads(p.read_text())
     except FileNotFoundError:
