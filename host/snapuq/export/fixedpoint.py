@@ -3,7 +3,7 @@ twin compute the same integers), its float equivalent, and the host-side derivat
 fixed-point constant from calib.json and the int8 model's output quantization.
 
     snap = build_snap(calib, outputs)                  # the manifest's "snap" section
-    r = snap_int(outs_int8, snap)        # ebar16, s16, S16, F16, m16, Z16, U16 (Q16), flag
+    r = snap_int(outs_int8, snap)        # ebar16, s16, S16, F16, m16, P16, A16, Z16, U16 (Q16), flag
     f = snap_float(outs_int8, snap, outputs)           # the same formulas in float64
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from snapuq.errors import ModelFormatError
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 T_MAX = (1 << 24) - 1
 EBAR_CAP = (1 << 31) - 1
 S_CAP_TAP = (1 << 30) - 1
@@ -25,6 +25,10 @@ Z_CLAMP = (1 << 20) - 1
 SIG_STEP_SHIFT = 11
 MAX_TAPS = 8
 MAX_D = 16384
+PERR_LUT_LEN = 257
+PERR_STEP_SHIFT = 8
+COMBINE_LOGISTIC = "logistic"
+COMBINE_PERR_ALARM = "perr_alarm"
 
 
 class FixedPointError(ModelFormatError):
@@ -189,9 +193,25 @@ def build_snap(
     b1m, b1n = encode_multiplier(b1, "beta1")
     b2m, b2n = encode_multiplier(b2, "beta2")
     u_thr = float(p.get("u_threshold", calib.get("u_threshold", 0.5)))
+    perr, alarm = p.get("perr"), p.get("alarm")
+    psec = asec = None
+    knots: list[float] | None = None
+    k_alarm: float | None = None
+    if perr and alarm:
+        knots = [float(v) for v in perr.get("knots", [])]
+        if len(knots) != PERR_LUT_LEN or not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in knots):
+            raise FixedPointError(f"calib.json: perr.knots must be {PERR_LUT_LEN} values in [0, 1]")
+        k_alarm = float(alarm.get("k", 0.0))
+        if not (math.isfinite(k_alarm) and 2.0**-16 <= k_alarm < 2.0**14):
+            raise FixedPointError(f"calib.json: alarm.k {k_alarm} outside [2^-16, 2^14)")
+        psec = {"lut": [int(round(v * 65536.0)) for v in knots], "step_shift": PERR_STEP_SHIFT}
+        asec = {"k_q16": int(round(k_alarm * 65536.0))}
     return {
         "spec_version": SPEC_VERSION,
         "variant": name,
+        "combine": COMBINE_PERR_ALARM if psec else COMBINE_LOGISTIC,
+        "perr": psec,
+        "alarm": asec,
         "taps": taps,
         "t_max": T_MAX,
         "ebar_cap": EBAR_CAP,
@@ -222,6 +242,8 @@ def build_snap(
             "hinge": dict(hinge) if hinge else None,
             "alpha": alpha,
             "beta": [b0, b1, b2],
+            "perr_knots": knots,
+            "alarm_k": k_alarm,
             "u_threshold": u_thr,
             "scales": {
                 t["name"]: {
@@ -273,6 +295,21 @@ def sigmoid_q16(z16: np.ndarray, lut: list[int] | np.ndarray) -> np.ndarray:
     return np.where(z16 >= 0, v, 65536 - v)
 
 
+def perr_q16(m16: np.ndarray, lut: list[int] | np.ndarray) -> np.ndarray:
+    """Step 8a: p_err (Q16) by linear interpolation of the 257-entry table at m16 (0..65536)."""
+    t = np.asarray(lut, dtype=np.int64)
+    m16 = np.asarray(m16, dtype=np.int64)
+    i = np.minimum(m16 >> PERR_STEP_SHIFT, PERR_LUT_LEN - 2)
+    f = m16 - (i << PERR_STEP_SHIFT)
+    return t[i] + (((t[i + 1] - t[i]) * f + (1 << (PERR_STEP_SHIFT - 1))) >> PERR_STEP_SHIFT)
+
+
+def alarm_q16(F16: np.ndarray, k_q16: int) -> np.ndarray:
+    """Step 8b: alarm = F / (F + k) in Q16, floor division (F16 >= 0, k_q16 >= 1)."""
+    F16 = np.asarray(F16, dtype=np.int64)
+    return (F16 << 16) // (F16 + np.int64(k_q16))
+
+
 def snap_int(outs: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str, np.ndarray]:
     """Integer ē_ℓ (Q16), s_ℓ, S, F, m, z and U (all Q16 int64 arrays) and the abstain flag,
     for a batch of int8 output codes (name -> (N, ...) int8)."""
@@ -307,16 +344,25 @@ def snap_int(outs: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str, np.
         F16 = S16
     probs = _codes(outs, snap["conf"].get("probs", "probs"))
     m16 = confidence_q16(probs, int(snap["conf"]["a_q16"]))
-    lg = snap["logistic"]
-    z16 = lg["b0_q16"] + mul_shift(F16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
-    z16 = np.clip(z16, -Z_CLAMP, Z_CLAMP)
-    u16 = sigmoid_q16(z16, lg["sigmoid_lut"])
+    if snap.get("combine", COMBINE_LOGISTIC) == COMBINE_PERR_ALARM:
+        p16 = perr_q16(m16, snap["perr"]["lut"])
+        a16 = alarm_q16(F16, int(snap["alarm"]["k_q16"]))
+        u16 = p16 + ((a16 * (65536 - p16) + 32768) >> 16)
+        z16 = np.zeros_like(u16)
+    else:
+        lg = snap["logistic"]
+        z16 = lg["b0_q16"] + mul_shift(F16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
+        z16 = np.clip(z16, -Z_CLAMP, Z_CLAMP)
+        u16 = sigmoid_q16(z16, lg["sigmoid_lut"])
+        p16, a16 = u16, np.zeros_like(u16)
     return {
         "ebar16": np.stack(ebars, 1),
         "s16": np.stack(ss, 1),
         "S16": S16,
         "F16": F16,
         "m16": m16,
+        "P16": p16,
+        "A16": a16,
         "Z16": z16,
         "U16": u16,
         "flag": u16 >= int(snap["u_threshold_q16"]),
@@ -355,19 +401,31 @@ def snap_int_scalar(outs: dict[str, list[int]], snap: dict[str, Any]) -> dict[st
         F16 = S16
     pr = sorted(int(q) + 128 for q in outs[snap["conf"].get("probs", "probs")])
     m16 = 65536 - 256 * pr[-1] + ((snap["conf"]["a_q16"] * pr[-2] + 128) >> 8)
-    lg = snap["logistic"]
-    z = lg["b0_q16"] + ms(F16, lg["b1_m"], lg["b1_n"]) + ms(m16, lg["b2_m"], lg["b2_n"])
-    z = max(-Z_CLAMP, min(Z_CLAMP, z))
-    t = lg["sigmoid_lut"]
-    a = abs(z)
-    i, f = a >> 11, a & 2047
-    v = t[i] + (((t[i + 1] - t[i]) * f + 1024) >> 11)
-    u = v if z >= 0 else 65536 - v
+    if snap.get("combine", COMBINE_LOGISTIC) == COMBINE_PERR_ALARM:
+        pl = snap["perr"]["lut"]
+        i = min(m16 >> 8, 255)
+        f = m16 - (i << 8)
+        pe = pl[i] + (((pl[i + 1] - pl[i]) * f + 128) >> 8)
+        al = (F16 << 16) // (F16 + snap["alarm"]["k_q16"])
+        u = pe + ((al * (65536 - pe) + 32768) >> 16)
+        z = 0
+    else:
+        lg = snap["logistic"]
+        z = lg["b0_q16"] + ms(F16, lg["b1_m"], lg["b1_n"]) + ms(m16, lg["b2_m"], lg["b2_n"])
+        z = max(-Z_CLAMP, min(Z_CLAMP, z))
+        t = lg["sigmoid_lut"]
+        a = abs(z)
+        i, f = a >> 11, a & 2047
+        v = t[i] + (((t[i + 1] - t[i]) * f + 1024) >> 11)
+        u = v if z >= 0 else 65536 - v
+        pe, al = u, 0
     return {
         "ebar16": ebars,
         "S16": S16,
         "F16": F16,
         "m16": m16,
+        "P16": pe,
+        "A16": al,
         "Z16": z,
         "U16": u,
         "flag": u >= snap["u_threshold_q16"],
@@ -405,6 +463,14 @@ def snap_float(
     p = np.sort((_codes(outs, "probs").astype(np.float64) + 128) / 256.0, axis=1)
     alpha = fl["alpha"]
     m = alpha * (1 - p[:, -1]) + (1 - alpha) * (1 - (p[:, -1] - p[:, -2]))
+    res = {"ebar": np.stack(ebars, 1), "S": S, "F": F, "m": m}
+    if snap.get("combine", COMBINE_LOGISTIC) == COMBINE_PERR_ALARM:
+        pe = np.interp(m, np.linspace(0.0, 1.0, PERR_LUT_LEN), np.asarray(fl["perr_knots"], np.float64))
+        al = F / (F + float(fl["alarm_k"]))
+        res.update(p_err=pe, alarm=al, z=np.zeros_like(pe), U=pe + al * (1.0 - pe))
+        return res
     b0, b1, b2 = fl["beta"]
     z = b0 + b1 * F + b2 * m
-    return {"ebar": np.stack(ebars, 1), "S": S, "F": F, "m": m, "z": z, "U": 1.0 / (1.0 + np.exp(-z))}
+    u = 1.0 / (1.0 + np.exp(-z))
+    res.update(z=z, U=u, p_err=u, alarm=np.zeros_like(u))
+    return res

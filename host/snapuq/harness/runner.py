@@ -27,7 +27,7 @@ from snapuq.harness.qemu import (
 from snapuq.harness.reference import HostReference
 from snapuq.harness.results import ResultsWriter, check_run_meta
 
-SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "flag")
+SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "pe", "al", "flag")
 
 
 @dataclass
@@ -225,6 +225,7 @@ def run(opts: Options) -> dict[str, Any]:
             rec = {"i": opts.start + i, "label": int(y[i]), "pred": res.get("pred"),
                    "pred_host": host.snap.get("pred"), "u": res.get("u"), "s": res.get("s"),
                    "sf": res.get("sf"), "m": res.get("m"), "ebar": res.get("ebar"), "flag": res.get("flag"),
+                   "p_err": res.get("pe"), "alarm": res.get("al"),
                    "ticks": ticks, "cycles": counter.cycles(ticks),
                    "model_cycles": counter.cycles(int(inf["model_ticks"])),
                    "snap_cycles": counter.cycles(int(inf["snap_ticks"])), "cycles_unit": counter.unit,
