@@ -26,6 +26,7 @@ from snapuq.harness.qemu import (
 )
 from snapuq.harness.reference import HostReference
 from snapuq.harness.results import ResultsWriter, check_run_meta
+from snapuq.modeldir import ModelPaths
 
 SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "flag")
 
@@ -180,7 +181,7 @@ def _one(dev: Device, xq: bytes, opts: Options, ref: HostReference,
 
 def run(opts: Options) -> dict[str, Any]:
     model_dir = Path(opts.model)
-    cfg_path = model_dir / "config.json"
+    cfg_path = ModelPaths(model_dir).config
     seed = int(json.loads(cfg_path.read_text()).get("seed", 0)) if cfg_path.exists() else 0
     ref = HostReference(model_dir)
     x, y, seg = _load_split(opts, seed)
