@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 DEFAULT_EPOCHS = {
     "digits": 25,
@@ -228,7 +229,7 @@ def train(args: argparse.Namespace) -> dict:
         )
     bar.close()
     timings["heads"] = time.perf_counter() - t
-    snap_model.save(out / "model.keras")
+    snap_model.save(ModelPaths(out).keras)
 
     # ---- calibration on the dev split (+ the held-out synthetic shift family)
     t = time.perf_counter()
@@ -282,7 +283,7 @@ def train(args: argparse.Namespace) -> dict:
         quantile=getattr(args, "hinge_q", None),
         default_variant=args.variant,
     )
-    calibrate.write_json_atomic(out / "calib.json", calib)
+    calibrate.write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
@@ -293,17 +294,15 @@ def train(args: argparse.Namespace) -> dict:
     # ---- trained baselines (deep ensemble, early exits)
     if not args.no_baselines:
         t = time.perf_counter()
-        try:
-            from snapuq.baselines import train_baselines
-        except ImportError as e:
-            raise SnapuqError(f"baseline training is not available ({e}); use --no-baselines") from e
+        from snapuq.baselines import train_baselines
+
         train_baselines(
             ds, cfg, out, seed=args.seed, epochs=args.baseline_epochs or epochs, progress=progress
         )
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     cfg["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
-    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    ModelPaths(out).config.write_text(json.dumps(cfg, indent=1))
     return cfg
 
 
@@ -311,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = train(args)
     from snapuq.calibrate import check_line
 
-    calib = json.loads((Path(args.out) / "calib.json").read_text())
+    calib = json.loads(ModelPaths(args.out).calib.read_text())
     best = calib if calib.get("variant") == "best" else (calib.get("variants") or {}).get("best", {})
     chk = best.get("fit", {}).get("dev_check", {})
     print(
