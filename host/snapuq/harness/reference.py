@@ -4,7 +4,6 @@ TFLite-arithmetic model (snapuq.export.reference) and the integer SNAP spec
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,13 @@ class HostReference:
         for p in (tfl_path, man_path):
             if not p.exists():
                 raise ModelFormatError(f"{p} missing: run `snapuq export {self.model_dir}` first")
+        from snapuq.export.manifest import check_manifest, load_manifest
+
         self.tflite = tfl_path.read_bytes()
-        self.manifest = json.loads(man_path.read_text())
+        self.manifest = load_manifest(self.model_dir)
+        check_manifest(self.manifest, self.tflite, str(man_path))  # the same check as verify / eval
+        if not isinstance(self.manifest.get("snap"), dict):
+            raise ModelFormatError(f"{man_path}: no 'snap' section (export the model with its SNAP heads)")
         self.graph = read_tflite(self.tflite)
         self.model = Int8Model(self.tflite)
         tin = self.graph.tensors[self.graph.inputs[0]]
