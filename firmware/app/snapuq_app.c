@@ -33,6 +33,8 @@ typedef struct {
     uint16_t in_index;
     uint32_t in_bytes;
     uint8_t *staging;          /* the last uploaded input (copied in before every invoke) */
+    uint8_t direct_input;      /* no room for a staging copy: uploads go straight into the model's
+                                  input tensor, and each upload is consumed by one inference */
     uint8_t have_input;
     uint8_t have_result;
     size_t model_bytes;
@@ -151,7 +153,11 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
     app.in_index = 0u;
     app.in_bytes = info.bytes;
     off = base + ((app.arena_need + 15u) & ~(size_t)15u);
-    if (off + app.in_bytes > app.pool_len) {
+    /* Without room for a staging copy of the input (and for single models only: ensemble members
+       share the arena and need the input kept), the input tensor itself is the upload buffer. */
+    app.direct_input = (uint8_t)(off + app.in_bytes > app.pool_len && off <= app.pool_len &&
+                                 !SNAPUQ_APP_ENSEMBLE);
+    if (off + (app.direct_input ? 0u : app.in_bytes) > app.pool_len) {
         snapuq_proto_puts(&proto, "e-arena need=");
         snapuq_proto_put_u64(&proto, (uint64_t)(off + app.in_bytes));
         snapuq_proto_puts(&proto, " have=");
@@ -167,6 +173,10 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
         return;
     }
     app.staging = app.pool + off;
+    if (app.direct_input) {
+        (void)snapuq_model_input_info(&app.model, 0u, &info);
+        app.staging = (uint8_t *)info.data;
+    }
     app.loaded = 1u;
 #if SNAPUQ_APP_WITH_SNAP
     app.snap_ok = 0u;
@@ -297,7 +307,7 @@ static snapuq_status_t run_once(uint64_t *model_ticks, uint64_t *snap_ticks)
 #if SNAPUQ_APP_ENSEMBLE
     st = ens_run();
 #else
-    st = snapuq_model_set_input(&app.model, app.in_index, app.staging, app.in_bytes);
+    st = app.direct_input ? SNAPUQ_OK : snapuq_model_set_input(&app.model, app.in_index, app.staging, app.in_bytes);
     if (st == SNAPUQ_OK) {
         st = snapuq_model_invoke(&app.model);
     }
@@ -373,10 +383,12 @@ static void cmd_stats(snapuq_proto_t *p, int argc, char **argv)
     snapuq_proto_kv_u(p, "arena_act", app.arena_act);
     snapuq_proto_kv_u(p, "arena_act_noreuse", app.arena_act_noreuse);
     snapuq_proto_kv_u(p, "input", app.in_bytes);
+    snapuq_proto_kv_u(p, "direct_input", app.direct_input);
     snapuq_proto_kv_u(p, "stack_peak", stack_peak);
     snapuq_proto_kv_u(p, "stack_size", snapuq_port_stack_size());
     snapuq_proto_kv_u(p, "ram_peak",
-                      ram_static + ((app.arena_need + 15u) & ~(size_t)15u) + app.in_bytes + stack_peak +
+                      ram_static + ((app.arena_need + 15u) & ~(size_t)15u) +
+                          (app.direct_input ? 0u : app.in_bytes) + stack_peak +
                           (app.model_uploaded ? ((app.model_bytes + 15u) & ~(size_t)15u) : 0u));
     snapuq_proto_kv_u(p, "model_bytes", app.model_bytes);
     snapuq_proto_kv_u(p, "model_in_ram", app.model_uploaded);
@@ -519,6 +531,11 @@ static void cmd_infer(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_error(p, "no-input", "load an input first");
         return;
     }
+    if (app.direct_input && (n != 1u || w != 0u)) {
+        snapuq_proto_error(p, "args",
+                           "direct-input build (the input tensor is the upload buffer): infer 1 0 per load");
+        return;
+    }
     (void)snapuq_model_set_profiler(&app.model, NULL, NULL);
     for (i = 0; i < w && st == SNAPUQ_OK; i++) {
         uint64_t a, b;
@@ -553,6 +570,9 @@ static void cmd_infer(snapuq_proto_t *p, int argc, char **argv)
         return;
     }
     app.have_result = 1u;
+    if (app.direct_input) {
+        app.have_input = 0u; /* the inference reused the input tensor's memory */
+    }
     app.last_model_ticks = sum_model / n;
     app.last_snap_ticks = sum_snap / n;
 #if SNAPUQ_APP_WITH_SNAP
