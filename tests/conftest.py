@@ -9,6 +9,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "host"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # tests/oracles: independent implementations
 
 # Every process this test session starts inherits this marker (each pytest-xdist worker has its own),
 # so the session can find what it left behind even after the process was re-parented.

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 BOARDS = ("m4", "m7")
 
@@ -167,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
     model_dir = args.model
     ref = HostReference(model_dir)
     split = graph_split(ref.tflite)
-    cfg = json.loads((model_dir / "config.json").read_text()) if (model_dir / "config.json").exists() else {}
+    cfg_path = ModelPaths(model_dir).config
+    cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
     from snapuq.data import load_dataset
 
     ds = load_dataset(cfg.get("dataset", "digits"), None, int(cfg.get("seed", 0)))

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     dataset = args.dataset
     data_dir = args.data_dir
-    cfg_path = args.model / "config.json"
+    cfg_path = ModelPaths(args.model).config
     if not args.model.is_dir():
         raise SnapuqError(f"--model {args.model}: no such model directory")
     cfg = read_json(cfg_path, "the model's config.json") if cfg_path.exists() else {}

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snapuq.errors import DeviceError, SnapuqError
+from snapuq.modeldir import ModelPaths
 
 ROOT = Path(__file__).resolve().parents[3]
 FIRMWARE = ROOT / "firmware"
@@ -62,7 +63,7 @@ def _newest_source_mtime(model_dir: Path | None) -> float:
             if p.suffix in (".c", ".h", ".ld"):
                 newest = max(newest, p.stat().st_mtime)
     if model_dir is not None:
-        for f in ("snapuq_model.c", "snapuq_model.h"):
+        for f in (ModelPaths.C_SOURCE, ModelPaths.C_HEADER):
             if (model_dir / f).exists():
                 newest = max(newest, (model_dir / f).stat().st_mtime)
     return max(newest, (FIRMWARE / "Makefile").stat().st_mtime)
@@ -83,8 +84,8 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
     if shutil.which("arm-none-eabi-gcc") is None:
         raise SnapuqError("arm-none-eabi-gcc not found "
                           "(Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)")
-    if model_dir is not None and snap and not (model_dir / "snapuq_model.c").exists():
-        raise SnapuqError(f"{model_dir}/snapuq_model.c missing: run `snapuq export {model_dir}` first")
+    if model_dir is not None and snap and not ModelPaths(model_dir).c_source.exists():
+        raise SnapuqError(f"{ModelPaths(model_dir).c_source} missing: run `snapuq export {model_dir}` first")
     if not force and elf.exists() and elf.stat().st_mtime >= _newest_source_mtime(model_dir):
         return elf
     cmd = ["make", "-C", str(FIRMWARE), spec.name, f"BUILD={build_dir}", f"BUDGET={budget}",

@@ -26,6 +26,7 @@ from snapuq.harness.qemu import (
 from snapuq.harness.reference import HostReference
 from snapuq.harness.results import ResultsWriter, check_run_meta
 from snapuq.io import check_out_dir, read_json, write_json
+from snapuq.modeldir import ModelPaths
 
 SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "flag")
 
@@ -234,7 +235,7 @@ def run(opts: Options) -> dict[str, Any]:
     if not model_dir.is_dir():
         raise SnapuqError(f"--model {model_dir}: no such model directory")
     out = check_out_dir(opts.out)
-    cfg_path = model_dir / "config.json"
+    cfg_path = ModelPaths(model_dir).config
     seed = int(read_json(cfg_path).get("seed", 0) or 0) if cfg_path.exists() else 0
     ref = HostReference(model_dir)
     x, y, seg = _load_split(opts, seed)
