@@ -46,6 +46,8 @@ class QemuBoardSpec:
 BOARDS: dict[str, QemuBoardSpec] = {
     "m4": QemuBoardSpec("qemu_m4", "mps2-an386", "cortex-m4", "nucleo_l432kc"),
     "m7": QemuBoardSpec("qemu_m7", "mps2-an500", "cortex-m7", "nucleo_f767zi"),
+    # the STM32 port (firmware/port/stm32) on QEMU's STM32F405 (SYSCLK fixed at 168 MHz, no RCC/DWT model)
+    "stm32f405": QemuBoardSpec("qemu_stm32f405", "netduinoplus2", "cortex-m4", "stm32f405rg"),
 }
 
 

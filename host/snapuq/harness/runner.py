@@ -3,6 +3,7 @@ write results.jsonl incrementally and summary.json (DESIGN §3 contract)."""
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import sys
 import time
@@ -17,7 +18,6 @@ from snapuq.errors import DeviceError, SnapuqError
 from snapuq.harness.energy import board_power
 from snapuq.harness.protocol import Device, DeviceReplyError, TransportError
 from snapuq.harness.qemu import (
-    INSTR_PER_TICK_ICOUNT,
     QemuProcess,
     board_spec,
     build_firmware,
@@ -78,7 +78,8 @@ class Counter:
 
     def cycles(self, ticks: int) -> int:
         if self.icount:
-            return int(ticks) * INSTR_PER_TICK_ICOUNT
+            # -icount shift=0: 1 ns of virtual time per instruction, whatever the emulated SYSCLK
+            return int(ticks) * 1_000_000_000 // self.hz
         if self.unit == "cycles":
             return int(round(int(ticks) * self.cpu_hz / self.hz))
         return int(ticks)
@@ -124,6 +125,21 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
             seg[a:b] = [name] * (b - a)
     end = len(x) if opts.limit is None else min(len(x), opts.start + opts.limit)
     return x[opts.start:end], y[opts.start:end], (seg[opts.start:end] if seg is not None else None)
+
+
+def check_model_identity(prof: dict[str, Any], tflite: bytes, model_dir: Path) -> None:
+    """Refuse a firmware built for another model: the firmware reports the sha256 of the flatbuffer
+    it runs (`profile` model_sha256=...), the host hashes --model's model_int8.tflite."""
+    host_sha = hashlib.sha256(tflite).hexdigest()
+    dev_sha = str(prof.get("model_sha256", ""))
+    dev_name = prof.get("model", "?")
+    if not dev_sha:
+        raise DeviceError(f"the firmware (model '{dev_name}') does not report its model's sha256: rebuild "
+                          f"and flash it from this checkout for --model {model_dir} (sha256 {host_sha[:16]})")
+    if dev_sha != host_sha:
+        raise DeviceError(f"the firmware runs model '{dev_name}' (sha256 {dev_sha[:16]}) but --model "
+                          f"{model_dir} is sha256 {host_sha[:16]}: build and flash the firmware for it "
+                          "(platformio.ini custom_snapuq_model, or make -C firmware MODEL=...)")
 
 
 def compare(host_outs: list[np.ndarray], host_snap: dict[str, Any], dev_outs: dict[int, list[int]] | None,
@@ -331,6 +347,7 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
             errs = dev.command("model builtin", check=False).errors
             raise DeviceError(f"the firmware on {board_label} has no model loaded"
                               + (f": {'; '.join(errs)}" if errs else ""))
+        check_model_identity(prof, ref.tflite, model_dir)
         if int(prof.get("in_bytes", -1)) != ref.in_bytes:
             raise DeviceError(f"device input is {prof.get('in_bytes')} bytes, host model {ref.in_bytes}: "
                               "the firmware was built for another model (rebuild it, or drop --firmware)")
@@ -425,6 +442,9 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
         "energy_source": energy_source,
         "energy_note": energy_note,
         "counter": prof.get("counter"),
+        "clock": prof.get("clock"),
+        "cpu_hz": prof.get("cpu_hz"),
+        "model_sha256": prof.get("model_sha256"),
         "kernels": prof.get("kernels"),
         "retries": sum(int(r.get("retries", 0)) for r in recs),
         "u_flagged_frac": (sum(1 for r in recs if r.get("flag")) / n) if n else 0.0,
