@@ -424,11 +424,48 @@ static void conv_c4(const snapuq_conv_args_t *a)
     }
 }
 
+/* n channels' dot products with one gathered patch (K int16, zero-padded to a multiple of 4 and
+ * packed in SMLAD lane order), two channels per pass sharing the patch loads */
+static void patch_dot(const int8_t *f0, const int8_t *fend, const int32_t *bias, const uint32_t *patch,
+                      const int16_t *lin, int32_t K, int32_t n, int32_t *acc)
+{
+    const int32_t K4 = K & ~3, Kp = (K + 3) & ~3;
+    int32_t j, i;
+    for (j = 0; j < n; j += 2) {
+        /* an odd last channel pairs with itself */
+        const int8_t *f1 = j + 1 < n ? f0 + K : f0;
+        const uint32_t *pp = patch;
+        /* the zero-padded read runs past the filter only for the last channel: stop at K4 there */
+        const int32_t n4 = fend - f1 >= (ptrdiff_t)Kp ? Kp : K4;
+        int32_t a0 = bias != NULL ? bias[j] : 0;
+        int32_t a1 = bias != NULL ? bias[j + 1 < n ? j + 1 : j] : 0;
+        for (i = 0; i < n4; i += 4) {
+            const uint32_t w0 = snapuq_ld4(f0 + i), w1 = snapuq_ld4(f1 + i);
+            const uint32_t p0 = pp[0], p1 = pp[1];
+            a0 = snapuq_smlad(snapuq_sxtb16(w0), p0, a0);
+            a1 = snapuq_smlad(snapuq_sxtb16(w1), p0, a1);
+            a0 = snapuq_smlad(snapuq_sxtb16_ror8(w0), p1, a0);
+            a1 = snapuq_smlad(snapuq_sxtb16_ror8(w1), p1, a1);
+            pp += 2;
+        }
+        for (; i < K; i++) {
+            a0 = snapuq_add_wrap(a0, (int32_t)f0[i] * lin[i]);
+            a1 = snapuq_add_wrap(a1, (int32_t)f1[i] * lin[i]);
+        }
+        acc[j] = a0;
+        if (j + 1 < n) {
+            acc[j + 1] = a1;
+        }
+        f0 = f1 + K;
+    }
+}
+
 /* in_c % 4 != 0 with a small kernel (first layers: in_c = 1 or 3): gather the pixel's patch once,
  * offset added, in SMLAD lane order [k0, k2 | k1, k3] per group of 4, zeros at padding taps */
 static void conv_patch(const snapuq_conv_args_t *a)
 {
-    const int32_t C = a->in_c, K = a->k_h * a->k_w * C, K4 = K & ~3;
+    const int32_t C = a->in_c, K = a->k_h * a->k_w * C, Kp = (K + 3) & ~3;
+    const int8_t *fend = a->filter + (size_t)a->out_c * K;
     uint32_t patch[PATCH_MAX / 2];
     int16_t lin[PATCH_MAX];
     int32_t accs[CONV_CHUNK];
@@ -457,28 +494,18 @@ static void conv_patch(const snapuq_conv_args_t *a)
                         }
                     }
                 }
-                for (i = 0; i < K4; i += 4) {
+                for (i = K; i < Kp; i++) {
+                    lin[i] = 0; /* pad to a multiple of 4: zero products */
+                }
+                for (i = 0; i < Kp; i += 4) {
                     patch[i / 2] = (uint32_t)(uint16_t)lin[i] | ((uint32_t)(uint16_t)lin[i + 2] << 16);
                     patch[i / 2 + 1] = (uint32_t)(uint16_t)lin[i + 1] | ((uint32_t)(uint16_t)lin[i + 3] << 16);
                 }
-                for (oc = 0; oc < a->out_c; oc++) {
-                    const int8_t *f = a->filter + (size_t)oc * K;
-                    const uint32_t *pp = patch;
-                    int32_t acc = a->bias != NULL ? a->bias[oc] : 0;
-                    for (i = 0; i < K4; i += 4) {
-                        const uint32_t w = snapuq_ld4(f + i);
-                        acc = snapuq_smlad(snapuq_sxtb16(w), pp[0], acc);
-                        acc = snapuq_smlad(snapuq_sxtb16_ror8(w), pp[1], acc);
-                        pp += 2;
-                    }
-                    for (; i < K; i++) {
-                        acc = snapuq_add_wrap(acc, (int32_t)f[i] * lin[i]);
-                    }
-                    accs[oc % CONV_CHUNK] = acc;
-                    if (oc % CONV_CHUNK == CONV_CHUNK - 1 || oc == a->out_c - 1) {
-                        const int32_t oc0 = oc - oc % CONV_CHUNK;
-                        requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, accs, out, oc0, oc - oc0 + 1);
-                    }
+                for (oc = 0; oc < a->out_c; oc += CONV_CHUNK) {
+                    const int32_t n = a->out_c - oc < CONV_CHUNK ? a->out_c - oc : CONV_CHUNK;
+                    patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, patch, lin, K,
+                              n, accs);
+                    requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, accs, out, oc, n);
                 }
             }
         }
@@ -662,6 +689,32 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
                 requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, acc, out, oc - (CONV_CHUNK - 4),
                             CONV_CHUNK);
             }
+        }
+        if (oc + 2 <= a->out_c) {
+            const int8_t *f0 = a->filter + (size_t)oc * D, *f1 = f0 + D;
+            int32_t a0 = 0, a1 = 0;
+            if (a->bias != NULL) {
+                a0 = a->bias[oc];
+                a1 = a->bias[oc + 1];
+            }
+            for (d = 0; d < D4; d += 4) {
+                const uint32_t xv = snapuq_ld4(in + d);
+                const uint32_t xe = snapuq_sxtab16(off2, xv), xo = snapuq_sxtab16_ror8(off2, xv);
+                uint32_t w = snapuq_ld4(f0 + d);
+                a0 = snapuq_smlad(snapuq_sxtb16(w), xe, a0);
+                a0 = snapuq_smlad(snapuq_sxtb16_ror8(w), xo, a0);
+                w = snapuq_ld4(f1 + d);
+                a1 = snapuq_smlad(snapuq_sxtb16(w), xe, a1);
+                a1 = snapuq_smlad(snapuq_sxtb16_ror8(w), xo, a1);
+            }
+            for (; d < D; d++) {
+                const int32_t xv = (int32_t)in[d] + a->in_offset;
+                a0 = snapuq_add_wrap(a0, f0[d] * xv);
+                a1 = snapuq_add_wrap(a1, f1[d] * xv);
+            }
+            acc[oc % CONV_CHUNK] = a0;
+            acc[oc % CONV_CHUNK + 1] = a1;
+            oc += 2;
         }
         for (; oc < a->out_c; oc++) {
             const int8_t *f = a->filter + (size_t)oc * D;
