@@ -21,6 +21,7 @@ import numpy as np
 from snapuq import metrics as M
 from snapuq import stream as S
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 COVERAGES = (0.5, 0.8, 0.9, 0.95)
 CONTRACT_KEYS = (
@@ -87,28 +88,27 @@ def _check_model_dir(d: Path) -> None:
         raise SnapuqError(f"model directory {d} does not exist (create it with `snapuq train --out {d}`)")
     if not d.is_dir():
         raise SnapuqError(f"{d} is not a directory")
-    for f in ("config.json", "model.keras"):
-        if not (d / f).is_file():
-            raise SnapuqError(f"{d}: missing {f} (not a model directory written by `snapuq train`)")
+    paths = ModelPaths(d)
+    for p in (paths.config, paths.keras):
+        if not p.is_file():
+            raise SnapuqError(f"{d}: missing {p.name} (not a model directory written by `snapuq train`)")
     try:
-        cfg = json.loads((d / "config.json").read_text())
+        cfg = json.loads(paths.config.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SnapuqError(f"{d / 'config.json'}: not valid JSON ({e})") from e
+        raise SnapuqError(f"{paths.config}: not valid JSON ({e})") from e
     if not isinstance(cfg, dict) or "dataset" not in cfg:
-        raise SnapuqError(f"{d / 'config.json'}: no 'dataset' entry")
-    if (d / "calib.json").exists():
+        raise SnapuqError(f"{paths.config}: no 'dataset' entry")
+    if paths.calib.exists():
         try:
-            json.loads((d / "calib.json").read_text())
+            json.loads(paths.calib.read_text())
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise SnapuqError(f"{d / 'calib.json'}: not valid JSON ({e})") from e
+            raise SnapuqError(f"{paths.calib}: not valid JSON ({e})") from e
 
 
 def load(d: Path):
     _check_model_dir(d)
-    try:
-        from snapuq.modeldir import load_model_dir
-    except ImportError as e:
-        raise SnapuqError(f"model directory loading is not available ({e})") from e
+    from snapuq.modeldir import load_model_dir
+
     try:
         return load_model_dir(d)
     except SnapuqError:
@@ -128,10 +128,8 @@ def _corruption_api(ds):
             return A.corrupted_features(ds, name, severity, seed=seed, split="test", idx=idx)
 
         return A.audio_corruption_names(), apply_audio
-    try:
-        from snapuq.data import corruptions as C
-    except ImportError as e:
-        raise SnapuqError(f"corruptions are not available ({e})") from e
+    from snapuq.data import corruptions as C
+
     return _corruption_functions(C, ds.name)
 
 
@@ -229,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
         x_dev=x_dev,
         y_dev=y_dev,
         predict=md.predict,
-        baselines_dir=d / "baselines",
+        baselines_dir=ModelPaths(d).baselines,
         calib=getattr(md, "calib", None),
         model_dir=d,
         backbone=cfg.get("backbone"),
@@ -409,12 +407,10 @@ def _snap_variants(ctx, snap, x_all, outs, bounds, y_test, st, spec, clean_idx) 
 
 
 def _int8_block(d: Path, x_test, y_test, x_ood, ctx, snap, bounds) -> dict | None:
-    """INT8 results when D/model_int8.tflite and snapuq.export.int8_predict exist, else None."""
-    if not (d / "model_int8.tflite").exists():
-        return None
-    try:
-        from snapuq.export import int8_predict
-    except ImportError:
+    """INT8 results (the C core through snapuq.export.int8_predict) when D is exported, else None."""
+    from snapuq.export import int8_predict
+
+    if not ModelPaths(d).int8.exists():
         return None
     x = np.concatenate([x_test, x_ood])
     o8 = int8_predict(d, x)
@@ -447,12 +443,13 @@ def _int8_block(d: Path, x_test, y_test, x_ood, ctx, snap, bounds) -> dict | Non
             block["aupr_int8_minus_fp32"] = snap8["aupr_ok_vs_err"] - fp32
             block["agreement_top1"] = float(np.mean(logits[:nt].argmax(1) == r.pred[bounds["test"]]))
     sizes = {}
-    for f in ("model_int8.tflite", "model_float.tflite", "model.keras", "snapuq_model.c"):
-        if (d / f).exists():
-            sizes[f] = (d / f).stat().st_size
+    paths = ModelPaths(d)
+    for p in (paths.int8, paths.float_tflite, paths.keras, paths.c_source):
+        if p.exists():
+            sizes[p.name] = p.stat().st_size
     block["bytes"] = sizes
-    if "model_int8.tflite" in sizes and "model_float.tflite" in sizes:
-        block["flash_ratio_float_over_int8"] = sizes["model_float.tflite"] / sizes["model_int8.tflite"]
+    if paths.INT8 in sizes and paths.FLOAT in sizes:
+        block["flash_ratio_float_over_int8"] = sizes[paths.FLOAT] / sizes[paths.INT8]
     return block
 
 

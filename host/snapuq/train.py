@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 DEFAULT_EPOCHS = {
     "digits": 25,
@@ -219,7 +220,7 @@ def train(args: argparse.Namespace) -> dict:
         )
     bar.close()
     timings["heads"] = time.perf_counter() - t
-    snap_model.save(out / "model.keras")
+    snap_model.save(ModelPaths(out).keras)
 
     # ---- calibration on the dev split (+ the held-out synthetic shift family)
     t = time.perf_counter()
@@ -269,7 +270,7 @@ def train(args: argparse.Namespace) -> dict:
         lit = calib["variants"].pop("literal")
         best = {k: v for k, v in calib.items() if k != "variants"}
         calib = {**lit, "version": 1, "variants": {"best": best}}
-    (out / "calib.json").write_text(json.dumps(calib, indent=1))
+    ModelPaths(out).calib.write_text(json.dumps(calib, indent=1))
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
@@ -280,23 +281,21 @@ def train(args: argparse.Namespace) -> dict:
     # ---- trained baselines (deep ensemble, early exits)
     if not args.no_baselines:
         t = time.perf_counter()
-        try:
-            from snapuq.baselines import train_baselines
-        except ImportError as e:
-            raise SnapuqError(f"baseline training is not available ({e}); use --no-baselines") from e
+        from snapuq.baselines import train_baselines
+
         train_baselines(
             ds, cfg, out, seed=args.seed, epochs=args.baseline_epochs or epochs, progress=progress
         )
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     cfg["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
-    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    ModelPaths(out).config.write_text(json.dumps(cfg, indent=1))
     return cfg
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = train(args)
-    fit = json.loads((Path(args.out) / "calib.json").read_text()).get("fit", {})
+    fit = json.loads(ModelPaths(args.out).calib.read_text()).get("fit", {})
     print(
         f"snapuq train: {args.out}: test accuracy {cfg['test_accuracy_float']:.4f} "
         f"(dev AUROC ok/err: U {fit.get('dev_auroc_U_ok_vs_err', float('nan')):.3f}, "

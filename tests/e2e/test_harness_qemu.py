@@ -156,13 +156,14 @@ def test_platformio_offline_env_qemu_m4(tmp_path: Path) -> None:
     pio = Path(sys.executable).parent / "pio"
     if not pio.exists():
         pytest.skip("platformio not installed in the venv")
-    env = dict(os.environ, PLATFORMIO_CORE_DIR=str(ROOT / ".pio-core"),
-               PLATFORMIO_SETTING_ENABLE_TELEMETRY="No", PLATFORMIO_DISABLE_UPGRADE_CHECK="true",
-               PLATFORMIO_BUILD_DIR=str(tmp_path / "pio"))
-    if not (ROOT / ".pio-core" / "packages" / "tool-scons").exists():
+    if not (ROOT / ".pio-core" / "packages" / "tool-scons").exists():  # what tools/setup.sh does once
         subprocess.run([str(pio), "pkg", "install", "-g", "-t",
-                        f"symlink://{ROOT}/firmware/platforms/tool-scons"], env=env, check=True,
-                       capture_output=True)
+                        f"symlink://{ROOT}/firmware/platforms/tool-scons"], check=True, capture_output=True,
+                       env=dict(os.environ, PLATFORMIO_CORE_DIR=str(ROOT / ".pio-core")))
+    # a plain shell: no PLATFORMIO_* variable at all (platformio.ini's core_dir finds .pio-core);
+    # only the build output goes to a temporary folder
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORMIO_")}
+    env["PLATFORMIO_BUILD_DIR"] = str(tmp_path / "pio")
     p = subprocess.run([str(pio), "run", "-e", "qemu_m4"], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]

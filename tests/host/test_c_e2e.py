@@ -15,7 +15,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
 import ccore  # noqa: E402
-from test_c_snap import random_snap, spec_snap_int  # noqa: E402
+from oracles.snap_spec import spec_snap_batch, spec_snap_int  # noqa: E402
+from test_c_snap import random_snap  # noqa: E402
 
 from snapuq.errors import ModelFormatError  # noqa: E402
 from snapuq.export.cgen import write_c_model  # noqa: E402
@@ -114,7 +115,6 @@ def test_cgen_rejects_bad_manifest(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not (SHIPPED / "snapuq.json").exists(), reason="shipped model not exported yet")
 def test_shipped_model_e2e(tmp_path: Path) -> None:
-    fp = pytest.importorskip("snapuq.export.fixedpoint")
     manifest = json.loads((SHIPPED / "snapuq.json").read_text())
     tfl = (SHIPPED / "model_int8.tflite").read_bytes()
     write_c_model(tmp_path / "gen", manifest, tfl)
@@ -137,7 +137,7 @@ def test_shipped_model_e2e(tmp_path: Path) -> None:
     _, c_out = ccore.run_model_c(dsp_runner, tfl, xs)
     tflm_out = ccore.run_model_tflm(tfl, xs)
     assert ccore.compare_outputs(c_out, tflm_out) == [0] * len(tflm_out[0])
-    from snapuq.export.reference import Int8Model
+    from oracles.int8_reference import Int8Model
     ref_model = Int8Model(tfl)
     for x, c in zip(xs[:60], c_out):
         ref = ref_model.invoke(x)
@@ -148,7 +148,7 @@ def test_shipped_model_e2e(tmp_path: Path) -> None:
     ref_out = ccore.run_model_tflm(tfl, xs)
     names = manifest["outputs"]
     batch = {n: np.stack([r[v["index"]].ravel() for r in ref_out]) for n, v in names.items()}
-    ref = fp.snap_int(batch, manifest["snap"])
+    ref = spec_snap_batch(batch, manifest["snap"])
     for i, (o, r) in enumerate(zip(ours, ref_out)):
         assert o["pred"] == int(np.argmax(r[names["logits"]["index"]].ravel()))
         for key in ("S16", "F16", "m16", "Z16", "U16"):

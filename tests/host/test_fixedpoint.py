@@ -1,20 +1,16 @@
-"""Integer SNAP (docs/FIXED_POINT.md): constant encoding, vectorized == scalar loop form, and the
-stated error bound against the float equivalent on random int8 tap tensors."""
+"""Integer SNAP (docs/FIXED_POINT.md): constant encoding, the C core's score (snapuq.ccore) ==
+the spec transcription (tests/oracles/snap_spec.py), and the stated error bound against the
+float equivalent on random int8 tap tensors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles.snap_spec import snap_float, spec_snap_int
 
-from snapuq.export.fixedpoint import (
-    FixedPointError,
-    build_snap,
-    encode_multiplier,
-    sigmoid_lut,
-    snap_float,
-    snap_int,
-    snap_int_scalar,
-)
+from snapuq.ccore import CoreSnap
+from snapuq.errors import ModelFormatError
+from snapuq.export.fixedpoint import FixedPointError, build_snap, encode_multiplier, sigmoid_lut
 
 
 def _outputs(d=(16, 24), rng=None):
@@ -115,7 +111,7 @@ def test_sigmoid_lut():
 
 
 @pytest.mark.parametrize("variant", ["best", "literal"])
-def test_vectorized_equals_scalar_and_bound(variant):
+def test_c_core_equals_spec_and_bound(variant):
     rng = np.random.default_rng(5)
     outputs = _outputs()
     codes = _random_codes(outputs, 400, rng)
@@ -135,12 +131,11 @@ def test_vectorized_equals_scalar_and_bound(variant):
         S0 = snap_float({k: v[:200] for k, v in codes.items()}, build_snap(calib, outputs), outputs)["S"]
         calib["hinge"] = {"q": float(np.quantile(S0, 0.9)), "sd": float(S0.std()), "quantile": 0.9}
     snap = build_snap(calib, outputs)
-    r = snap_int(codes, snap)
+    r = CoreSnap(snap, outputs).score(codes)
     for i in range(0, 400, 37):
-        one = {k: v[i].tolist() for k, v in codes.items()}
-        s = snap_int_scalar(one, snap)
+        s = spec_snap_int({k: v[i] for k, v in codes.items()}, snap)
         assert s["ebar16"] == r["ebar16"][i].tolist()
-        for key in ("S16", "F16", "m16", "Z16", "U16", "flag"):
+        for key in ("S16", "F16", "m16", "Z16", "U16", "flag", "pred"):
             assert s[key] == r[key][i], key
     f = snap_float(codes, snap, outputs)
     eb = r["ebar16"] / 65536.0
@@ -170,5 +165,5 @@ def test_manifest_mismatch_errors():
     snap = build_snap(_calib(), outputs)
     codes = _random_codes(outputs, 4, np.random.default_rng(0))
     codes["tap0_a"] = codes["tap0_a"][:, :5]
-    with pytest.raises(FixedPointError, match="tap0_a"):
-        snap_int(codes, snap)
+    with pytest.raises(ModelFormatError, match="tap0_a"):
+        CoreSnap(snap, outputs).score(codes)

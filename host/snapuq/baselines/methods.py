@@ -198,10 +198,8 @@ class MCDropout(Method):
 def _load_keras(path: Path):
     import keras
 
-    try:
-        import snapuq.snap  # noqa: F401 - registers the custom layers a saved model may use
-    except ImportError:
-        pass
+    import snapuq.snap  # noqa: F401 - registers the custom layers a saved model may use
+
     try:
         return keras.saving.load_model(path, compile=False)
     except Exception as e:  # a corrupt or foreign file

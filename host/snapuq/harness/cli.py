@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     dataset = args.dataset
     if dataset is None:
-        cfg = args.model / "config.json"
+        cfg = ModelPaths(args.model).config
         if not cfg.exists():
             raise SnapuqError(f"--dataset not given and {cfg} missing")
         dataset = json.loads(cfg.read_text())["dataset"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snapuq.errors import DeviceError, SnapuqError
+from snapuq.modeldir import ModelPaths
 
 ROOT = Path(__file__).resolve().parents[3]
 FIRMWARE = ROOT / "firmware"
@@ -40,6 +41,8 @@ class QemuBoardSpec:
 BOARDS: dict[str, QemuBoardSpec] = {
     "m4": QemuBoardSpec("qemu_m4", "mps2-an386", "cortex-m4", "nucleo_l432kc"),
     "m7": QemuBoardSpec("qemu_m7", "mps2-an500", "cortex-m7", "nucleo_f767zi"),
+    # the STM32 port (firmware/port/stm32) on QEMU's STM32F405 (SYSCLK fixed at 168 MHz, no RCC/DWT model)
+    "stm32f405": QemuBoardSpec("qemu_stm32f405", "netduinoplus2", "cortex-m4", "stm32f405rg"),
 }
 
 
@@ -57,7 +60,7 @@ def _newest_source_mtime(model_dir: Path | None) -> float:
             if p.suffix in (".c", ".h", ".ld"):
                 newest = max(newest, p.stat().st_mtime)
     if model_dir is not None:
-        for f in ("snapuq_model.c", "snapuq_model.h"):
+        for f in (ModelPaths.C_SOURCE, ModelPaths.C_HEADER):
             if (model_dir / f).exists():
                 newest = max(newest, (model_dir / f).stat().st_mtime)
     return max(newest, (FIRMWARE / "Makefile").stat().st_mtime)
@@ -78,8 +81,8 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
     if shutil.which("arm-none-eabi-gcc") is None:
         raise SnapuqError("arm-none-eabi-gcc not found "
                           "(Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)")
-    if model_dir is not None and snap and not (model_dir / "snapuq_model.c").exists():
-        raise SnapuqError(f"{model_dir}/snapuq_model.c missing: run `snapuq export {model_dir}` first")
+    if model_dir is not None and snap and not ModelPaths(model_dir).c_source.exists():
+        raise SnapuqError(f"{ModelPaths(model_dir).c_source} missing: run `snapuq export {model_dir}` first")
     if not force and elf.exists() and elf.stat().st_mtime >= _newest_source_mtime(model_dir):
         return elf
     cmd = ["make", "-C", str(FIRMWARE), spec.name, f"BUILD={build_dir}", f"BUDGET={budget}",

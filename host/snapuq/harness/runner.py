@@ -3,6 +3,7 @@ write results.jsonl incrementally and summary.json (DESIGN §3 contract)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 import sys
@@ -18,7 +19,6 @@ from snapuq.errors import DeviceError, SnapuqError
 from snapuq.harness.energy import board_power
 from snapuq.harness.protocol import Device
 from snapuq.harness.qemu import (
-    INSTR_PER_TICK_ICOUNT,
     QemuProcess,
     board_spec,
     build_firmware,
@@ -26,6 +26,7 @@ from snapuq.harness.qemu import (
 )
 from snapuq.harness.reference import HostReference
 from snapuq.harness.results import ResultsWriter, check_run_meta
+from snapuq.modeldir import ModelPaths
 
 SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "flag")
 
@@ -77,7 +78,8 @@ class Counter:
 
     def cycles(self, ticks: int) -> int:
         if self.icount:
-            return int(ticks) * INSTR_PER_TICK_ICOUNT
+            # -icount shift=0: 1 ns of virtual time per instruction, whatever the emulated SYSCLK
+            return int(ticks) * 1_000_000_000 // self.hz
         if self.unit == "cycles":
             return int(round(int(ticks) * self.cpu_hz / self.hz))
         return int(ticks)
@@ -125,6 +127,21 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
     return x[opts.start:end], y[opts.start:end], (seg[opts.start:end] if seg is not None else None)
 
 
+def check_model_identity(prof: dict[str, Any], tflite: bytes, model_dir: Path) -> None:
+    """Refuse a firmware built for another model: the firmware reports the sha256 of the flatbuffer
+    it runs (`profile` model_sha256=...), the host hashes --model's model_int8.tflite."""
+    host_sha = hashlib.sha256(tflite).hexdigest()
+    dev_sha = str(prof.get("model_sha256", ""))
+    dev_name = prof.get("model", "?")
+    if not dev_sha:
+        raise DeviceError(f"the firmware (model '{dev_name}') does not report its model's sha256: rebuild "
+                          f"and flash it from this checkout for --model {model_dir} (sha256 {host_sha[:16]})")
+    if dev_sha != host_sha:
+        raise DeviceError(f"the firmware runs model '{dev_name}' (sha256 {dev_sha[:16]}) but --model "
+                          f"{model_dir} is sha256 {host_sha[:16]}: build and flash the firmware for it "
+                          "(platformio.ini custom_snapuq_model, or make -C firmware MODEL=...)")
+
+
 def compare(host_outs: list[np.ndarray], host_snap: dict[str, Any], dev_outs: dict[int, list[int]] | None,
             dev_res: dict[str, Any]) -> list[str]:
     diff: list[str] = []
@@ -164,7 +181,7 @@ def _one(dev: Device, xq: bytes, opts: Options, ref: HostReference,
 
 def run(opts: Options) -> dict[str, Any]:
     model_dir = Path(opts.model)
-    cfg_path = model_dir / "config.json"
+    cfg_path = ModelPaths(model_dir).config
     seed = int(json.loads(cfg_path.read_text()).get("seed", 0)) if cfg_path.exists() else 0
     ref = HostReference(model_dir)
     x, y, seg = _load_split(opts, seed)
@@ -198,6 +215,7 @@ def run(opts: Options) -> dict[str, Any]:
         prof = dev.profile()
         if not prof.get("loaded"):
             raise DeviceError(f"the firmware has no model loaded: {prof} (boot: {dev.boot_lines})")
+        check_model_identity(prof, ref.tflite, model_dir)
         if int(prof.get("in_bytes", -1)) != ref.in_bytes:
             raise DeviceError(f"device input is {prof.get('in_bytes')} bytes, host model {ref.in_bytes}: "
                               "the firmware was built for another model")
@@ -284,6 +302,9 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
         "energy_source": energy_source,
         "energy_note": energy_note,
         "counter": prof.get("counter"),
+        "clock": prof.get("clock"),
+        "cpu_hz": prof.get("cpu_hz"),
+        "model_sha256": prof.get("model_sha256"),
         "kernels": prof.get("kernels"),
         "retries": sum(int(r.get("retries", 0)) for r in recs),
         "u_flagged_frac": (sum(1 for r in recs if r.get("flag")) / n) if n else 0.0,
