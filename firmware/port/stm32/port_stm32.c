@@ -298,20 +298,18 @@ static void clock_back(void)
 #endif
 
 #if defined(FAM_F7)
-static void barrier(void) { __asm volatile("dsb\n\tisb" ::: "memory"); }
-
 static void caches_on(void)
 {
     uint32_t ccsidr, sets, ways, w;
     /* I-cache: invalidate, enable */
-    barrier();
+    SNAPUQ_BARRIER();
     SNAPUQ_REG(SCB_ICIALLU) = 0u;
-    barrier();
+    SNAPUQ_BARRIER();
     SNAPUQ_REG(SCB_CCR) |= (1u << 17);
-    barrier();
+    SNAPUQ_BARRIER();
     /* D-cache: invalidate every set/way of level 1, enable */
     SNAPUQ_REG(SCB_CSSELR) = 0u;
-    barrier();
+    SNAPUQ_BARRIER();
     ccsidr = SNAPUQ_REG(SCB_CCSIDR);
     sets = (ccsidr >> 13) & 0x7FFFu;
     do {
@@ -321,9 +319,9 @@ static void caches_on(void)
             SNAPUQ_REG(SCB_DCISW) = ((sets & 0x1FFu) << 5) | ((w & 3u) << 30);
         } while (w-- != 0u);
     } while (sets-- != 0u);
-    barrier();
+    SNAPUQ_BARRIER();
     SNAPUQ_REG(SCB_CCR) |= (1u << 16);
-    barrier();
+    SNAPUQ_BARRIER();
 }
 #endif
 
