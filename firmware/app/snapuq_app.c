@@ -1,6 +1,7 @@
 /*
  * snapuq_app.c - harness firmware commands (protocol grammar in snapuq_proto.h and
- * docs/FIRMWARE.md). Every reply is one or more "m-..." / "e-..." lines, then "m-ready".
+ * docs/FIRMWARE.md). Every reply is one or more "m-..." / "e-..." lines, then "m-ready lines=N";
+ * every line ends with '*' and its CRC-32 (snapuq_proto_endl).
  */
 #include "snapuq_app.h"
 
@@ -9,6 +10,7 @@
 #include "../core/snapuq_runtime.h"
 #include "../port/snapuq_port.h"
 #include "snapuq_app_model.h"
+#include "snapuq_sha256.h"
 #include "snapuq_proto.h"
 
 #if SNAPUQ_APP_WITH_SNAP
@@ -38,6 +40,7 @@ typedef struct {
     uint8_t have_result;
     size_t model_bytes;
     uint8_t model_uploaded;
+    char model_sha256[65];     /* of the flatbuffer it runs (compiled in or uploaded) */
     size_t arena_need, arena_persist, arena_act, arena_act_noreuse;
     uint8_t *pool;
     size_t pool_len;
@@ -128,6 +131,7 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
     app.loaded = 0u;
     app.model_bytes = len;
     app.model_uploaded = (uint8_t)(base != 0u);
+    snapuq_sha256_hex(tflite, len, app.model_sha256);
     app.have_input = 0u;
     app.have_result = 0u;
     st = snapuq_model_init(&app.model, tflite, len);
@@ -344,10 +348,14 @@ static void cmd_profile(snapuq_proto_t *p, int argc, char **argv)
     snapuq_proto_kv_s(p, "board", snapuq_port_board());
     snapuq_proto_kv_s(p, "cpu", snapuq_port_cpu());
     snapuq_proto_kv_u(p, "cpu_hz", snapuq_port_cpu_hz());
+    snapuq_proto_kv_s(p, "clock", snapuq_port_clock());
     snapuq_proto_kv_s(p, "counter", snapuq_port_counter_kind());
     snapuq_proto_kv_u(p, "counter_hz", snapuq_port_counter_hz());
     snapuq_proto_kv_s(p, "kernels", snapuq_kernels_name());
     snapuq_proto_kv_s(p, "model", SNAPUQ_APP_MODEL_NAME);
+    if (app.model_bytes != 0u) {
+        snapuq_proto_kv_s(p, "model_sha256", app.model_sha256);
+    }
     snapuq_proto_kv_u(p, "snap", SNAPUQ_APP_WITH_SNAP);
 #if SNAPUQ_APP_ENSEMBLE
     snapuq_proto_kv_u(p, "members", snapuq_blob_count);
@@ -403,7 +411,12 @@ static void load_done(snapuq_proto_t *p, int ok, uint32_t got)
         app.have_input = 0u;
         return; /* the parser already sent e-crc / e-timeout */
     }
-    if (got != app.in_bytes || !app.loaded) {
+    if (!app.loaded) {
+        (void)need_model(p);
+        app.have_input = 0u;
+        return;
+    }
+    if (got != app.in_bytes) {
         snapuq_proto_puts(p, "e-size");
         snapuq_proto_kv_u(p, "got", got);
         snapuq_proto_kv_u(p, "want", app.in_bytes);
@@ -416,6 +429,8 @@ static void load_done(snapuq_proto_t *p, int ok, uint32_t got)
     app.have_result = 0u;
     snapuq_proto_puts(p, "m-load-done");
     snapuq_proto_kv_u(p, "bytes", got);
+    snapuq_proto_puts(p, " crc=");
+    snapuq_proto_put_hex32(p, p->bin_crc);
     snapuq_proto_endl(p);
 }
 
@@ -622,6 +637,8 @@ static void cmd_results(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_kv_i(p, "sf", r->F16);
         snapuq_proto_kv_i(p, "m", r->m16);
         snapuq_proto_kv_i(p, "u", r->U16);
+        snapuq_proto_kv_i(p, "pe", r->P16);
+        snapuq_proto_kv_i(p, "al", r->A16);
         snapuq_proto_kv_i(p, "zl", r->Z16);
         snapuq_proto_kv_u(p, "flag", r->flag);
         if (app.monitor_on) {
@@ -939,10 +956,11 @@ void snapuq_app_init(void)
     snapuq_proto_puts(&proto, "m-boot");
     snapuq_proto_kv_s(&proto, "fw", "snapuq");
     snapuq_proto_kv_s(&proto, "board", snapuq_port_board());
+    snapuq_proto_kv_s(&proto, "clock", snapuq_port_clock());
     snapuq_proto_kv_s(&proto, "model", SNAPUQ_APP_MODEL_NAME);
     snapuq_proto_kv_u(&proto, "loaded", app.loaded);
     snapuq_proto_endl(&proto);
-    snapuq_proto_line(&proto, "m-ready");
+    snapuq_proto_ready(&proto);
 }
 
 void snapuq_app_feed(uint8_t byte)
