@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 DEFAULT_EPOCHS = {
     "digits": 25,
@@ -99,6 +100,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--variant", choices=["best", "literal"], default="best", help="default SNAP scoring variant"
+    )
+    p.add_argument(
+        "--hinge-q",
+        type=float,
+        default=None,
+        help="first hinge quantile of clean dev S (default 0.995; raised until the dev check passes)",
+    )
+    p.add_argument(
+        "--alpha", type=float, default=1.0, help="confidence term weight of 1 - MSP vs 1 - margin (default 1)"
     )
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -242,21 +252,24 @@ def tap_entries(backbone, taps: list[str], tap_prev: dict[str, str]) -> list[dic
 
 
 def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, variant: str = "best",
-                   seed: int = 0) -> dict:  # fmt: skip
+                   seed: int = 0, alpha: float = 1.0, quantile: float | None = None) -> dict:  # fmt: skip
     """The SNAP constants (calib.json) fitted on the dev split and the held-out synthetic shift of it;
     `predict(x) -> dict of float outputs` (ModelDir.predict)."""
     from snapuq import calibrate
 
     od = predict(x_dev)
     osh = predict(calibrate.holdout_shift(x_dev, seed=seed))
-    calib = calibrate.fit_calibration(
-        od, y_dev, osh, eps=cfg["eps"], logvar_offset=cfg["logvar_offset"], taps_meta=cfg["taps"]
+    return calibrate.fit_calibration(
+        od,
+        y_dev,
+        osh,
+        eps=cfg["eps"],
+        logvar_offset=cfg["logvar_offset"],
+        taps_meta=cfg["taps"],
+        alpha=alpha,
+        quantile=quantile,
+        default_variant=variant,
     )
-    if variant == "literal":
-        lit = calib["variants"].pop("literal")
-        best = {k: v for k, v in calib.items() if k != "variants"}
-        calib = {**lit, "version": 1, "variants": {"best": best}}
-    return calib
 
 
 def head_config(args_like: dict, taps: list[dict], epochs: int, n_qat: int) -> dict:
@@ -298,7 +311,7 @@ def announce_baselines(ds, cfg: dict, epochs: int, progress: bool, log=print) ->
 def train(args: argparse.Namespace) -> dict:
     import keras
 
-    from snapuq import snap
+    from snapuq import calibrate, snap
     from snapuq.data import load_dataset
     from snapuq.models import DEFAULT_BACKBONE, build_backbone
 
@@ -354,7 +367,7 @@ def train(args: argparse.Namespace) -> dict:
         batch_size=args.batch_size, lr=args.lr, progress=progress,
     )  # fmt: skip
     timings["heads"] = time.perf_counter() - t
-    snap_model.save(out / "model.keras")
+    snap_model.save(ModelPaths(out).keras)
 
     # ---- calibration on the dev split (+ the held-out synthetic shift family)
     t = time.perf_counter()
@@ -372,8 +385,11 @@ def train(args: argparse.Namespace) -> dict:
         "data_meta": ds.meta,
     }
     md = ModelDir(out, cfg, snap_model)
-    calib = calibrate_snap(md.predict, cfg, xdv, ydv, args.variant, args.seed)
-    (out / "calib.json").write_text(json.dumps(calib, indent=1))
+    calib = calibrate_snap(
+        md.predict, cfg, xdv, ydv, args.variant, args.seed,
+        alpha=getattr(args, "alpha", 1.0), quantile=getattr(args, "hinge_q", None),
+    )  # fmt: skip
+    calibrate.write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
@@ -384,10 +400,8 @@ def train(args: argparse.Namespace) -> dict:
     # ---- trained baselines (deep ensemble, early exits)
     if not args.no_baselines:
         t = time.perf_counter()
-        try:
-            from snapuq.baselines import train_baselines
-        except ImportError as e:
-            raise SnapuqError(f"baseline training is not available ({e}); use --no-baselines") from e
+        from snapuq.baselines import train_baselines
+
         if "backbone" in timings:
             cfg["_backbone_s_per_epoch"] = timings["backbone"] / epochs
         announce_baselines(ds, cfg, args.baseline_epochs or epochs, progress)
@@ -398,16 +412,21 @@ def train(args: argparse.Namespace) -> dict:
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     cfg["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
-    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    ModelPaths(out).config.write_text(json.dumps(cfg, indent=1))
     return cfg
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = train(args)
-    fit = json.loads((Path(args.out) / "calib.json").read_text()).get("fit", {})
+    from snapuq.calibrate import check_line
+
+    calib = json.loads(ModelPaths(args.out).calib.read_text())
+    best = calib if calib.get("variant") == "best" else (calib.get("variants") or {}).get("best", {})
+    chk = best.get("fit", {}).get("dev_check", {})
     print(
         f"snapuq train: {args.out}: test accuracy {cfg['test_accuracy_float']:.4f} "
-        f"(dev AUROC ok/err: U {fit.get('dev_auroc_U_ok_vs_err', float('nan')):.3f}, "
-        f"MSP {fit.get('dev_auroc_msp_ok_vs_err', float('nan')):.3f}) in {cfg['timings_s']['total']:.0f}s"
+        f"in {cfg['timings_s']['total']:.0f}s; {check_line(chk)}"
     )
+    if chk and not chk.get("ok"):
+        print(f"snapuq train: warning: {chk.get('hint')}")
     return 0
