@@ -225,26 +225,42 @@ def check_model(model) -> None:
             raise UnsupportedModelError(f"layer '{lay.name}' ({_cls(lay)}) {why}")
 
 
-def tflite_ops(model, n: int = 8, seed: int = 0) -> list[tuple[str, str]]:
-    """(operator, output tensor name) of the int8 TFLite conversion of `model` (random calibration data)."""
+def _convert(model, n: int = 8, seed: int = 0) -> bytes:
     from snapuq.export.convert import convert_keras
-    from snapuq.export.tflite_reader import read_tflite
 
     shape = tuple(int(d) for d in model.inputs[0].shape[1:])
     rep = np.random.default_rng(seed).normal(size=(n, *shape)).astype(np.float32)
-    m = read_tflite(convert_keras(model, rep, int8=True))
+    return convert_keras(model, rep, int8=True)
+
+
+def tflite_ops(tflite: bytes) -> list[tuple[str, str]]:
+    """(operator, output tensor name) of every operator of a .tflite."""
+    from snapuq.export.tflite_reader import read_tflite
+
+    m = read_tflite(tflite)
     return [(op.name, m.tensors[op.outputs[0]].name if op.outputs else "") for op in m.operators]
 
 
 def check_converted_ops(model) -> list[str]:
-    """Convert once and refuse operators outside CORE_OPS, naming the Keras layer the operator came from."""
-    ops = tflite_ops(model)
+    """Convert once (int8, random calibration data) and refuse operators outside CORE_OPS, naming the Keras
+    layer the operator came from; then load the result into the C core itself (when a host compiler is
+    available), which rejects parameters it does not implement. Returns the sorted operator names."""
+    tfl = _convert(model)
+    ops = tflite_ops(tfl)
     names = sorted((lay.name for lay in model.layers), key=len, reverse=True)
     for op, tname in ops:
         if op not in CORE_OPS:
             lay = next((n for n in names if n in tname), None)
             where = f"layer '{lay}'" if lay else f"tensor '{tname}'"
             raise UnsupportedModelError(f"{where} converts to {op}, which the int8 core does not implement")
+    from snapuq.ccore import CCoreError, CoreModel
+
+    try:
+        CoreModel(tfl).close()
+    except CCoreError:
+        pass  # no host C compiler: the operator list above is the check
+    except SnapuqError as e:
+        raise UnsupportedModelError(f"the int8 core rejects the converted model: {e}") from None
     return sorted({op for op, _ in ops})
 
 
