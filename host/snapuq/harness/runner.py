@@ -93,6 +93,10 @@ class Counter:
                 return cycles / bp.clock_hz * 1e6, (
                     f"model: QEMU instructions / {bp.clock_hz // 1_000_000} MHz of {bp.mcu}, "
                     "1 instruction per cycle")
+            # an emulated part that stands for itself (qemu_stm32f405): its own emulated SYSCLK
+            return cycles / self.cpu_hz * 1e6, (
+                f"model: QEMU instructions / {self.cpu_hz // 1_000_000} MHz emulated SYSCLK, "
+                "1 instruction per cycle")
         if self.unit == "host_ns":
             return cycles / 1000.0, "host wall time"
         return None, "not available (QEMU without -icount)"
