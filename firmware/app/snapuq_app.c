@@ -1,6 +1,7 @@
 /*
  * snapuq_app.c - harness firmware commands (protocol grammar in snapuq_proto.h and
- * docs/FIRMWARE.md). Every reply is one or more "m-..." / "e-..." lines, then "m-ready".
+ * docs/FIRMWARE.md). Every reply is one or more "m-..." / "e-..." lines, then "m-ready lines=N";
+ * every line ends with '*' and its CRC-32 (snapuq_proto_endl).
  */
 #include "snapuq_app.h"
 
@@ -410,7 +411,12 @@ static void load_done(snapuq_proto_t *p, int ok, uint32_t got)
         app.have_input = 0u;
         return; /* the parser already sent e-crc / e-timeout */
     }
-    if (got != app.in_bytes || !app.loaded) {
+    if (!app.loaded) {
+        (void)need_model(p);
+        app.have_input = 0u;
+        return;
+    }
+    if (got != app.in_bytes) {
         snapuq_proto_puts(p, "e-size");
         snapuq_proto_kv_u(p, "got", got);
         snapuq_proto_kv_u(p, "want", app.in_bytes);
@@ -423,6 +429,8 @@ static void load_done(snapuq_proto_t *p, int ok, uint32_t got)
     app.have_result = 0u;
     snapuq_proto_puts(p, "m-load-done");
     snapuq_proto_kv_u(p, "bytes", got);
+    snapuq_proto_puts(p, " crc=");
+    snapuq_proto_put_hex32(p, p->bin_crc);
     snapuq_proto_endl(p);
 }
 
@@ -950,7 +958,7 @@ void snapuq_app_init(void)
     snapuq_proto_kv_s(&proto, "model", SNAPUQ_APP_MODEL_NAME);
     snapuq_proto_kv_u(&proto, "loaded", app.loaded);
     snapuq_proto_endl(&proto);
-    snapuq_proto_line(&proto, "m-ready");
+    snapuq_proto_ready(&proto);
 }
 
 void snapuq_app_feed(uint8_t byte)

@@ -9,6 +9,7 @@
 #include "snapuq_fixed.h"
 #include "snapuq_kernels.h"
 #include "snapuq_runtime.h"
+#include "snapuq_schedule.h"
 
 /* TFLite builtin operator codes used here */
 enum {
@@ -1125,6 +1126,8 @@ static snapuq_status_t plan(snapuq_model_t *md)
     uint16_t i, j, n = 0, k;
     uint32_t persist = 0, top = 0, naive = 0;
 
+    /* execution order and lifetimes in that order (snapuq_schedule.c) */
+    snapuq_schedule_ops(md);
     for (i = 0; i < md->n_tensors; i++) {
         alias[i] = -1;
     }
@@ -1728,14 +1731,15 @@ static void conv_args(const snapuq_model_t *md, const snapuq_priv_op_t *o, snapu
 
 snapuq_status_t snapuq_model_invoke(snapuq_model_t *md)
 {
-    uint16_t i;
+    uint16_t step;
     if (md == NULL) {
         return SNAPUQ_ERR_ARG;
     }
     if (md->state != 2) {
         return SNAPUQ_ERR_STATE;
     }
-    for (i = 0; i < md->n_ops; i++) {
+    for (step = 0; step < md->n_ops; step++) {
+        const uint16_t i = md->sched[step];
         const snapuq_priv_op_t *o = &md->ops[i];
         const snapuq_priv_tensor_t *in = &md->tensors[o->in[0]];
         const snapuq_priv_tensor_t *out = &md->tensors[o->out];

@@ -615,4 +615,31 @@ def markdown(report: dict[str, Any]) -> str:
             f"- {w}: {m['dataset']} / {m['backbone']}; check inputs: {m['check_inputs']}; "
             f"UQ: {m['uq_source']}"
         )
+    lines += ["", arena_markdown(report)]
     return "\n".join(lines) + "\n"
+
+
+def arena_markdown(report: dict[str, Any]) -> str:
+    """Our planned arena (persistent tables + activations) vs TFLM's smallest working arena, per model."""
+    out = [
+        "| workload | method | our arena B | TFLM arena B | ours / TFLM | member switch instr/inf |",
+        "|---|---|---|---|---|---|",
+    ]
+    seen: set[tuple[str, str]] = set()
+    for c in report["rows"]:
+        key = (c["workload"], c["method"])
+        if key in seen or c["status"] != "ok":
+            continue
+        seen.add(key)
+        meta = report["workloads"].get(c["workload"], {})
+        tflm = (meta.get("arena_tflm") or {}).get(c["method"])
+        t = max(tflm) if isinstance(tflm, list) and tflm else None
+        if t is None and c["method"] == "snap":
+            t = meta.get("arena_tflm_snap")
+        ours = c["ram"]["arena"]
+        sw = c["instructions"].get("member_switch") or 0
+        out.append(
+            f"| {c['workload']} | {c['method_label']} | {ours} | {t if t else '—'} | "
+            f"{_f(ours / t if t else None)} | {f'{sw:,.0f}' if sw else '—'} |"
+        )
+    return "\n".join(out) + "\n"

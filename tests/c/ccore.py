@@ -21,7 +21,8 @@ BUILD = ROOT / "build" / "c-core-tests"
 
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g", "-O1"]
 SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
-RUNTIME_SRC = ["snapuq_runtime.c", "snapuq_kernels_ref.c", "snapuq_kernels_dsp.c", "snapuq_opnames.c"]
+RUNTIME_SRC = ["snapuq_runtime.c", "snapuq_schedule.c", "snapuq_kernels_ref.c", "snapuq_kernels_dsp.c",
+               "snapuq_opnames.c"]
 SNAP_SRC = ["snapuq_snap.c"]
 
 
