@@ -1089,6 +1089,18 @@ def snap_int(outs, snap):
         elif v > P2:
             P2 = v
     m16 = 65536 - 256 * P1 + ((snap["conf"]["a_q16"] * P2 + 128) >> 8)
+    if snap.get("combine", "logistic") == "perr_alarm":
+        # FIXED_POINT.md v2 step 8: p_err from the 257-entry table, alarm = F / (F + k), noisy-OR
+        pl = snap["perr"]["lut"]
+        i = m16 >> 8
+        if i > 255:
+            i = 255
+        f = m16 - (i << 8)
+        P16 = pl[i] + (((pl[i + 1] - pl[i]) * f + 128) >> 8)
+        A16 = (F16 << 16) // (F16 + snap["alarm"]["k_q16"])
+        U16 = P16 + ((A16 * (65536 - P16) + 32768) >> 16)
+        return {"ebar": ebars, "tap": stap, "S": S16, "F": F16, "m": m16, "Z": 0, "U": U16,
+                "P": P16, "A": A16, "flag": U16 >= snap["u_threshold_q16"]}
     lg = snap["logistic"]
     Z16 = lg["b0_q16"] + mul_shift(F16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
     zc = lg.get("z_clamp_q16", (1 << 20) - 1)
@@ -1101,7 +1113,7 @@ def snap_int(outs, snap):
     v = sl[i] + (((sl[i + 1] - sl[i]) * f + (1 << (st - 1))) >> st)
     U16 = v if Z16 >= 0 else 65536 - v
     return {"ebar": ebars, "tap": stap, "S": S16, "F": F16, "m": m16, "Z": Z16, "U": U16,
-            "flag": U16 >= snap["u_threshold_q16"]}
+            "P": U16, "A": 0, "flag": U16 >= snap["u_threshold_q16"]}
 
 
 def _argmax(seq):
@@ -1115,7 +1127,7 @@ def _argmax(seq):
 # ---------------------------------------------------------------- public API
 
 _FIELDS = ("pred", "u", "s", "ebar", "flag", "u_q16", "z_q16", "s_q16", "f_q16", "m_q16",
-           "ebar_q16", "tap_q16")
+           "ebar_q16", "tap_q16", "p_err", "alarm", "p_q16", "a_q16")
 if namedtuple is not None:
     Result = namedtuple("Result", _FIELDS)
 else:  # pragma: no cover
@@ -1197,9 +1209,18 @@ class Model:
             taps = snap["taps"]
         except (KeyError, TypeError):
             raise ValueError("snapuq: manifest lacks 'outputs' or 'snap.taps'") from None
-        if snap.get("spec_version", 1) != 1:
-            raise ValueError("snapuq: manifest SNAP spec version %r is not supported (1)"
+        if snap.get("spec_version", 1) not in (1, 2):
+            raise ValueError("snapuq: manifest SNAP spec version %r is not supported (1, 2)"
                              % snap.get("spec_version"))
+        comb = snap.get("combine", "logistic")
+        if comb not in ("logistic", "perr_alarm"):
+            raise ValueError("snapuq: manifest SNAP combine %r is not supported" % (comb,))
+        if comb == "perr_alarm":
+            pl = (snap.get("perr") or {}).get("lut", ())
+            if len(pl) != 257 or min(pl) < 0 or max(pl) > 65536:
+                raise ValueError("snapuq: p_err table must have 257 entries in 0..65536")
+            if (snap.get("alarm") or {}).get("k_q16", 0) < 1:
+                raise ValueError("snapuq: alarm k_q16 must be >= 1")
         it = self._it
         nout = len(it.outputs)
         self._out_index = {}
@@ -1297,7 +1318,8 @@ class Model:
         r = snap_int(outs, self.manifest["snap"])
         return Result(_argmax(outs["logits"]), r["U"] / 65536, r["S"] / 65536,
                       tuple(e / 65536 for e in r["ebar"]), bool(r["flag"]), r["U"], r["Z"],
-                      r["S"], r["F"], r["m"], tuple(r["ebar"]), tuple(r["tap"]))
+                      r["S"], r["F"], r["m"], tuple(r["ebar"]), tuple(r["tap"]),
+                      r["P"] / 65536, r["A"] / 65536, r["P"], r["A"])
 
     def output(self, name):
         """int8 codes of output ``name`` from the last infer()/run() as bytes."""

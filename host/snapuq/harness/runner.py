@@ -28,7 +28,7 @@ from snapuq.harness.results import ResultsWriter, check_run_meta
 from snapuq.io import check_out_dir, read_json, write_json
 from snapuq.modeldir import ModelPaths
 
-SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "flag")
+SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "pe", "al", "flag")
 
 
 @dataclass
@@ -387,6 +387,7 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
             rec = {"i": opts.start + i, "label": int(y[i]), "pred": res.get("pred"),
                    "pred_host": host.snap.get("pred"), "u": res.get("u"), "s": res.get("s"),
                    "sf": res.get("sf"), "m": res.get("m"), "ebar": res.get("ebar"), "flag": res.get("flag"),
+                   "p_err": res.get("pe"), "alarm": res.get("al"),
                    "ticks": ticks, "cycles": counter.cycles(ticks),
                    "model_cycles": counter.cycles(int(inf["model_ticks"])),
                    "snap_cycles": counter.cycles(int(inf["snap_ticks"])), "cycles_unit": counter.unit,
