@@ -345,7 +345,8 @@ def run(args: argparse.Namespace) -> int:
         from snapuq import report as R
 
         plots = R.make_plots(
-            rdir, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg)
+            rdir, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg),
+            taus={n: details[n]["cid_tau"] for n in results if n in details},
         )
     out["plots"] = plots
     out["timings_s"] = dict(timer.t)
