@@ -29,6 +29,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 from snapuq.score import SnapScorer, confidence_proxy, per_tap_stat, perr_map, sigmoid, softmax, tap_stats
 
 
@@ -399,18 +400,18 @@ def run(args: argparse.Namespace) -> int:
     variant = args.variant or str((md.calib or {}).get("variant", cfg.get("variant", "best")))
     ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
     calib = calibrate_model_dir(md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant)
-    write_json_atomic(d / "calib.json", calib)
+    write_json_atomic(ModelPaths(d).calib, calib)
     best = calib if calib.get("variant") == "best" else calib["variants"]["best"]
     fit = best["fit"]
     print(
-        f"snapuq calibrate: {d / 'calib.json'}: hinge quantile {best['hinge']['quantile']} "
+        f"snapuq calibrate: {ModelPaths(d).calib}: hinge quantile {best['hinge']['quantile']} "
         f"(tried {', '.join(str(t['quantile']) for t in fit['hinge_quantiles_tried'])}), alarm k "
         f"{best['alarm']['k']:.3g}, dev ECE(p_err) {fit['dev_ece_p_err']:.4f}"
     )
     print(f"snapuq calibrate: {check_line(fit['dev_check'])}")
     if not fit["dev_check"]["ok"]:
         print(f"snapuq calibrate: warning: {fit['dev_check']['hint']}")
-    if (d / "snapuq.json").exists() and not args.no_export:
+    if ModelPaths(d).manifest.exists() and not args.no_export:
         from snapuq.export.cli import export_model
 
         print(f"snapuq calibrate: {d}: refreshing the int8 export with the new constants")
