@@ -37,7 +37,7 @@ CFLAGS = ("-std=c99", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra")
 CONFIG_VERSION = 1
 # Until firmware/core/core.mk exists: the core's files (the fuzz and test drivers live in tests/c).
 _FALLBACK_SOURCES = ("snapuq_runtime.c", "snapuq_kernels_ref.c", "snapuq_kernels_dsp.c", "snapuq_opnames.c",
-                     "snapuq_snap.c", "snapuq_tokens.c")
+                     "snapuq_schedule.c", "snapuq_snap.c", "snapuq_tokens.c")
 _DTYPES = {0: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8}
 
 
