@@ -279,23 +279,48 @@ typedef struct {
     const snapuq_conv_args_t *a;
     size_t fstride; /* bytes per output channel's filter */
     uint32_t off2;
+    int fast; /* requant_fast_ok */
 } conv_ctx_t;
 
-/* requantize n int32 sums of channels oc0 .. oc0 + n - 1 (one pixel) into out[oc0 ..]; the common
- * case (shift <= 0) is one SMLAL, the rounding shift and the clamp */
+/* 1 when every channel has a right shift (shift < 0) and no multiplier is INT32_MIN: the common
+ * case, requantized by requant_run without per-output checks */
+static int requant_fast_ok(const int32_t *mult, const int32_t *shift, int32_t n)
+{
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        if (shift[i] >= 0 || shift[i] < -31 || mult[i] == INT32_MIN) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* requantize n int32 sums of channels oc0 .. oc0 + n - 1 (one pixel) into out[oc0 ..]; with fast
+ * (requant_fast_ok) one SMLAL, a rounding shift (ASRS + ADC) and the clamp per output */
 static void requant_run(const int32_t *mult_all, const int32_t *shift_all, int32_t out_off, int32_t lo, int32_t hi,
-                        const int32_t *acc, int8_t *out, int32_t oc0, int32_t n)
+                        int fast, const int32_t *acc, int8_t *out, int32_t oc0, int32_t n)
 {
     const int32_t *mult = mult_all + oc0, *shift = shift_all + oc0;
     int32_t i;
     out += oc0;
+    if (fast) {
+        for (i = 0; i < n; i++) {
+            /* floor((a*b + 2^30) / 2^31) == the reference's rounding doubling high multiply for
+             * b != INT32_MIN; arithmetic shift of a negative int64 on every supported compiler */
+            const int64_t p = (int64_t)acc[i] * mult[i] + ((int64_t)1 << 30);
+            int32_t v = snapuq_rshift_round((int32_t)(p >> 31), -shift[i]) + out_off;
+            v = v < lo ? lo : v;
+            out[i] = (int8_t)(v > hi ? hi : v);
+        }
+        return;
+    }
     for (i = 0; i < n; i++) {
         const int32_t m = mult[i], s = shift[i];
         int32_t v;
         if (s <= 0 && m != INT32_MIN) {
             const int32_t r = -s;
             const int64_t p = (int64_t)acc[i] * m + ((int64_t)1 << 30);
-            const int32_t y = (int32_t)(p >> 31); /* arithmetic shift on every supported compiler */
+            const int32_t y = (int32_t)(p >> 31);
             const int32_t mask = (int32_t)(((uint32_t)1 << r) - 1u);
             v = (y >> r) + ((y & mask) > (mask >> 1) + (int32_t)((uint32_t)y >> 31) ? 1 : 0);
         } else {
@@ -314,6 +339,7 @@ static void conv_block(const conv_ctx_t *k, const int8_t *xa, const int8_t *xb, 
     const snapuq_conv_args_t *a = k->a;
     const int32_t out_c = a->out_c;
     const int32_t live = g->rows > 0 && g->n > 0;
+    const int fast = k->fast;
     int32_t accA[CONV_CHUNK], accB[CONV_CHUNK];
     int32_t ch0, oc, c;
     for (ch0 = 0; ch0 < out_c; ch0 += CONV_CHUNK) {
@@ -340,9 +366,9 @@ static void conv_block(const conv_ctx_t *k, const int8_t *xa, const int8_t *xb, 
             accB[oc - ch0] = acc[2];
             accB[oc1 - ch0] = acc[3];
         }
-        requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, accA, outa, ch0, ch1 - ch0);
+        requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accA, outa, ch0, ch1 - ch0);
         if (xb != NULL) {
-            requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, accB, outb, ch0, ch1 - ch0);
+            requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accB, outb, ch0, ch1 - ch0);
         }
     }
 }
@@ -361,6 +387,7 @@ static void conv_c4(const snapuq_conv_args_t *a)
     k.a = a;
     k.fstride = (size_t)a->k_h * (size_t)KW * (size_t)C;
     k.off2 = snapuq_dup16(a->in_offset);
+    k.fast = requant_fast_ok(a->mult, a->shift, a->out_c);
     for (b = 0; b < a->batches; b++) {
         const int8_t *in_b = a->in + (size_t)b * a->in_h * row_bytes;
         int8_t *out_b = a->out + (size_t)b * a->out_h * a->out_w * a->out_c;
@@ -466,6 +493,7 @@ static void conv_patch(const snapuq_conv_args_t *a)
 {
     const int32_t C = a->in_c, K = a->k_h * a->k_w * C, Kp = (K + 3) & ~3;
     const int8_t *fend = a->filter + (size_t)a->out_c * K;
+    const int fast = requant_fast_ok(a->mult, a->shift, a->out_c);
     uint32_t patch[PATCH_MAX / 2];
     int16_t lin[PATCH_MAX];
     int32_t accs[CONV_CHUNK];
@@ -505,7 +533,7 @@ static void conv_patch(const snapuq_conv_args_t *a)
                     const int32_t n = a->out_c - oc < CONV_CHUNK ? a->out_c - oc : CONV_CHUNK;
                     patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, patch, lin, K,
                               n, accs);
-                    requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, accs, out, oc, n);
+                    requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accs, out, oc, n);
                 }
             }
         }
@@ -563,6 +591,7 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
 {
     const int32_t C = a->out_c, C4 = C & ~3;
     const uint32_t off2 = snapuq_dup16(a->in_offset);
+    const int fast = requant_fast_ok(a->mult, a->shift, a->out_c);
     int32_t acc[CONV_CHUNK];
     int32_t b, oy, ox, c, ky, kx, ch0;
     if (a->depth_mult != 1) {
@@ -596,22 +625,38 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
                             a2 = a->bias[c + 2];
                             a3 = a->bias[c + 3];
                         }
-                        for (ky = ky0; ky < ky1; ky++) {
-                            const int8_t *x = xr, *f = fr;
-                            for (kx = 0; kx < ntap; kx++) {
-                                const uint32_t xv = snapuq_ld4(x), fv = snapuq_ld4(f);
-                                const uint32_t xe = snapuq_sxtab16(off2, xv), xo = snapuq_sxtab16_ror8(off2, xv);
-                                const uint32_t fe = snapuq_sxtb16(fv), fo = snapuq_sxtb16_ror8(fv);
-                                a0 = snapuq_smlabb(xe, fe, a0);
-                                a2 = snapuq_smlatt(xe, fe, a2);
-                                a1 = snapuq_smlabb(xo, fo, a1);
-                                a3 = snapuq_smlatt(xo, fo, a3);
-                                x += xstep;
-                                f += C;
+#define DW_TAP(xp, fp)                                                                              \
+    do {                                                                                            \
+        const uint32_t xv_ = snapuq_ld4(xp), fv_ = snapuq_ld4(fp);                                 \
+        const uint32_t xe_ = snapuq_sxtab16(off2, xv_), xo_ = snapuq_sxtab16_ror8(off2, xv_);      \
+        const uint32_t fe_ = snapuq_sxtb16(fv_), fo_ = snapuq_sxtb16_ror8(fv_);                    \
+        a0 = snapuq_smlabb(xe_, fe_, a0);                                                           \
+        a2 = snapuq_smlatt(xe_, fe_, a2);                                                           \
+        a1 = snapuq_smlabb(xo_, fo_, a1);                                                           \
+        a3 = snapuq_smlatt(xo_, fo_, a3);                                                           \
+    } while (0)
+                        if (ntap == 3) {
+                            /* the common 3-wide kernel row, unrolled */
+                            for (ky = ky0; ky < ky1; ky++) {
+                                DW_TAP(xr, fr);
+                                DW_TAP(xr + xstep, fr + C);
+                                DW_TAP(xr + 2 * xstep, fr + 2 * C);
+                                xr += xrow;
+                                fr += frow;
                             }
-                            xr += xrow;
-                            fr += frow;
+                        } else {
+                            for (ky = ky0; ky < ky1; ky++) {
+                                const int8_t *x = xr, *f = fr;
+                                for (kx = 0; kx < ntap; kx++) {
+                                    DW_TAP(x, f);
+                                    x += xstep;
+                                    f += C;
+                                }
+                                xr += xrow;
+                                fr += frow;
+                            }
                         }
+#undef DW_TAP
                         acc[c - ch0] = a0;
                         acc[c - ch0 + 1] = a1;
                         acc[c - ch0 + 2] = a2;
@@ -629,7 +674,7 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
                         }
                         acc[c - ch0] = s;
                     }
-                    requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, acc, out, ch0, ch1 - ch0);
+                    requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, ch0, ch1 - ch0);
                 }
             }
         }
@@ -642,6 +687,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
 {
     const int32_t D = a->depth, D4 = D & ~3;
     const uint32_t off2 = snapuq_dup16(a->in_offset);
+    const int fast = requant_fast_ok(a->mult, a->shift, a->out_c);
     int32_t acc[CONV_CHUNK];
     int32_t b, oc, d;
     for (b = 0; b < a->batches; b++) {
@@ -686,7 +732,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
             acc[oc % CONV_CHUNK + 2] = a2;
             acc[oc % CONV_CHUNK + 3] = a3;
             if (oc % CONV_CHUNK == CONV_CHUNK - 4) {
-                requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, acc, out, oc - (CONV_CHUNK - 4),
+                requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, oc - (CONV_CHUNK - 4),
                             CONV_CHUNK);
             }
         }
@@ -731,7 +777,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
         }
         if (oc % CONV_CHUNK != 0) {
             const int32_t oc0 = (oc - 1) - (oc - 1) % CONV_CHUNK;
-            requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, acc, out, oc0, oc - oc0);
+            requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, oc0, oc - oc0);
         }
     }
 }
