@@ -587,11 +587,35 @@ void snapuq_conv_dsp(const snapuq_conv_args_t *a)
 
 /* ------------------------------------------------------------------ DEPTHWISE_CONV_2D */
 
+/* one depthwise tap for 4 channels: input word t0 and filter word t2 widened into even/odd channel
+ * lanes (offset folded into the input widening), SMLABB/SMLATT per channel */
+#define DW_ASM_MAC                                                                                  \
+    "sxtab16 %[t1], %[off], %[t0], ror #8\n\t"                                                     \
+    "sxtab16 %[t0], %[off], %[t0]\n\t"                                                             \
+    "sxtb16 %[t3], %[t2], ror #8\n\t"                                                              \
+    "sxtb16 %[t2], %[t2]\n\t"                                                                      \
+    "smlabb %[a0], %[t0], %[t2], %[a0]\n\t"                                                        \
+    "smlatt %[a2], %[t0], %[t2], %[a2]\n\t"                                                        \
+    "smlabb %[a1], %[t1], %[t3], %[a1]\n\t"                                                        \
+    "smlatt %[a3], %[t1], %[t3], %[a3]\n\t"
+#define DW_ASM_LD0 "ldr %[t0], [%[x]]\n\tldr %[t2], [%[f]]\n\t"
+#define DW_ASM_LD1 "ldr %[t0], [%[x], %[xs]]\n\tldr %[t2], [%[f], %[fs]]\n\t"
+#define DW_ASM_LD2                                                                                  \
+    "add %[t0], %[x], %[xs], lsl #1\n\tadd %[t2], %[f], %[fs], lsl #1\n\t"                      \
+    "ldr %[t0], [%[t0]]\n\tldr %[t2], [%[t2]]\n\t"
+#define DW_ASM_OUT                                                                                  \
+    [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1),     \
+        [t2] "=&r"(t2), [t3] "=&r"(t3)
+#define DW_ASM_IN [x] "r"(xr), [f] "r"(fr), [xs] "r"(xstep), [fs] "r"((ptrdiff_t)C), [off] "r"(off2)
+
 void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
 {
     const int32_t C = a->out_c, C4 = C & ~3;
     const uint32_t off2 = snapuq_dup16(a->in_offset);
     const int fast = requant_fast_ok(a->mult, a->shift, a->out_c);
+    const int32_t *bias = a->bias;
+    static const int32_t zero4[4] = {0, 0, 0, 0};
+    const int8_t *xr0, *fr0;
     int32_t acc[CONV_CHUNK];
     int32_t b, oy, ox, c, ky, kx, ch0;
     if (a->depth_mult != 1) {
@@ -612,19 +636,15 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
                 int32_t kx0, kx1, ntap;
                 tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);
                 ntap = kx1 - kx0;
+                xr0 = in_b + ((size_t)(iy0 + a->dil_h * ky0) * a->in_w + ix0 + a->dil_w * kx0) * C;
+                fr0 = a->filter + ((size_t)ky0 * a->k_w + kx0) * C;
                 for (ch0 = 0; ch0 < C; ch0 += CONV_CHUNK) {
                     const int32_t ch1 = ch0 + CONV_CHUNK < C ? ch0 + CONV_CHUNK : C;
                     const int32_t ch1_4 = ch1 < C4 ? ch1 : C4;
                     for (c = ch0; c < ch1_4; c += 4) {
-                        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-                        const int8_t *xr = in_b + ((size_t)(iy0 + a->dil_h * ky0) * a->in_w + ix0 + a->dil_w * kx0) * C + c;
-                        const int8_t *fr = a->filter + ((size_t)ky0 * a->k_w + kx0) * C + c;
-                        if (a->bias != NULL) {
-                            a0 = a->bias[c];
-                            a1 = a->bias[c + 1];
-                            a2 = a->bias[c + 2];
-                            a3 = a->bias[c + 3];
-                        }
+                        const int32_t *bp = bias != NULL ? bias + c : zero4;
+                        int32_t a0 = bp[0], a1 = bp[1], a2 = bp[2], a3 = bp[3];
+                        const int8_t *xr = xr0 + c, *fr = fr0 + c;
 #define DW_TAP(xp, fp)                                                                              \
     do {                                                                                            \
         const uint32_t xv_ = snapuq_ld4(xp), fv_ = snapuq_ld4(fp);                                 \
@@ -638,9 +658,28 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
                         if (ntap == 3) {
                             /* the common 3-wide kernel row, unrolled */
                             for (ky = ky0; ky < ky1; ky++) {
+#if SNAPUQ_SIMD_NATIVE
+                                uint32_t t0, t1, t2, t3;
+                                __asm__(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC DW_ASM_LD2 DW_ASM_MAC
+                                        : DW_ASM_OUT : DW_ASM_IN : "memory");
+#else
                                 DW_TAP(xr, fr);
                                 DW_TAP(xr + xstep, fr + C);
                                 DW_TAP(xr + 2 * xstep, fr + 2 * C);
+#endif
+                                xr += xrow;
+                                fr += frow;
+                            }
+                        } else if (ntap == 2) {
+                            /* a 3-wide row at a border */
+                            for (ky = ky0; ky < ky1; ky++) {
+#if SNAPUQ_SIMD_NATIVE
+                                uint32_t t0, t1, t2, t3;
+                                __asm__(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC : DW_ASM_OUT : DW_ASM_IN : "memory");
+#else
+                                DW_TAP(xr, fr);
+                                DW_TAP(xr + xstep, fr + C);
+#endif
                                 xr += xrow;
                                 fr += frow;
                             }
