@@ -303,6 +303,13 @@ static void requant_run(const int32_t *mult_all, const int32_t *shift_all, int32
     const int32_t *mult = mult_all + oc0, *shift = shift_all + oc0;
     int32_t i;
     out += oc0;
+    if (fast && lo == -128 && hi == 127) {
+        for (i = 0; i < n; i++) {
+            const int64_t p = (int64_t)acc[i] * mult[i] + ((int64_t)1 << 30);
+            out[i] = (int8_t)snapuq_ssat8(snapuq_rshift_round((int32_t)(p >> 31), -shift[i]) + out_off);
+        }
+        return;
+    }
     if (fast) {
         for (i = 0; i < n; i++) {
             /* floor((a*b + 2^30) / 2^31) == the reference's rounding doubling high multiply for
@@ -451,39 +458,92 @@ static void conv_c4(const snapuq_conv_args_t *a)
     }
 }
 
+/* position of patch element k in SMLAD lane order (halfwords k0, k2, k1, k3 per group of 4) */
+static inline int32_t lane_pos(int32_t k)
+{
+    return (k & ~3) + ((k & 1) << 1) + ((k >> 1) & 1);
+}
+
+/* a0 += f0 . patch, a1 += f1 . patch over n4 int8 (n4 % 4 == 0, n4 > 0), patch in SMLAD lane order */
+static inline void patch_pair(const int8_t *f0, const int8_t *f1, const uint32_t *pp, int32_t n4, int32_t *a0p,
+                              int32_t *a1p)
+{
+    int32_t a0 = *a0p, a1 = *a1p;
+#if SNAPUQ_SIMD_NATIVE
+    const uint32_t *pend = pp + n4 / 2;
+    uint32_t w0, w1, p0, p1, t;
+    __asm__("1:\n\t"
+            "ldr %[w0], [%[f0]], #4\n\t"
+            "ldr %[w1], [%[f1]], #4\n\t"
+            "ldrd %[p0], %[p1], [%[pp]], #8\n\t"
+            "sxtb16 %[t], %[w0]\n\t"
+            "smlad %[a0], %[t], %[p0], %[a0]\n\t"
+            "sxtb16 %[t], %[w1]\n\t"
+            "smlad %[a1], %[t], %[p0], %[a1]\n\t"
+            "sxtb16 %[t], %[w0], ror #8\n\t"
+            "smlad %[a0], %[t], %[p1], %[a0]\n\t"
+            "sxtb16 %[t], %[w1], ror #8\n\t"
+            "smlad %[a1], %[t], %[p1], %[a1]\n\t"
+            "cmp %[pp], %[pend]\n\t"
+            "bne 1b\n\t"
+            : [a0] "+r"(a0), [a1] "+r"(a1), [f0] "+r"(f0), [f1] "+r"(f1), [pp] "+r"(pp), [w0] "=&r"(w0),
+              [w1] "=&r"(w1), [p0] "=&r"(p0), [p1] "=&r"(p1), [t] "=&r"(t)
+            : [pend] "r"(pend)
+            : "cc", "memory");
+#else
+    int32_t i;
+    for (i = 0; i < n4; i += 4) {
+        const uint32_t w0 = snapuq_ld4(f0 + i), w1 = snapuq_ld4(f1 + i);
+        a0 = snapuq_smlad(snapuq_sxtb16(w0), pp[0], a0);
+        a1 = snapuq_smlad(snapuq_sxtb16(w1), pp[0], a1);
+        a0 = snapuq_smlad(snapuq_sxtb16_ror8(w0), pp[1], a0);
+        a1 = snapuq_smlad(snapuq_sxtb16_ror8(w1), pp[1], a1);
+        pp += 2;
+    }
+#endif
+    *a0p = a0;
+    *a1p = a1;
+}
+
 /* n channels' dot products with one gathered patch (K int16, zero-padded to a multiple of 4 and
  * packed in SMLAD lane order), two channels per pass sharing the patch loads */
 static void patch_dot(const int8_t *f0, const int8_t *fend, const int32_t *bias, const uint32_t *patch,
                       const int16_t *lin, int32_t K, int32_t n, int32_t *acc)
 {
     const int32_t K4 = K & ~3, Kp = (K + 3) & ~3;
+    static const int32_t zero = 0;
+    const int32_t *bp = bias != NULL ? bias : &zero;
+    const int32_t bstep = bias != NULL ? 1 : 0;
     int32_t j, i;
-    for (j = 0; j < n; j += 2) {
+    /* pairs whose zero-padded read stays inside the filter: no tail */
+    for (j = 0; j + 2 <= n && fend - (f0 + K) >= (ptrdiff_t)Kp; j += 2) {
+        int32_t a0 = bp[0], a1 = bp[bstep];
+        patch_pair(f0, f0 + K, patch, Kp, &a0, &a1);
+        acc[j] = a0;
+        acc[j + 1] = a1;
+        f0 += 2 * K;
+        bp += 2 * bstep;
+    }
+    for (; j < n; j += 2) {
         /* an odd last channel pairs with itself */
-        const int8_t *f1 = j + 1 < n ? f0 + K : f0;
-        const uint32_t *pp = patch;
+        const int32_t two = j + 1 < n;
+        const int8_t *f1 = two ? f0 + K : f0;
         /* the zero-padded read runs past the filter only for the last channel: stop at K4 there */
         const int32_t n4 = fend - f1 >= (ptrdiff_t)Kp ? Kp : K4;
-        int32_t a0 = bias != NULL ? bias[j] : 0;
-        int32_t a1 = bias != NULL ? bias[j + 1 < n ? j + 1 : j] : 0;
-        for (i = 0; i < n4; i += 4) {
-            const uint32_t w0 = snapuq_ld4(f0 + i), w1 = snapuq_ld4(f1 + i);
-            const uint32_t p0 = pp[0], p1 = pp[1];
-            a0 = snapuq_smlad(snapuq_sxtb16(w0), p0, a0);
-            a1 = snapuq_smlad(snapuq_sxtb16(w1), p0, a1);
-            a0 = snapuq_smlad(snapuq_sxtb16_ror8(w0), p1, a0);
-            a1 = snapuq_smlad(snapuq_sxtb16_ror8(w1), p1, a1);
-            pp += 2;
+        int32_t a0 = bp[0], a1 = bp[two ? bstep : 0];
+        if (n4 > 0) {
+            patch_pair(f0, f1, patch, n4, &a0, &a1);
         }
-        for (; i < K; i++) {
-            a0 = snapuq_add_wrap(a0, (int32_t)f0[i] * lin[i]);
-            a1 = snapuq_add_wrap(a1, (int32_t)f1[i] * lin[i]);
+        for (i = n4; i < K; i++) {
+            a0 = snapuq_add_wrap(a0, (int32_t)f0[i] * lin[lane_pos(i)]);
+            a1 = snapuq_add_wrap(a1, (int32_t)f1[i] * lin[lane_pos(i)]);
         }
         acc[j] = a0;
-        if (j + 1 < n) {
+        if (two) {
             acc[j + 1] = a1;
         }
         f0 = f1 + K;
+        bp += 2 * bstep;
     }
 }
 
@@ -494,44 +554,48 @@ static void conv_patch(const snapuq_conv_args_t *a)
     const int32_t C = a->in_c, K = a->k_h * a->k_w * C, Kp = (K + 3) & ~3;
     const int8_t *fend = a->filter + (size_t)a->out_c * K;
     const int fast = requant_fast_ok(a->mult, a->shift, a->out_c);
-    uint32_t patch[PATCH_MAX / 2];
-    int16_t lin[PATCH_MAX];
+    union {
+        uint32_t w[PATCH_MAX / 2];
+        int16_t h[PATCH_MAX];
+    } pt; /* the patch in SMLAD lane order: word 2g = (k0, k2), word 2g + 1 = (k1, k3) of group g */
     int32_t accs[CONV_CHUNK];
     int32_t b, oy, ox, oc, ky, kx, c, i;
     for (b = 0; b < a->batches; b++) {
         for (oy = 0; oy < a->out_h; oy++) {
             const int32_t iy0 = oy * a->stride_h - a->pad_h;
+            int32_t ky0, ky1;
+            tap_range(oy, a->stride_h, a->pad_h, a->dil_h, a->k_h, a->in_h, &ky0, &ky1);
             for (ox = 0; ox < a->out_w; ox++) {
                 const int32_t ix0 = ox * a->stride_w - a->pad_w;
                 int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * a->out_c;
-                int16_t *p = lin;
-                for (ky = 0; ky < a->k_h; ky++) {
-                    const int32_t iy = iy0 + a->dil_h * ky;
-                    const int32_t row_ok = iy >= 0 && iy < a->in_h;
-                    for (kx = 0; kx < a->k_w; kx++) {
-                        const int32_t ix = ix0 + a->dil_w * kx;
-                        if (row_ok && ix >= 0 && ix < a->in_w) {
-                            const int8_t *x = a->in + (((size_t)b * a->in_h + iy) * a->in_w + ix) * C;
-                            for (c = 0; c < C; c++) {
-                                *p++ = (int16_t)(x[c] + a->in_offset);
-                            }
-                        } else {
-                            for (c = 0; c < C; c++) {
-                                *p++ = 0; /* padding: x + offset = 0 */
-                            }
+                int32_t kx0, kx1;
+                for (i = 0; i < Kp / 2; i++) {
+                    pt.w[i] = 0; /* padding taps and the pad to a multiple of 4: x + offset = 0 */
+                }
+                tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);                for (ky = ky0; ky < ky1; ky++) {
+                    const int8_t *xrow = a->in + ((size_t)b * a->in_h + iy0 + a->dil_h * ky) * a->in_w * C;
+                    if (C == 1) {
+                        /* grayscale first layer: one element per tap */
+                        const int8_t *x = xrow + ix0 + a->dil_w * kx0;
+                        int32_t k = ky * a->k_w + kx0;
+                        for (kx = kx0; kx < kx1; kx++) {
+                            pt.h[lane_pos(k)] = (int16_t)(*x + a->in_offset);
+                            x += a->dil_w;
+                            k++;
+                        }
+                        continue;
+                    }
+                    for (kx = kx0; kx < kx1; kx++) {
+                        const int8_t *x = xrow + (size_t)(ix0 + a->dil_w * kx) * C;
+                        const int32_t k = (ky * a->k_w + kx) * C;
+                        for (c = 0; c < C; c++) {
+                            pt.h[lane_pos(k + c)] = (int16_t)(x[c] + a->in_offset);
                         }
                     }
                 }
-                for (i = K; i < Kp; i++) {
-                    lin[i] = 0; /* pad to a multiple of 4: zero products */
-                }
-                for (i = 0; i < Kp; i += 4) {
-                    patch[i / 2] = (uint32_t)(uint16_t)lin[i] | ((uint32_t)(uint16_t)lin[i + 2] << 16);
-                    patch[i / 2 + 1] = (uint32_t)(uint16_t)lin[i + 1] | ((uint32_t)(uint16_t)lin[i + 3] << 16);
-                }
                 for (oc = 0; oc < a->out_c; oc += CONV_CHUNK) {
                     const int32_t n = a->out_c - oc < CONV_CHUNK ? a->out_c - oc : CONV_CHUNK;
-                    patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, patch, lin, K,
+                    patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, pt.w, pt.h, K,
                               n, accs);
                     requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accs, out, oc, n);
                 }

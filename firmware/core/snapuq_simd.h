@@ -173,6 +173,18 @@ static inline int32_t snapuq_rshift_round(int32_t y, int32_t e)
 #endif
 }
 
+/* v clamped to [-128, 127] (SSAT #8) */
+static inline int32_t snapuq_ssat8(int32_t v)
+{
+#if SNAPUQ_SIMD_NATIVE
+    int32_t r;
+    __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v) : "cc");
+    return r;
+#else
+    return v < -128 ? -128 : (v > 127 ? 127 : v);
+#endif
+}
+
 /* both 16-bit lanes set to v (v in int16 range) */
 static inline uint32_t snapuq_dup16(int32_t v)
 {
