@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (i = 1; i < sizeof sync - 1u; i++) {
         snapuq_app_feed((uint8_t)sync[i]);
     }
-    if (strstr(out_tail, "m-sync-fz\r\nm-ready\r\n") == NULL) {
+    if (strstr(out_tail, "m-sync-fz*") == NULL || strstr(out_tail, "\r\nm-ready lines=1*") == NULL) {
         fprintf(stderr, "firmware stopped answering; output tail: %s\n", out_tail);
         abort();
     }

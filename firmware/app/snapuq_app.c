@@ -1,6 +1,7 @@
 /*
  * snapuq_app.c - harness firmware commands (protocol grammar in snapuq_proto.h and
- * docs/FIRMWARE.md). Every reply is one or more "m-..." / "e-..." lines, then "m-ready".
+ * docs/FIRMWARE.md). Every reply is one or more "m-..." / "e-..." lines, then "m-ready lines=N";
+ * every line ends with '*' and its CRC-32 (snapuq_proto_endl).
  */
 #include "snapuq_app.h"
 
@@ -20,8 +21,10 @@
 #define SNAPUQ_APP_FIT_CAPACITY 256u
 #endif
 #ifndef SNAPUQ_APP_MONITOR_MAX
-#define SNAPUQ_APP_MONITOR_MAX 128u
+#define SNAPUQ_APP_MONITOR_MAX 128 /* largest monitor window (the Small-MCU builds use 32) */
 #endif
+#define SNAPUQ_APP_STR2(x) #x
+#define SNAPUQ_APP_STR(x) SNAPUQ_APP_STR2(x)
 #ifndef SNAPUQ_APP_ENS_MAX_CLASSES
 #define SNAPUQ_APP_ENS_MAX_CLASSES 32u
 #endif
@@ -410,7 +413,12 @@ static void load_done(snapuq_proto_t *p, int ok, uint32_t got)
         app.have_input = 0u;
         return; /* the parser already sent e-crc / e-timeout */
     }
-    if (got != app.in_bytes || !app.loaded) {
+    if (!app.loaded) {
+        (void)need_model(p);
+        app.have_input = 0u;
+        return;
+    }
+    if (got != app.in_bytes) {
         snapuq_proto_puts(p, "e-size");
         snapuq_proto_kv_u(p, "got", got);
         snapuq_proto_kv_u(p, "want", app.in_bytes);
@@ -423,6 +431,8 @@ static void load_done(snapuq_proto_t *p, int ok, uint32_t got)
     app.have_result = 0u;
     snapuq_proto_puts(p, "m-load-done");
     snapuq_proto_kv_u(p, "bytes", got);
+    snapuq_proto_puts(p, " crc=");
+    snapuq_proto_put_hex32(p, p->bin_crc);
     snapuq_proto_endl(p);
 }
 
@@ -629,6 +639,8 @@ static void cmd_results(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_kv_i(p, "sf", r->F16);
         snapuq_proto_kv_i(p, "m", r->m16);
         snapuq_proto_kv_i(p, "u", r->U16);
+        snapuq_proto_kv_i(p, "pe", r->P16);
+        snapuq_proto_kv_i(p, "al", r->A16);
         snapuq_proto_kv_i(p, "zl", r->Z16);
         snapuq_proto_kv_u(p, "flag", r->flag);
         if (app.monitor_on) {
@@ -810,7 +822,8 @@ static void cmd_monitor(snapuq_proto_t *p, int argc, char **argv)
             snapuq_proto_parse_i64(argv[2], &thr) != 0 || snapuq_proto_parse_i64(argv[3], &ref) != 0 ||
             snapuq_proto_parse_i64(argv[4], &h) != 0 || thr < INT32_MIN || thr > INT32_MAX ||
             ref < INT32_MIN || ref > INT32_MAX) {
-            snapuq_proto_error(p, "args", "monitor W(1..128) THRESHOLD CUSUM_REF CUSUM_H");
+            snapuq_proto_error(p, "args",
+                               "monitor W(1.." SNAPUQ_APP_STR(SNAPUQ_APP_MONITOR_MAX) ") THRESHOLD CUSUM_REF CUSUM_H");
             return;
         }
         st = snapuq_monitor_init(&app.monitor, app.monitor_ring, w, (int32_t)thr, (int32_t)ref, h);
@@ -950,7 +963,7 @@ void snapuq_app_init(void)
     snapuq_proto_kv_s(&proto, "model", SNAPUQ_APP_MODEL_NAME);
     snapuq_proto_kv_u(&proto, "loaded", app.loaded);
     snapuq_proto_endl(&proto);
-    snapuq_proto_line(&proto, "m-ready");
+    snapuq_proto_ready(&proto);
 }
 
 void snapuq_app_feed(uint8_t byte)
