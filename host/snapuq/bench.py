@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
 BOARDS = ("m4", "m7")
@@ -200,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
             "source": f"derived: {M} members, each the backbone's instructions and weights (M={M})"}
     report = {"model": str(model_dir), "split": split, "boards": boards, "methods": methods}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_text(args.out, json.dumps(report, indent=2) + "\n")
     for b, r in boards.items():
         ins, fl = r["instructions"], r["flash"]
         frac = methods["snap"][b]["overhead_instructions_frac"] * 100

@@ -21,6 +21,7 @@ import numpy as np
 from snapuq import metrics as M
 from snapuq import stream as S
 from snapuq.errors import SnapuqError
+from snapuq.io import check_out_dir, staged_dir, write_text
 from snapuq.modeldir import ModelPaths
 
 COVERAGES = (0.5, 0.8, 0.9, 0.95)
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     timer = Timer()
     t_start = time.perf_counter()
     d = Path(args.model_dir)
-    rdir = Path(args.report)
+    rdir = check_out_dir(args.report, "--report")
     if args.limit is not None and args.limit < 10:
         raise SnapuqError(f"--limit must be at least 10, got {args.limit}")
     if not 1 <= args.severity <= 5:
@@ -325,20 +326,21 @@ def run(args: argparse.Namespace) -> int:
         out["int8"] = int8
     out["flags"] = flags
 
-    rdir.mkdir(parents=True, exist_ok=True)
-    with timer("plots"):
-        from snapuq import report as R
+    # plots, metrics.json and report.md of this run replace the previous run's all at once
+    with staged_dir(rdir) as stage:
+        with timer("plots"):
+            from snapuq import report as R
 
-        plots = R.make_plots(
-            rdir, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg)
-        )
-    out["plots"] = plots
-    out["timings_s"] = dict(timer.t)
-    out["timings_s"]["total"] = round(time.perf_counter() - t_start, 3)
-    out["timings_s"]["train"] = cfg.get("timings_s")
-    (rdir / "metrics.json").write_text(json.dumps(_jsonable(out), indent=2))
-    with timer("report"):
-        R.write_report(rdir, _jsonable(out))
+            plots = R.make_plots(
+                stage, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg)
+            )
+        out["plots"] = plots
+        out["timings_s"] = dict(timer.t)
+        out["timings_s"]["total"] = round(time.perf_counter() - t_start, 3)
+        out["timings_s"]["train"] = cfg.get("timings_s")
+        write_text(stage / "metrics.json", json.dumps(_jsonable(out), indent=2))
+        with timer("report"):
+            R.write_report(stage, _jsonable(out))
     print(
         f"snapuq eval: {len(names)} methods on {len(x_test)} test inputs, accuracy "
         f"{out['accuracy']['float']:.4f}; report in {rdir / 'report.md'}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +63,30 @@ def save_figure(fig: Any, path: str | Path, **kwargs: Any) -> Path:
     with atomic_open(path, "wb") as f:
         fig.savefig(f, format=fmt, **kwargs)
     return path
+
+
+@contextlib.contextmanager
+def staged_dir(target: str | Path, stale: tuple[str, ...] = ("*.png", "*.json", "*.md")) -> Iterator[Path]:
+    """``with staged_dir(rdir) as stage:`` write a run's files into ``stage`` (a fresh hidden
+    directory next to ``rdir``); when the block ends normally they replace the previous run's
+    files in ``rdir`` (its files matching ``stale`` are removed first, so the directory never
+    mixes two runs). When the block raises (or the process is killed), ``rdir`` keeps the
+    previous run untouched."""
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".staging", dir=target.parent))
+    try:
+        yield stage
+        new = sorted(p.name for p in stage.iterdir())
+        for pat in stale:
+            for old in target.glob(pat):
+                if old.is_file() and old.name not in new:
+                    old.unlink()
+        # the machine-readable results last: their presence means the rest is there
+        for name in sorted(new, key=lambda n: (n.endswith(".json"), n)):
+            os.replace(stage / name, target / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def read_json(path: str | Path, what: str = "") -> Any:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
 DEFAULT_EPOCHS = {
@@ -270,7 +271,7 @@ def train(args: argparse.Namespace) -> dict:
         lit = calib["variants"].pop("literal")
         best = {k: v for k, v in calib.items() if k != "variants"}
         calib = {**lit, "version": 1, "variants": {"best": best}}
-    ModelPaths(out).calib.write_text(json.dumps(calib, indent=1))
+    write_text(ModelPaths(out).calib, json.dumps(calib, indent=1))
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
@@ -289,7 +290,7 @@ def train(args: argparse.Namespace) -> dict:
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     cfg["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
-    ModelPaths(out).config.write_text(json.dumps(cfg, indent=1))
+    write_text(ModelPaths(out).config, json.dumps(cfg, indent=1))
     return cfg
 
 

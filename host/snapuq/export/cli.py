@@ -13,6 +13,7 @@ import numpy as np
 
 from snapuq.errors import ModelFormatError, SnapuqError
 from snapuq.export.manifest import MANIFEST_FORMAT, MANIFEST_VERSION, check_manifest, sha256
+from snapuq.io import write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -133,7 +134,7 @@ def export_model(
     check_manifest(manifest, int8, model=model)
     paths.int8.write_bytes(int8)
     paths.float_tflite.write_bytes(flt)
-    paths.manifest.write_text(json.dumps(manifest, indent=1) + "\n")
+    write_text(paths.manifest, json.dumps(manifest, indent=1) + "\n")
     written = [paths.INT8, paths.FLOAT, paths.MANIFEST]
     if write_c:
         write_c_model(d, manifest, int8)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,5 +73,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {k:<16} {res['differing'][k]:>8} differing of {res['elements'][k]} elements")
     print(f"total differing elements: {res['differing_total']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+        write_text(args.json, json.dumps(res, indent=1) + "\n")
     return 1 if res["differing_total"] else 0
