@@ -637,6 +637,8 @@ static void cmd_results(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_kv_i(p, "sf", r->F16);
         snapuq_proto_kv_i(p, "m", r->m16);
         snapuq_proto_kv_i(p, "u", r->U16);
+        snapuq_proto_kv_i(p, "pe", r->P16);
+        snapuq_proto_kv_i(p, "al", r->A16);
         snapuq_proto_kv_i(p, "zl", r->Z16);
         snapuq_proto_kv_u(p, "flag", r->flag);
         if (app.monitor_on) {

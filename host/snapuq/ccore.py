@@ -10,7 +10,7 @@ hash of all of them) and cached under ``build/ccore`` in a checkout, else ``~/.c
     m = CoreModel(tflite_bytes)
     outs = m.predict(x_int8)                  # name -> (N, *shape) for every output
     s = CoreSnap(manifest["snap"], manifest["outputs"])
-    r = s.score(outs)                         # ebar16, s16, S16, F16, m16, Z16, U16, pred, flag
+    r = s.score(outs)                 # ebar16, s16, S16, F16, m16, P16, A16, Z16, U16, pred, flag
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ PKG = Path(__file__).resolve().parent
 CORE_DIR = PKG / "c"
 HOST_SHIM = PKG / "ccore_host.c"
 CFLAGS = ("-std=c99", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra")
-CONFIG_VERSION = 1
+CONFIG_VERSION = 2
 # Until firmware/core/core.mk exists: the core's files (the fuzz and test drivers live in tests/c).
-_FALLBACK_SOURCES = ("snapuq_runtime.c", "snapuq_kernels_ref.c", "snapuq_kernels_dsp.c", "snapuq_opnames.c",
-                     "snapuq_snap.c", "snapuq_tokens.c")
+_FALLBACK_SOURCES = ("snapuq_runtime.c", "snapuq_schedule.c", "snapuq_kernels_ref.c", "snapuq_kernels_dsp.c",
+                     "snapuq_opnames.c", "snapuq_snap.c", "snapuq_tokens.c")
 _DTYPES = {0: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8}
 
 
@@ -313,6 +313,10 @@ def snap_config_words(snap: dict[str, Any], outputs: dict[str, dict[str, Any]]) 
     v += [h["q_q16"], h["m"], h["n"], lg["b0_q16"], lg["b1_m"], lg["b1_n"], lg["b2_m"], lg["b2_n"],
           snap["u_threshold_q16"]]
     v += list(lg["sigmoid_lut"])
+    if snap.get("combine", "logistic") == "perr_alarm":  # FIXED_POINT.md v2 step 8
+        v += [1, snap["alarm"]["k_q16"], *snap["perr"]["lut"]]
+    else:
+        v += [0, 0] + [0] * 257
     try:
         return np.asarray(v, dtype=np.int64).astype(np.int32, casting="same_kind")
     except (OverflowError, ValueError) as e:

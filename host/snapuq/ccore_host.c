@@ -25,7 +25,7 @@
 #include "snapuq_snap.h"
 
 #define HOST_ERR_LEN 160
-#define HOST_CONFIG_VERSION 1
+#define HOST_CONFIG_VERSION 2
 
 typedef struct {
     snapuq_model_t model;
@@ -40,6 +40,7 @@ typedef struct {
     snapuq_snap_params_t params;
     int32_t luts[SNAPUQ_MAX_TAPS][SNAPUQ_SNAP_LUT_LEN];
     int32_t sigmoid[SNAPUQ_SIGMOID_LUT_LEN];
+    int32_t perr[SNAPUQ_PERR_LUT_LEN];
 } host_snap_t;
 
 static void set_err(char *dst, size_t len, const char *what, const char *detail)
@@ -235,12 +236,12 @@ int snapuq_host_model_run(void *handle, const uint8_t *x, size_t n, uint8_t *y)
 /* Names of the int32 fields of one result row; a trailing '*' marks a per-tap field. */
 const char *snapuq_host_snap_fields(void)
 {
-    return "ebar16*,s16*,S16,F16,m16,Z16,U16,pred,flag";
+    return "ebar16*,s16*,S16,F16,m16,P16,A16,Z16,U16,pred,flag";
 }
 
 static int row_len(uint8_t n_taps)
 {
-    return 2 * n_taps + 7;
+    return 2 * n_taps + 9;
 }
 
 static void fill_row(const snapuq_snap_result_t *res, uint8_t n_taps, int32_t *row)
@@ -256,6 +257,8 @@ static void fill_row(const snapuq_snap_result_t *res, uint8_t n_taps, int32_t *r
     row[m++] = res->S16;
     row[m++] = res->F16;
     row[m++] = res->m16;
+    row[m++] = res->P16;
+    row[m++] = res->A16;
     row[m++] = res->Z16;
     row[m++] = res->U16;
     row[m++] = res->pred;
@@ -286,7 +289,8 @@ void snapuq_host_snap_close(void *handle)
 /* Config words (int32): version, n_taps, n_classes, variant, hinge, conf_a_q16, out_logits,
  * out_probs; per tap: d, out_a, out_mu, out_logvar, z_a, z_mu, z_v, k_a, k_mu, lut_shift, p_m,
  * p_n, q_m, q_n, r_q16, lut[256]; params: w_q16[n_taps], hinge_q_q16, hinge_m, hinge_n, b0_q16,
- * b1_m, b1_n, b2_m, b2_n, u_threshold_q16; sigmoid_lut[513]. */
+ * b1_m, b1_n, b2_m, b2_n, u_threshold_q16; sigmoid_lut[513]; combine (0 logistic, 1 perr_alarm),
+ * alarm_k_q16, perr_lut[257] (FIXED_POINT.md v2 step 8). */
 void *snapuq_host_snap_open(const int32_t *words, size_t n_words, char *err, size_t err_len)
 {
     host_snap_t *s = (host_snap_t *)calloc(1, sizeof(host_snap_t));
@@ -359,6 +363,12 @@ void *snapuq_host_snap_open(const int32_t *words, size_t n_words, char *err, siz
         s->sigmoid[i] = next_word(&w);
     }
     c->sigmoid_lut = s->sigmoid;
+    c->combine = (uint8_t)next_word(&w);
+    c->defaults.alarm_k_q16 = next_word(&w);
+    for (i = 0; i < SNAPUQ_PERR_LUT_LEN; i++) {
+        s->perr[i] = next_word(&w);
+    }
+    c->perr_lut = c->combine == SNAPUQ_COMBINE_PERR_ALARM ? s->perr : NULL;
     if (w.short_read || w.left != 0) {
         set_err(err, err_len, "SNAP config", w.short_read ? "too few words" : "too many words");
         free(s);

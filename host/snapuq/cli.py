@@ -14,6 +14,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("snapuq.train", "train a backbone with SNAP heads (and the trained baselines)"),
     "export": ("snapuq.export.cli", "int8 export: model_int8.tflite, snapuq.json, snapuq_model.{c,h}"),
     "verify": ("snapuq.export.verify", "the C core vs the TFLM interpreter, element by element"),
+    "calibrate": (
+        "snapuq.calibrate",
+        "refit calib.json (p_err, alarm, hinge) on dev, no retraining",
+    ),
     "eval": ("snapuq.evaluate", "evaluate SNAP and every baseline; metrics.json, plots, report.md"),
     "bench": ("snapuq.bench", "deployment cost per method and board (JSON)"),
     "harness": ("snapuq.harness.cli", "run a test split on a board or QEMU over serial; check every result "

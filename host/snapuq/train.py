@@ -80,6 +80,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--variant", choices=["best", "literal"], default="best", help="default SNAP scoring variant"
     )
+    p.add_argument(
+        "--hinge-q",
+        type=float,
+        default=None,
+        help="first hinge quantile of clean dev S (default 0.995; raised until the dev check passes)",
+    )
+    p.add_argument(
+        "--alpha", type=float, default=1.0, help="confidence term weight of 1 - MSP vs 1 - margin (default 1)"
+    )
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--no-baselines", action="store_true", help="skip the deep ensemble and early-exit models")
@@ -265,13 +274,17 @@ def train(args: argparse.Namespace) -> dict:
     od = md.predict(xdv)
     osh = md.predict(calibrate.holdout_shift(xdv, seed=args.seed))
     calib = calibrate.fit_calibration(
-        od, ydv, osh, eps=args.eps, logvar_offset=cfg["logvar_offset"], taps_meta=cfg["taps"]
+        od,
+        ydv,
+        osh,
+        eps=args.eps,
+        logvar_offset=cfg["logvar_offset"],
+        taps_meta=cfg["taps"],
+        alpha=getattr(args, "alpha", 1.0),
+        quantile=getattr(args, "hinge_q", None),
+        default_variant=args.variant,
     )
-    if args.variant == "literal":
-        lit = calib["variants"].pop("literal")
-        best = {k: v for k, v in calib.items() if k != "variants"}
-        calib = {**lit, "version": 1, "variants": {"best": best}}
-    write_text(ModelPaths(out).calib, json.dumps(calib, indent=1))
+    calibrate.write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
@@ -296,10 +309,15 @@ def train(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     cfg = train(args)
-    fit = json.loads(ModelPaths(args.out).calib.read_text()).get("fit", {})
+    from snapuq.calibrate import check_line
+
+    calib = json.loads(ModelPaths(args.out).calib.read_text())
+    best = calib if calib.get("variant") == "best" else (calib.get("variants") or {}).get("best", {})
+    chk = best.get("fit", {}).get("dev_check", {})
     print(
         f"snapuq train: {args.out}: test accuracy {cfg['test_accuracy_float']:.4f} "
-        f"(dev AUROC ok/err: U {fit.get('dev_auroc_U_ok_vs_err', float('nan')):.3f}, "
-        f"MSP {fit.get('dev_auroc_msp_ok_vs_err', float('nan')):.3f}) in {cfg['timings_s']['total']:.0f}s"
+        f"in {cfg['timings_s']['total']:.0f}s; {check_line(chk)}"
     )
+    if chk and not chk.get("ok"):
+        print(f"snapuq train: warning: {chk.get('hint')}")
     return 0

@@ -1,4 +1,4 @@
-"""SNAP core (firmware/core/snapuq_snap.c) vs the fixed-point spec docs/FIXED_POINT.md v1:
+"""SNAP core (firmware/core/snapuq_snap.c) vs the fixed-point spec docs/FIXED_POINT.md v2:
 integer scoring bit for bit on random constants and inputs, the logistic fit against a float64
 solution of the same objective, Welford weights and the drift monitor."""
 
@@ -66,7 +66,12 @@ def random_snap(seed: int) -> tuple[dict[str, Any], int]:
     b1 = random_mn(rng, 38, 44, signed=not best)
     b2 = random_mn(rng, 27, 32, signed=not best)
     hm, hn = random_mn(rng, 29, 33)
-    snap = {"spec_version": 1, "variant": "best" if best else "literal", "taps": taps,
+    perr = best and (seed // 2) % 2 == 0
+    plut = np.sort(rng.integers(0, 65537, size=257)).tolist()
+    snap = {"spec_version": 2, "variant": "best" if best else "literal", "taps": taps,
+            "combine": "perr_alarm" if perr else "logistic",
+            "perr": {"lut": plut, "step_shift": 8} if perr else None,
+            "alarm": {"k_q16": int(rng.integers(1, 2**22))} if perr else None,
             "hinge": {"q_q16": int(rng.integers(0, 2**19)), "m": hm, "n": hn} if best else None,
             "conf": {"kind": "msp_margin", "alpha": 0.5, "a_q16": int(rng.integers(0, 65537)),
                      "probs": "probs"},
@@ -90,6 +95,9 @@ def config_bin(snap: dict[str, Any], n_classes: int) -> bytes:
     v += [h["q_q16"], h["m"], h["n"], lg["b0_q16"], lg["b1_m"], lg["b1_n"], lg["b2_m"], lg["b2_n"],
           snap["u_threshold_q16"]]
     v += lg["sigmoid_lut"]
+    pa = snap.get("combine") == "perr_alarm"
+    v += [1 if pa else 0, snap["alarm"]["k_q16"] if pa else 0]
+    v += snap["perr"]["lut"] if pa else [0] * 257
     return struct.pack(f"<{len(v)}i", *v)
 
 
@@ -121,10 +129,10 @@ def run_score(binary: Path, snap: dict[str, Any], n_classes: int, recs: list[dic
     subprocess.run([str(binary), "score", str(tmp / "cfg.bin"), str(tmp / "rec.bin"), str(tmp / "out.bin")],
                    check=True, capture_output=True)
     nt = len(snap["taps"])
-    rows = np.frombuffer((tmp / "out.bin").read_bytes(), dtype="<i4").reshape(len(recs), 2 * nt + 7)
+    rows = np.frombuffer((tmp / "out.bin").read_bytes(), dtype="<i4").reshape(len(recs), 2 * nt + 9)
+    keys = ["S16", "F16", "m16", "P16", "A16", "Z16", "U16", "pred", "flag"]
     return [{"ebar16": row[:nt].tolist(), "s16": row[nt:2 * nt].tolist(),
-             **dict(zip(["S16", "F16", "m16", "Z16", "U16", "pred", "flag"], map(int, row[2 * nt:])))}
-            for row in rows]
+             **dict(zip(keys, map(int, row[2 * nt:])))} for row in rows]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -144,7 +152,7 @@ def snap_outputs(snap: dict[str, Any], n_classes: int) -> dict[str, dict[str, An
     return {n: {"index": i, "shape": [1, d]} for i, (n, d) in enumerate(names)}
 
 
-@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("seed", [11, 12, 13])
 def test_host_library_matches_spec(seed: int) -> None:
     """snapuq.ccore (the core as a shared library, config passed as flat words) == the spec."""
     snap, n_classes = random_snap(seed)

@@ -4,7 +4,7 @@ int8 outputs (the bound the fixed-point path must stay within).
 
     spec_snap_int(outs, snap)          # one record: name -> int8 codes
     spec_snap_batch(codes, snap)       # name -> (N, ...) codes; int64 arrays like snapuq.ccore
-    snap_float(codes, snap, outputs)   # float64 ebar, S, F, m, z, U
+    snap_float(codes, snap, outputs)   # float64 ebar, S, F, m, z, p_err, alarm, U
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def mul_shift(x: int, m: int, n: int) -> int:
 
 
 def spec_snap_int(out: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str, Any]:
-    """FIXED_POINT.md v1 transcribed step by step (independent of the C code)."""
+    """FIXED_POINT.md v2 transcribed step by step (independent of the C code)."""
     acc = 0
     ebar, s_l = [], []
     for tp in snap["taps"]:
@@ -50,17 +50,27 @@ def spec_snap_int(out: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str,
         f16 = 0 if d <= 0 else min(mul_shift(min(d, 2**31 - 1), h["m"], h["n"]), 2**31 - 1)
     probs = sorted((out[snap["conf"]["probs"]].astype(int).ravel() + 128).tolist(), reverse=True)
     m16 = 65536 - 256 * probs[0] + ((snap["conf"]["a_q16"] * probs[1] + 128) >> 8)
-    lg = snap["logistic"]
-    z = lg["b0_q16"] + mul_shift(f16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
-    z = max(min(z, 2**20 - 1), -(2**20 - 1))
-    a = abs(z)
-    i, f = a >> 11, a & 2047
-    sl = lg["sigmoid_lut"]
-    v = sl[i] + (((sl[i + 1] - sl[i]) * f + 1024) >> 11)
-    u = v if z >= 0 else 65536 - v
+    if snap.get("combine") == "perr_alarm":   # step 8, v2: p_err table, alarm F / (F + k), noisy-OR
+        plut = snap["perr"]["lut"]
+        j = min(m16 // 256, 255)
+        fr = m16 - 256 * j
+        pe = plut[j] + (((plut[j + 1] - plut[j]) * fr + 128) >> 8)
+        al = (f16 * 65536) // (f16 + snap["alarm"]["k_q16"])
+        u = pe + ((al * (65536 - pe) + 32768) >> 16)
+        z = 0
+    else:
+        lg = snap["logistic"]
+        z = lg["b0_q16"] + mul_shift(f16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
+        z = max(min(z, 2**20 - 1), -(2**20 - 1))
+        a = abs(z)
+        i, f = a >> 11, a & 2047
+        sl = lg["sigmoid_lut"]
+        v = sl[i] + (((sl[i + 1] - sl[i]) * f + 1024) >> 11)
+        u = v if z >= 0 else 65536 - v
+        pe, al = u, 0
     logits = out["logits"].astype(int).ravel()
-    return {"ebar16": ebar, "s16": s_l, "S16": s_big, "F16": f16, "m16": m16, "Z16": z, "U16": u,
-            "pred": int(np.argmax(logits)), "flag": int(u >= snap["u_threshold_q16"])}
+    return {"ebar16": ebar, "s16": s_l, "S16": s_big, "F16": f16, "m16": m16, "P16": pe, "A16": al, "Z16": z,
+            "U16": u, "pred": int(np.argmax(logits)), "flag": int(u >= snap["u_threshold_q16"])}
 
 
 def spec_snap_batch(codes: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -106,6 +116,14 @@ def snap_float(
     p = np.sort((_codes(outs, "probs").astype(np.float64) + 128) / 256.0, axis=1)
     alpha = fl["alpha"]
     m = alpha * (1 - p[:, -1]) + (1 - alpha) * (1 - (p[:, -1] - p[:, -2]))
+    res = {"ebar": np.stack(ebars, 1), "S": S, "F": F, "m": m}
+    if snap.get("combine") == "perr_alarm":
+        pe = np.interp(m, np.linspace(0.0, 1.0, 257), np.asarray(fl["perr_knots"], np.float64))
+        al = F / (F + float(fl["alarm_k"]))
+        res.update(p_err=pe, alarm=al, z=np.zeros_like(pe), U=pe + al * (1.0 - pe))
+        return res
     b0, b1, b2 = fl["beta"]
     z = b0 + b1 * F + b2 * m
-    return {"ebar": np.stack(ebars, 1), "S": S, "F": F, "m": m, "z": z, "U": 1.0 / (1.0 + np.exp(-z))}
+    u = 1.0 / (1.0 + np.exp(-z))
+    res.update(z=z, U=u, p_err=u, alarm=np.zeros_like(u))
+    return res

@@ -75,6 +75,8 @@ def _as_float(r: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "m": r["m16"] * q,
         "z": r["Z16"] * q,
         "U": r["U16"] * q,
+        "p_err": r["P16"] * q,
+        "alarm": r["A16"] * q,
         "ebar": r["ebar16"] * q,
         "s": r["s16"] * q,
         "flag": r["flag"],

@@ -22,7 +22,7 @@ from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
 MAX_TAPS = 8
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
@@ -77,7 +77,7 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
     snap = manifest.get("snap")
     if not isinstance(snap, dict):
         raise ModelFormatError("manifest: key 'snap' is missing")
-    if snap.get("spec_version") != SPEC_VERSION:
+    if snap.get("spec_version") not in (1, SPEC_VERSION):  # v1 = v2 with the logistic combine
         raise ModelFormatError(f"manifest: snap.spec_version {snap.get('spec_version')!r} (C core implements "
                                f"{SPEC_VERSION})")
     variant = snap.get("variant")
@@ -129,6 +129,15 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
              _i32(hinge.get("n"), "snap.hinge.n", 0, 62))
     else:
         h = (0, 0, 0)
+    combine = snap.get("combine", "logistic")
+    if combine not in ("logistic", "perr_alarm"):
+        raise ModelFormatError(f"manifest: snap.combine {combine!r} is neither 'logistic' nor 'perr_alarm'")
+    perr_init, perr_ref, k_q16 = "", "NULL", 0
+    if combine == "perr_alarm":
+        plut = _int_list((snap.get("perr") or {}).get("lut"), 257, "snap.perr.lut", 0, 65536)
+        k_q16 = _i32((snap.get("alarm") or {}).get("k_q16"), "snap.alarm.k_q16", 1, 2**31 - 1)
+        perr_init = f"static const int32_t k_perr[257] = {{\n{_rows(plut)}\n}};\n"
+        perr_ref = "k_perr"
     params = {
         "w_q16": "{" + ", ".join(map(str, weights)) + "}",
         "hinge_q_q16": h[0], "hinge_m": h[1], "hinge_n": h[2],
@@ -137,6 +146,7 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
         "b1_n": _i32(logistic.get("b1_n"), "snap.logistic.b1_n", 0, 62),
         "b2_m": _i32(logistic.get("b2_m"), "snap.logistic.b2_m"),
         "b2_n": _i32(logistic.get("b2_n"), "snap.logistic.b2_n", 0, 62),
+        "alarm_k_q16": k_q16,
         "u_threshold_q16": _i32(snap.get("u_threshold_q16"), "snap.u_threshold_q16", 0, 65537),
     }
     inp = manifest.get("input") or {}
@@ -175,7 +185,7 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
 /* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
 extern const uint8_t snapuq_model_tflite[];
 extern const size_t snapuq_model_tflite_len;
-/* SNAP constants and default calibration (FIXED_POINT.md v1) */
+/* SNAP constants and default calibration (FIXED_POINT.md v2) */
 extern const snapuq_snap_config_t snapuq_model_snap_config;
 /* class labels, SNAPUQ_MODEL_N_CLASSES entries */
 extern const char *const snapuq_model_class_names[];
@@ -204,7 +214,7 @@ const size_t snapuq_model_tflite_len = {len(tflite_bytes)}u;
 static const int32_t k_sigmoid[513] = {{
 {_rows(sig)}
 }};
-
+{perr_init}
 const snapuq_snap_config_t snapuq_model_snap_config = {{
     .spec_version = {SPEC_VERSION},
     .variant = {"SNAPUQ_SNAP_BEST" if variant == "best" else "SNAPUQ_SNAP_LITERAL"},
@@ -214,7 +224,9 @@ const snapuq_snap_config_t snapuq_model_snap_config = {{
     .out_logits = {_output_index(manifest, "logits")},
     .out_probs = {_output_index(manifest, probs_name)},
     .conf_a_q16 = {_i32(conf.get("a_q16"), "snap.conf.a_q16", 0, 65536)},
+    .combine = {"SNAPUQ_COMBINE_PERR_ALARM" if combine == "perr_alarm" else "SNAPUQ_COMBINE_LOGISTIC"},
     .sigmoid_lut = k_sigmoid,
+    .perr_lut = {perr_ref},
     .taps = {{
 {chr(10).join(tap_inits)}
     }},

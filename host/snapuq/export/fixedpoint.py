@@ -15,7 +15,7 @@ import numpy as np
 
 from snapuq.errors import ModelFormatError
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 T_MAX = (1 << 24) - 1
 EBAR_CAP = (1 << 31) - 1
 S_CAP_TAP = (1 << 30) - 1
@@ -24,6 +24,10 @@ Z_CLAMP = (1 << 20) - 1
 SIG_STEP_SHIFT = 11
 MAX_TAPS = 8
 MAX_D = 16384
+PERR_LUT_LEN = 257
+PERR_STEP_SHIFT = 8
+COMBINE_LOGISTIC = "logistic"
+COMBINE_PERR_ALARM = "perr_alarm"
 
 
 class FixedPointError(ModelFormatError):
@@ -188,9 +192,25 @@ def build_snap(
     b1m, b1n = encode_multiplier(b1, "beta1")
     b2m, b2n = encode_multiplier(b2, "beta2")
     u_thr = float(p.get("u_threshold", calib.get("u_threshold", 0.5)))
+    perr, alarm = p.get("perr"), p.get("alarm")
+    psec = asec = None
+    knots: list[float] | None = None
+    k_alarm: float | None = None
+    if perr and alarm:
+        knots = [float(v) for v in perr.get("knots", [])]
+        if len(knots) != PERR_LUT_LEN or not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in knots):
+            raise FixedPointError(f"calib.json: perr.knots must be {PERR_LUT_LEN} values in [0, 1]")
+        k_alarm = float(alarm.get("k", 0.0))
+        if not (math.isfinite(k_alarm) and 2.0**-16 <= k_alarm < 2.0**14):
+            raise FixedPointError(f"calib.json: alarm.k {k_alarm} outside [2^-16, 2^14)")
+        psec = {"lut": [int(round(v * 65536.0)) for v in knots], "step_shift": PERR_STEP_SHIFT}
+        asec = {"k_q16": int(round(k_alarm * 65536.0))}
     return {
         "spec_version": SPEC_VERSION,
         "variant": name,
+        "combine": COMBINE_PERR_ALARM if psec else COMBINE_LOGISTIC,
+        "perr": psec,
+        "alarm": asec,
         "taps": taps,
         "t_max": T_MAX,
         "ebar_cap": EBAR_CAP,
@@ -221,6 +241,8 @@ def build_snap(
             "hinge": dict(hinge) if hinge else None,
             "alpha": alpha,
             "beta": [b0, b1, b2],
+            "perr_knots": knots,
+            "alarm_k": k_alarm,
             "u_threshold": u_thr,
             "scales": {
                 t["name"]: {

@@ -61,8 +61,9 @@ def _scalar(v: Any) -> int:
 
 def normalize_snap(r: dict[str, Any]) -> dict[str, Any]:
     """The C core's Q16 arrays (batch of one) -> the device's result fields as Python ints:
-    ebar (per tap), z (per-tap score s_l), s (S), sf (F), m, u (U), flag."""
+    ebar (per tap), z (per-tap score s_l), s (S), sf (F), m, u (U), pe (p_err), al (alarm), flag."""
     return {"ebar": [int(v) for v in np.asarray(r["ebar16"]).reshape(-1)],
             "z": [int(v) for v in np.asarray(r["s16"]).reshape(-1)],
             "s": _scalar(r["S16"]), "sf": _scalar(r["F16"]), "m": _scalar(r["m16"]),
-            "u": _scalar(r["U16"]), "flag": _scalar(r["flag"])}
+            "u": _scalar(r["U16"]), "pe": _scalar(r.get("P16", r["U16"])), "al": _scalar(r.get("A16", 0)),
+            "flag": _scalar(r["flag"])}
