@@ -153,6 +153,15 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
 
 
 def run(args: argparse.Namespace) -> int:
+    from snapuq.io import check_out_file, default_data_dir
+
+    args.data_dir = default_data_dir(getattr(args, "model", None), args.data_dir)
+    if args.out is not None:
+        check_out_file(args.out)
+    for name in ("repeats", "mc_samples", "ensemble"):
+        v = getattr(args, name, None)
+        if isinstance(v, int) and v < 1:
+            raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if getattr(args, "export_variants", None):
         from snapuq.bench_variants import export_variants
 

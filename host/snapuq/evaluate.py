@@ -21,7 +21,7 @@ import numpy as np
 from snapuq import metrics as M
 from snapuq import stream as S
 from snapuq.errors import SnapuqError
-from snapuq.io import check_out_dir, staged_dir, write_text
+from snapuq.io import check_out_dir, default_data_dir, staged_dir, write_text
 from snapuq.modeldir import ModelPaths
 
 COVERAGES = (0.5, 0.8, 0.9, 0.95)
@@ -188,6 +188,9 @@ def run(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     d = Path(args.model_dir)
     rdir = check_out_dir(args.report, "--report")
+    if args.n_ood < 0:
+        raise SnapuqError(f"--n-ood must be >= 0, got {args.n_ood}")
+    args.data_dir = default_data_dir(d, args.data_dir)
     if args.limit is not None and args.limit < 10:
         raise SnapuqError(f"--limit must be at least 10, got {args.limit}")
     if not 1 <= args.severity <= 5:

@@ -135,3 +135,15 @@ def check_out_file(path: str | Path, option: str = "--out") -> Path:
     if p.exists() and not os.access(p, os.W_OK):
         raise SnapuqError(f"{option} {p}: exists and is not writable")
     return p
+
+
+def default_data_dir(model_dir: str | Path | None, given: str | None) -> str | None:
+    """--data-dir as given, else the one `snapuq train` recorded in the model's config.json."""
+    if given is not None or model_dir is None:
+        return given
+    cfg = Path(model_dir) / "config.json"
+    if not cfg.is_file():
+        return None
+    d = read_json(cfg)
+    v = d.get("data_dir") if isinstance(d, dict) else None
+    return str(v) if v else None

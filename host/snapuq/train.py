@@ -129,10 +129,35 @@ class _Bar:
         self.bar.close()
 
 
-def train(args: argparse.Namespace) -> dict:
-    import keras
+def check_args(args: argparse.Namespace) -> None:
+    """Every option and the output directory, before TensorFlow loads and any data is read."""
+    from snapuq.io import check_out_dir
+    from snapuq.models import BACKBONES
 
-    from snapuq import calibrate, snap
+    if args.backbone is not None and args.backbone not in BACKBONES:
+        raise SnapuqError(f"unknown --backbone '{args.backbone}' (known: {', '.join(sorted(BACKBONES))})")
+    for name in ("batch_size",):
+        if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
+            raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if getattr(args, "baseline_epochs", None) is not None and args.baseline_epochs < 1:
+        raise SnapuqError(f"--baseline-epochs must be >= 1, got {args.baseline_epochs}")
+    if not args.lr > 0:
+        raise SnapuqError(f"--lr must be > 0, got {args.lr}")
+    check_out_dir(args.out)
+
+
+def check_data(ds) -> None:
+    """Refuse data no model can be trained or calibrated on, before the first epoch."""
+    for split in ("train", "dev", "test"):
+        if len(getattr(ds, f"x_{split}")) == 0:
+            raise SnapuqError(f"dataset {ds.name}: the {split} split is empty")
+    n_cls = len(np.unique(np.asarray(ds.y_train)))
+    if n_cls < 2:
+        raise SnapuqError(f"dataset {ds.name}: the train split has {n_cls} class; at least 2 are needed")
+
+
+def train(args: argparse.Namespace) -> dict:
+    check_args(args)
     from snapuq.data import load_dataset
     from snapuq.models import DEFAULT_BACKBONE, build_backbone
 
@@ -149,7 +174,12 @@ def train(args: argparse.Namespace) -> dict:
     if args.eps <= 0:
         raise SnapuqError(f"--eps must be > 0, got {args.eps}")
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
+    check_data(ds)
     timings["load_data"] = time.perf_counter() - t0
+    import keras  # after every check: a bad invocation fails in a second, without TensorFlow
+
+    from snapuq import calibrate, snap
+
     bname = args.backbone or DEFAULT_BACKBONE.get(args.dataset, "cnn4")
     mod = _backbone_module(bname) if bname in DEFAULT_BACKBONE.values() else None
     taps = [t.strip() for t in args.taps.split(",")] if args.taps else list(getattr(mod, "DEFAULT_TAPS", []))
@@ -239,6 +269,8 @@ def train(args: argparse.Namespace) -> dict:
     cfg = {
         "format": 1,
         "dataset": args.dataset,
+        # later commands (export, verify, eval, bench, harness) default --data-dir to this
+        "data_dir": str(Path(args.data_dir).resolve()) if args.data_dir else None,
         "backbone": bname,
         "input_shape": list(ds.input_shape),
         "n_classes": ds.n_classes,

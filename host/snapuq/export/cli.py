@@ -148,5 +148,8 @@ def export_model(
 
 
 def run(args: argparse.Namespace) -> int:
+    from snapuq.io import default_data_dir
+
+    args.data_dir = default_data_dir(args.dir, args.data_dir)
     m = export_model(args.dir, args.data_dir, args.n_rep, args.n_check, not args.no_c)
     return 1 if m["verify"]["differing_elements"] else 0

@@ -67,6 +67,11 @@ def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: boo
 
 
 def run(args: argparse.Namespace) -> int:
+    from snapuq.io import default_data_dir
+
+    if args.n < 1:
+        raise SnapuqError(f"--n must be >= 1, got {args.n}")
+    args.data_dir = default_data_dir(args.dir, args.data_dir)
     res = verify(args.dir, args.n, args.data_dir, args.random)
     print(f"C core vs TFLM on {res['n']} inputs ({res['source']}):")
     for k in res["differing"]:
