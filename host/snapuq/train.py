@@ -134,14 +134,14 @@ def check_args(args: argparse.Namespace) -> None:
     from snapuq.io import check_out_dir
     from snapuq.models import BACKBONES
 
-    if args.backbone is not None and args.backbone not in BACKBONES:
+    if getattr(args, "backbone", None) is not None and args.backbone not in BACKBONES:
         raise SnapuqError(f"unknown --backbone '{args.backbone}' (known: {', '.join(sorted(BACKBONES))})")
     for name in ("batch_size",):
         if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
             raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if getattr(args, "baseline_epochs", None) is not None and args.baseline_epochs < 1:
         raise SnapuqError(f"--baseline-epochs must be >= 1, got {args.baseline_epochs}")
-    if not args.lr > 0:
+    if not getattr(args, "lr", 1.0) > 0:
         raise SnapuqError(f"--lr must be > 0, got {args.lr}")
     check_out_dir(args.out)
 
@@ -270,7 +270,7 @@ def train(args: argparse.Namespace) -> dict:
         "format": 1,
         "dataset": args.dataset,
         # later commands (export, verify, eval, bench, harness) default --data-dir to this
-        "data_dir": str(Path(args.data_dir).resolve()) if args.data_dir else None,
+        "data_dir": str(Path(args.data_dir).resolve()) if getattr(args, "data_dir", None) else None,
         "backbone": bname,
         "input_shape": list(ds.input_shape),
         "n_classes": ds.n_classes,
