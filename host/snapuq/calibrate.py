@@ -29,6 +29,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 from snapuq.score import SnapScorer, confidence_proxy, per_tap_stat, perr_map, sigmoid, softmax, tap_stats
 
 
@@ -38,6 +39,8 @@ def holdout_shift(x: np.ndarray, seed: int = 0) -> np.ndarray:
     contrast, weather, ...) permutes spatial blocks, so the evaluated shifts stay unseen by the fit."""
     rng = np.random.default_rng(seed + 104729)
     x = np.asarray(x, np.float32)
+    if x.ndim != 4:
+        return _holdout_shift_1d(x, rng)
     n, h, w, c = x.shape
     b = 2 if min(h, w) <= 16 else 4
     gh, gw = h // b, w // b
@@ -56,6 +59,25 @@ def holdout_shift(x: np.ndarray, seed: int = 0) -> np.ndarray:
     lam = 0.3
     out = (1 - lam) * out + lam * rng.uniform(0, 1, size=out.shape).astype(np.float32)
     return np.clip(out, 0.0, 1.0).astype(np.float32)
+
+
+def _holdout_shift_1d(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The same family for sensor windows (N, T, C) and feature vectors (N, F): blocks of the time (feature)
+    axis (8 blocks) permuted at random and mixed with uniform noise over each channel's range. No sensor
+    corruption (noise, spikes, drift, gain, dropout, warp, axis rotation) permutes time blocks."""
+    shape = x.shape
+    x3 = x.reshape(shape[0], shape[1], -1)
+    n, t, _ = x3.shape
+    nb = max(2, min(8, t // 2))
+    b = t // nb
+    out = x3.copy()
+    for i in range(n):
+        blocks = out[i, : nb * b].reshape(nb, b, -1)[rng.permutation(nb)]
+        out[i, : nb * b] = blocks.reshape(nb * b, -1)
+    lo, hi = x3.min(axis=(0, 1)), x3.max(axis=(0, 1))
+    lam = 0.3
+    out = (1 - lam) * out + lam * rng.uniform(lo, hi, size=out.shape)
+    return out.reshape(shape).astype(np.float32)
 
 
 def fit_logistic(
@@ -371,7 +393,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from snapuq.data import load_dataset
     from snapuq.evaluate import load
-    from snapuq.modeldir import ModelPaths
 
     d = Path(args.model_dir)
     paths = ModelPaths(d)

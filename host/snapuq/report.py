@@ -33,8 +33,11 @@ def _style(name: str, i: int):
 
 
 def make_plots(
-    rdir: Path, results: dict, bounds: dict, y_test, st, spec, x_ood_n: int, taps: list[str]
+    rdir: Path, results: dict, bounds: dict, y_test, st, spec, x_ood_n: int, taps: list[str],
+    taus: dict[str, float] | None = None,
 ) -> list:
+    """taus: each method's alarm threshold as snapuq.stream.monitor computed it (the one behind
+    cid_delay); stream.png draws the alarm scaled to exactly that threshold."""
     plt = _plt()
     rdir = Path(rdir)
     files = []
@@ -154,11 +157,13 @@ def make_plots(
                 )
         ax[0].set(ylabel="accuracy", title="CID stream: shifted segments grey, events red")
         ax[0].legend(fontsize=7, loc="lower right")
-        show = [n for n in ("snap", "msp", "ee_ensemble", "deep_ensemble", "energy") if n in results][:4]
+        taus = taus or {}
+        show = [n for n in ("snap", "msp", "ee_ensemble", "deep_ensemble", "energy")
+                if n in results and n in taus][:4]
         for i, name in enumerate(show):
             r = results[name][1]
             alarm = M.windowed_alarm(st.gather(r.u[bounds["test"]], r.u[bounds["corrupt"]]), w)
-            tau = _tau(r, bounds, spec, st)
+            tau = float(taus[name])
             lo = np.percentile(alarm, 1)
             scale = (tau - lo) if tau > lo else 1.0
             ax[1].plot(t, (alarm - lo) / scale, label=name, **_style(name, i))
@@ -209,16 +214,6 @@ def make_plots(
         plt.close(fig)
         files.append("tap_surprisal.png")
     return files
-
-
-def _tau(r, bounds, spec, st) -> float:
-    # the same rule as snapuq.stream.monitor; recomputed from the dev slice
-    from snapuq import stream as S
-
-    u_dev = r.u[bounds["dev"]]
-    idx = np.random.default_rng(0).integers(0, len(u_dev), max(20 * S.WINDOW, 2 * len(u_dev)))
-    a = M.sliding_mean(u_dev[idx], st.window)
-    return float(a.mean() + 3 * a.std())
 
 
 def _shade(ax, mask, color, alpha):

@@ -330,12 +330,14 @@ def _sat_shl(x, e):
     return x << e
 
 
-def _exp_on_negative_values(a):
-    """gemmlowp exp_on_negative_values for FixedPoint<int32, 5> raw a <= 0; result Q0.31 raw."""
-    quarter = 1 << 24
+def _exp_on_negative_values(a, int_bits=5):
+    """gemmlowp exp_on_negative_values for FixedPoint<int32, int_bits> raw a <= 0 (int_bits 4 for
+    LOGISTIC, 5 for SOFTMAX); result Q0.31 raw."""
+    frac = 31 - int_bits
+    quarter = 1 << (frac - 2)
     amq = (a & (quarter - 1)) - quarter
     # exp on [-1/4, 0): Taylor expansion around -1/8 in Q0.31
-    x = (amq << 5) + (1 << 28)
+    x = (amq << int_bits) + (1 << 28)
     x2 = _srdhm(x, x)
     x3 = _srdhm(x2, x)
     x4 = _srdhm(x2, x2)
@@ -343,9 +345,10 @@ def _exp_on_negative_values(a):
     poly = _rdpot(_srdhm(x4_4 + x3, 715827883) + x2, 1)
     r = 1895147668 + _srdhm(1895147668, x + poly)
     rem = amq - a
-    for bit, mul in ((24, 1672461947), (25, 1302514674), (26, 790015084), (27, 290630308),
-                     (28, 39332535), (29, 720401), (30, 242)):
-        if rem & (1 << bit):
+    for e, mul in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+                   (2, 39332535), (3, 720401), (4, 242)):
+        bit = frac + e
+        if int_bits > e and bit < 31 and rem & (1 << bit):
             r = _srdhm(r, mul)
     if a == 0:
         r = _INT32_MAX
@@ -357,14 +360,19 @@ def _reciprocal(x, int_bits):
     clz = 32 - _bitlen(x)
     nbits = int_bits - clz
     a = ((x << clz) & 0xFFFFFFFF) - (1 << 31)
-    # one_over_one_plus_x_for_x_in_0_1 (Newton-Raphson in Q2.29)
+    return _one_over_one_plus_x(a), nbits
+
+
+def _one_over_one_plus_x(a):
+    """gemmlowp one_over_one_plus_x_for_x_in_0_1: Q0.31 raw a in [0, 1) -> Q0.31 raw 1 / (1 + a)
+    (Newton-Raphson in Q2.29)."""
     s = a + _INT32_MAX
     half = (s + 1) // 2 if s >= 0 else -((-s + 1) // 2)
     xx = 1515870810 + _srdhm(half, -1010580540)
     for _ in range(3):
         hx = _srdhm(half, xx)
         xx = xx + _sat_shl(_srdhm(xx, (1 << 29) - hx), 2)
-    return _sat_shl(xx, 1), nbits
+    return _sat_shl(xx, 1)
 
 
 def mbqm(x, m, shift):
@@ -654,6 +662,16 @@ class Interpreter:
                 raise _err("op SOFTMAX: shapes %r -> %r" % (x.shape, y.shape))
         elif c == OP_ADD:
             self._prepare_add(fb, op)
+        elif c == OP_LOGISTIC:
+            self._prepare_logistic(op)
+        elif c == OP_QUANTIZE:
+            x, y = T[op.ins[0]], T[op.outs[0]]
+            if x.type != T_INT8 or _numel(x.shape) != _numel(y.shape):
+                raise _err("op QUANTIZE: only int8 -> int8 of the same shape is supported")
+            sx, zx = self._q(op.ins[0])
+            sy, zy = self._q(op.outs[0])
+            op.mult, op.shift = quantize_multiplier(sx, 1.0, sy)
+            op.zx, op.zy = zx, zy
         else:
             raise _err("unsupported operator %s" % name)
 
@@ -702,6 +720,29 @@ class Interpreter:
         extra = min(_bitlen(n) - 1, 32, 31 + sh)
         op.mult = (m << extra) // n
         op.shift = sh - extra
+
+    def _prepare_logistic(self, op):
+        T = self.tensors
+        x, y = T[op.ins[0]], T[op.outs[0]]
+        if _numel(x.shape) != _numel(y.shape):
+            raise _err("op LOGISTIC: shapes %r -> %r" % (x.shape, y.shape))
+        sx, zx = self._q(op.ins[0])
+        sy, zy = self._q(op.outs[0])
+        if sy != 0.00390625 or zy != -128:
+            raise _err("op LOGISTIC: int8 output must have scale 1/256 and zero point -128")
+        # TFLM: frexp(s_in * 2^27) -> (multiplier, left shift); input radius for 4 integer bits
+        m, e = _f32_parts(sx)
+        if m <= 0:
+            raise _err("op LOGISTIC: bad input scale")
+        while m < (1 << 23):  # subnormal: normalize the mantissa
+            m <<= 1
+            e -= 1
+        op.mult = m << 7
+        op.left_shift = e + 51
+        if op.left_shift > 30 or op.left_shift < -31:
+            raise _err("op LOGISTIC: input scale out of range")
+        op.radius = (15 << 27) >> op.left_shift if op.left_shift >= 1 else _INT32_MAX
+        op.zx = zx
 
     def _prepare_add(self, fb, op):
         T = self.tensors
@@ -755,6 +796,10 @@ class Interpreter:
             elif c == OP_ADD:
                 bb = vals[op.ins[1]] if op.ins[1] in vals else T[op.ins[1]].data
                 r = self._add(op, a, bb)
+            elif c == OP_LOGISTIC:
+                r = self._logistic(op, a)
+            elif c == OP_QUANTIZE:
+                r = self._requantize(op, a)
             else:  # pragma: no cover - rejected in _prepare
                 raise _err("unsupported operator %d" % c)
             vals[op.outs[0]] = r
@@ -939,6 +984,35 @@ class Interpreter:
                     v = _rdpot(_srdhm(scale, e), nbits + 23) - 128
                     v = -128 if v < -128 else (127 if v > 127 else v)
                 y[base + k] = v
+        return y
+
+    def _logistic(self, op, x):
+        n = len(x)
+        y = array.array("b", bytes(n))
+        rad, zx = op.radius, op.zx
+        for i in range(n):
+            v = x[i] - zx
+            if v <= -rad:
+                y[i] = -128
+            elif v >= rad:
+                y[i] = 127
+            else:
+                q4 = mbqm(v, op.mult, op.left_shift)
+                if q4 == 0:
+                    res = 1 << 30
+                else:
+                    pos = _one_over_one_plus_x(_exp_on_negative_values(-(q4 if q4 > 0 else -q4), 4))
+                    res = pos if q4 > 0 else _INT32_MAX - pos
+                r = _rdpot(res, 23) - 128
+                y[i] = -128 if r < -128 else (127 if r > 127 else r)
+        return y
+
+    def _requantize(self, op, x):
+        n = len(x)
+        y = array.array("b", bytes(n))
+        for i in range(n):
+            v = mbqm(x[i] - op.zx, op.mult, op.shift) + op.zy
+            y[i] = -128 if v < -128 else (127 if v > 127 else v)
         return y
 
     def _add(self, op, a, b):

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from oracles.tflite_reader import read_tflite
 
-from snapuq.export.tflite_reader import read_tflite
 from snapuq.harness.protocol import Device
 from snapuq.harness.qemu import ROOT, QemuProcess, board_spec, build_firmware, open_serial
 
@@ -62,6 +62,7 @@ def test_stm32_port_on_qemu_stm32f405(tmp_path: Path) -> None:
     assert 0 < s["latency"]["snap_cycles_median"] < s["latency"]["model_cycles_median"]
     assert s["flash_budget_bytes"] == 1024 * 1024 and s["ram_budget_bytes"] == 128 * 1024
     assert s["clock"] == "emulator_no_rcc" and s["counter"] == "qemu_systick_168mhz"
+    assert s["latency"]["us_median"] > 0 and "168 MHz emulated SYSCLK" in s["latency"]["us_source"]
 
 
 def _other_model(dst: Path) -> Path:

@@ -93,6 +93,10 @@ class Counter:
                 return cycles / bp.clock_hz * 1e6, (
                     f"model: QEMU instructions / {bp.clock_hz // 1_000_000} MHz of {bp.mcu}, "
                     "1 instruction per cycle")
+            # an emulated part that stands for itself (qemu_stm32f405): its own emulated SYSCLK
+            return cycles / self.cpu_hz * 1e6, (
+                f"model: QEMU instructions / {self.cpu_hz // 1_000_000} MHz emulated SYSCLK, "
+                "1 instruction per cycle")
         if self.unit == "host_ns":
             return cycles / 1000.0, "host wall time"
         return None, "not available (QEMU without -icount)"
@@ -127,6 +131,10 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
     return x[opts.start:end], y[opts.start:end], (seg[opts.start:end] if seg is not None else None)
 
 
+class ModelMismatchError(SnapuqError):
+    """The firmware runs another model than --model (a user error, not a device fault)."""
+
+
 def check_model_identity(prof: dict[str, Any], tflite: bytes, model_dir: Path) -> None:
     """Refuse a firmware built for another model: the firmware reports the sha256 of the flatbuffer
     it runs (`profile` model_sha256=...), the host hashes --model's model_int8.tflite."""
@@ -134,12 +142,14 @@ def check_model_identity(prof: dict[str, Any], tflite: bytes, model_dir: Path) -
     dev_sha = str(prof.get("model_sha256", ""))
     dev_name = prof.get("model", "?")
     if not dev_sha:
-        raise DeviceError(f"the firmware (model '{dev_name}') does not report its model's sha256: rebuild "
-                          f"and flash it from this checkout for --model {model_dir} (sha256 {host_sha[:16]})")
+        raise ModelMismatchError(
+            f"the firmware (model '{dev_name}') does not report its model's sha256: rebuild and flash it "
+            f"from this checkout for --model {model_dir} (sha256 {host_sha[:16]})")
     if dev_sha != host_sha:
-        raise DeviceError(f"the firmware runs model '{dev_name}' (sha256 {dev_sha[:16]}) but --model "
-                          f"{model_dir} is sha256 {host_sha[:16]}: build and flash the firmware for it "
-                          "(platformio.ini custom_snapuq_model, or make -C firmware MODEL=...)")
+        raise ModelMismatchError(
+            f"the firmware runs model '{dev_name}' (sha256 {dev_sha[:16]}) but --model {model_dir} is "
+            f"sha256 {host_sha[:16]}: build and flash the firmware for it "
+            "(platformio.ini custom_snapuq_model, or make -C firmware MODEL=...)")
 
 
 def compare(host_outs: list[np.ndarray], host_snap: dict[str, Any], dev_outs: dict[int, list[int]] | None,
