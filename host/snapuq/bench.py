@@ -40,6 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from snapuq.bench_table import add_arguments as table_arguments
 
     table_arguments(p)
+    from snapuq.bench_kernels import add_arguments as kernel_arguments
+
+    kernel_arguments(p)
 
 
 def graph_split(tflite: bytes) -> dict[str, Any]:
@@ -167,6 +170,10 @@ def run(args: argparse.Namespace) -> int:
 
         export_variants(Path(args.export_variants), args.data_dir)
         return 0
+    if getattr(args, "kernels", False):
+        from snapuq.bench_kernels import run_kernels
+
+        return run_kernels(args)
     if getattr(args, "table", False):
         from snapuq.bench_table import run_table
 

@@ -58,6 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="train (when missing) and evaluate one model per seed with DIR's training options; model dirs "
         "DIR (its own seed) and DIR_seed{S}; RDIR/seed{S}/ per seed, RDIR/metrics.json with mean and sd",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="--seeds: reuse RDIR/seed{S}/metrics.json when newer than that seed's model and calib.json",
+    )
 
 
 class Timer:

@@ -368,6 +368,9 @@ def train(args: argparse.Namespace) -> dict:
     )  # fmt: skip
     timings["heads"] = time.perf_counter() - t
     snap_model.save(ModelPaths(out).keras)
+    # calibrate (and report accuracy) with the model exactly as model.keras loads it: fake-quant is a runtime
+    # switch that is not saved, so leaving it on here made train's dev check disagree with eval's
+    snap.set_qat(snap_model, False)
 
     # ---- calibration on the dev split (+ the held-out synthetic shift family)
     t = time.perf_counter()
