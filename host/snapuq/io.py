@@ -147,3 +147,35 @@ def default_data_dir(model_dir: str | Path | None, given: str | None) -> str | N
     d = read_json(cfg)
     v = d.get("data_dir") if isinstance(d, dict) else None
     return str(v) if v else None
+
+
+@contextlib.contextmanager
+def captured_output(show: bool = False) -> Iterator[None]:
+    """Hold what C++ libraries and Python print to stdout/stderr (TensorFlow's converter dumps,
+    absl warnings) in a temporary file at the file-descriptor level; it is shown when ``show``
+    or when the block raises, else dropped."""
+    import sys
+
+    if show:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 1)
+        os.dup2(tmp.fileno(), 2)
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            if not ok:
+                tmp.seek(0)
+                sys.stderr.write(tmp.read().decode(errors="replace")[-4000:])
