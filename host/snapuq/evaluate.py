@@ -20,7 +20,7 @@ import numpy as np
 
 from snapuq import metrics as M
 from snapuq import stream as S
-from snapuq.errors import SnapuqError
+from snapuq.errors import DatasetError, SnapuqError
 from snapuq.io import check_out_dir, default_data_dir, staged_dir, write_text
 from snapuq.modeldir import ModelPaths
 
@@ -247,8 +247,14 @@ def run(args: argparse.Namespace) -> int:
 
             x_ood = load_ood_path(args.ood, ds, n=n_ood, seed=args.seed)
             ds.meta["ood"] = f"--ood {args.ood}"
+        elif n_ood == 0:
+            x_ood = np.zeros((0, *np.asarray(x_test).shape[1:]), np.float32)
         else:
-            x_ood = load_ood(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed)
+            try:
+                x_ood = load_ood(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed)
+            except DatasetError as e:  # the OOD source is optional: say so and go on without it
+                print(f"snapuq eval: warning: OOD set unavailable ({e}); ID-vs-OOD metrics skipped")
+                x_ood = np.zeros((0, *np.asarray(x_test).shape[1:]), np.float32)
             x_ood = np.asarray(x_ood, np.float32)
     if len(x_ood) == 0:
         ood_note = "no OOD inputs (the data has no x_ood, no --ood PATH given): ID-vs-OOD metrics skipped"

@@ -20,6 +20,12 @@ from typing import IO, Any
 from snapuq.errors import SnapuqError
 
 
+def _umask() -> int:
+    m = os.umask(0o022)
+    os.umask(m)
+    return m
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     """``with atomic_open(p) as f: f.write(...)``: p appears complete, or not changed at all."""
@@ -28,6 +34,7 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
         raise ValueError("atomic_open: mode must be 'w' or 'wb'")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results get the usual permissions
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()
