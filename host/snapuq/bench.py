@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
 BOARDS = ("m4", "m7")
@@ -175,6 +176,15 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
 
 
 def run(args: argparse.Namespace) -> int:
+    from snapuq.io import check_out_file, default_data_dir
+
+    args.data_dir = default_data_dir(getattr(args, "model", None), args.data_dir)
+    if args.out is not None:
+        check_out_file(args.out)
+    for name in ("repeats", "mc_samples", "ensemble"):
+        v = getattr(args, name, None)
+        if isinstance(v, int) and v < 1:
+            raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if getattr(args, "export_variants", None):
         from snapuq.bench_variants import export_variants
 
@@ -227,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
             "source": f"derived: {M} members, each the backbone's instructions and weights (M={M})"}
     report = {"model": str(model_dir), "split": split, "boards": boards, "methods": methods}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_text(args.out, json.dumps(report, indent=2) + "\n")
     for b, r in boards.items():
         ins, fl = r["instructions"], r["flash"]
         frac = methods["snap"][b]["overhead_instructions_frac"] * 100
