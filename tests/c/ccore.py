@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -21,8 +22,24 @@ BUILD = ROOT / "build" / "c-core-tests"
 
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g", "-O1"]
 SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
-RUNTIME_SRC = ["snapuq_runtime.c", "snapuq_kernels_ref.c", "snapuq_kernels_dsp.c", "snapuq_opnames.c"]
-SNAP_SRC = ["snapuq_snap.c"]
+
+
+def core_sources(*groups: str) -> list[str]:
+    """Sources (relative to firmware/core) of the core.mk groups named, e.g. "RUNTIME", "SNAP":
+    core.mk is the one list of core files every build reads."""
+    found: dict[str, list[str]] = {}
+    for line in (CORE / "core.mk").read_text().splitlines():
+        m = re.match(r"^SNAPUQ_CORE_([A-Z]+)_SRC\s*\+=\s*(\S+)\s*$", line)
+        if m:
+            found.setdefault(m.group(1), []).append(m.group(2))
+    missing = [g for g in groups if g not in found]
+    if missing:
+        raise RuntimeError(f"firmware/core/core.mk lists no SNAPUQ_CORE_{missing[0]}_SRC")
+    return [f for g in groups for f in found[g]]
+
+
+RUNTIME_SRC = core_sources("RUNTIME", "DSP")
+SNAP_SRC = core_sources("SNAP")
 
 
 def build_binary(name: str, sources: list[str], defines: tuple[str, ...] = (),
@@ -32,7 +49,7 @@ def build_binary(name: str, sources: list[str], defines: tuple[str, ...] = (),
     out = BUILD / name
     core = [CORE / s for s in RUNTIME_SRC + SNAP_SRC if (CORE / s).exists() and (CORE / s).stat().st_size]
     srcs = core + [TESTS_C / s for s in sources]
-    deps = srcs + list(CORE.glob("*.h"))
+    deps = srcs + list(CORE.glob("**/*.h")) + [CORE / "core.mk"]
     if out.exists() and all(out.stat().st_mtime >= p.stat().st_mtime for p in deps):
         return out
     tmp = f"{out}.{os.getpid()}.tmp"
