@@ -85,7 +85,8 @@ def run_model_c(binary: Path, tflite: bytes,
         base = r * rec
         parts = []
         for o, s in zip(info["outputs"], sizes):
-            parts.append(raw[base:base + s].reshape(o["shape"]))
+            dtype = np.float32 if o.get("type") == 0 else np.int8  # TFLite type 0 = FLOAT32
+            parts.append(raw[base:base + s].view(dtype).reshape(o["shape"]))
             base += s
         outs.append(parts)
     return info, outs
@@ -179,5 +180,9 @@ def compare_outputs(ours: list[list[np.ndarray]], ref: list[list[np.ndarray]]) -
     diffs = [0] * n_out
     for a, b in zip(ours, ref):
         for k in range(n_out):
-            diffs[k] += int((a[k].astype(np.int32).ravel() != b[k].astype(np.int32).ravel()).sum())
+            if a[k].dtype == np.float32:  # float outputs (DEQUANTIZE): compare bit patterns
+                x, y = a[k].view(np.uint32), np.asarray(b[k], np.float32).view(np.uint32)
+            else:
+                x, y = a[k].astype(np.int32), b[k].astype(np.int32)
+            diffs[k] += int((x.ravel() != y.ravel()).sum())
     return diffs
