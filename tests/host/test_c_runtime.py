@@ -156,11 +156,34 @@ def _squeeze_dequantize_model() -> bytes:
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     conv.inference_input_type = tf.int8
     conv.inference_output_type = tf.float32
-    return bytes(conv.convert())
+    return _reshape_to_squeeze(bytes(conv.convert()), [1, 2])
+
+
+def _reshape_to_squeeze(tfl: bytes, dims: list[int]) -> bytes:
+    """The converter lowers tf.squeeze with static shapes to RESHAPE: rewrite that operator as
+    the SQUEEZE it was (one input, SqueezeOptions.squeeze_dims) with TFLite's own schema API."""
+    import flatbuffers
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(tfl, 0))
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.SQUEEZE
+    code.version = 1
+    m.operatorCodes.append(code)
+    for op in m.subgraphs[0].operators:
+        if m.operatorCodes[op.opcodeIndex].builtinCode == schema.BuiltinOperator.RESHAPE:
+            op.opcodeIndex = len(m.operatorCodes) - 1
+            op.inputs = op.inputs[:1]
+            op.builtinOptionsType = schema.BuiltinOptions.SqueezeOptions
+            op.builtinOptions = schema.SqueezeOptionsT()
+            op.builtinOptions.squeezeDims = dims
+    b = flatbuffers.Builder(len(tfl) + 1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
 
 
 def test_squeeze_and_dequantize_bit_exact(runner: Path) -> None:
-    tfl = ccore.cached_model("squeeze_dequant_v1", _squeeze_dequantize_model)
+    tfl = ccore.cached_model("squeeze_dequant_v2", _squeeze_dequantize_model)
     info, _ = ccore.run_model_c(runner, tfl, [])
     assert info["status"] == "ok", info
     assert "SQUEEZE" in info["ops"] and "DEQUANTIZE" in info["ops"], info["ops"]
