@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
-"""Serial harness entry point: python host/harness.py --port URL --model DIR ... (see snapuq.harness)."""
+"""Shim for `snapuq harness ...` (the serial harness, snapuq.harness): python host/harness.py --port URL
+--model DIR ... Python puts the script's folder (host/) on sys.path, so the package imports from the
+checkout without any path manipulation."""
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from snapuq.harness.cli import main  # noqa: E402
+from snapuq.harness.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,63 @@
 import os
+import signal
 import sys
+import time
+import uuid
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "host"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # tests/oracles: independent implementations
+
+# Every process this test session starts inherits this marker (each pytest-xdist worker has its own),
+# so the session can find what it left behind even after the process was re-parented.
+SESSION_MARK = f"snapuq-test-{uuid.uuid4().hex[:12]}"
+os.environ["SNAPUQ_TEST_SESSION"] = SESSION_MARK
+
+WATCHED = ("qemu-system-", "snapuq_fw")
+
+
+def _processes_of_this_session() -> list[tuple[int, str]]:
+    """(pid, command) of live processes that carry this session's marker and look like helpers
+    (QEMU, the host firmware)."""
+    found = []
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")[0].decode(errors="replace")
+            with open(f"/proc/{d}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == b"Z":
+            continue  # exited; only waiting to be reaped
+        if f"SNAPUQ_TEST_SESSION={SESSION_MARK}".encode() in env.split(b"\0") and \
+                any(w in os.path.basename(cmd) for w in WATCHED):
+            found.append((int(d), cmd))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind():
+    """Fails the session if a QEMU (or host firmware process) started by a test outlives it."""
+    yield
+    if not os.path.isdir("/proc"):
+        return
+    deadline = time.monotonic() + 5.0
+    left = _processes_of_this_session()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = _processes_of_this_session()
+    for pid, _cmd in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert not left, f"processes left running by the test session: {left}"

@@ -37,12 +37,16 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-# --- PlatformIO: offline pieces (local SCons tool package), per-checkout core dir
+# --- PlatformIO: offline pieces (local SCons tool package), per-checkout core dir (the same folder
+# platformio.ini names as core_dir, so a plain `pio run` in the checkout finds it without any variable)
 export PLATFORMIO_CORE_DIR="$ROOT/.pio-core"
 export PLATFORMIO_SETTING_ENABLE_TELEMETRY=No
 export PLATFORMIO_DISABLE_UPGRADE_CHECK=true
-if [ -d firmware/platforms/tool-scons ] && [ ! -e "$PLATFORMIO_CORE_DIR/packages/tool-scons" ]; then
+if [ -d firmware/platforms/tool-scons ] && [ ! -e "$PLATFORMIO_CORE_DIR/packages/tool-scons" ] \
+   && [ ! -e "$PLATFORMIO_CORE_DIR/packages/tool-scons.pio-link" ]; then
   .venv/bin/pio pkg install -g -t "symlink://$ROOT/firmware/platforms/tool-scons" >/dev/null 2>&1 || \
     echo "setup: warning: could not register the local tool-scons package with PlatformIO" >&2
+  # this checkout's core dir only: no telemetry from the offline builds
+  .venv/bin/pio settings set enable_telemetry No >/dev/null 2>&1 || true
 fi
 exit 0

@@ -22,6 +22,7 @@ void snapuq_port_init(void) {}
 const char *snapuq_port_board(void) { return "fuzz"; }
 const char *snapuq_port_cpu(void) { return "host"; }
 uint32_t snapuq_port_cpu_hz(void) { return 1000000u; }
+const char *snapuq_port_clock(void) { return "fuzz"; }
 void snapuq_port_write(const char *buf, size_t len)
 {
     size_t i;
@@ -81,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (i = 1; i < sizeof sync - 1u; i++) {
         snapuq_app_feed((uint8_t)sync[i]);
     }
-    if (strstr(out_tail, "m-sync-fz\r\nm-ready\r\n") == NULL) {
+    if (strstr(out_tail, "m-sync-fz*") == NULL || strstr(out_tail, "\r\nm-ready lines=1*") == NULL) {
         fprintf(stderr, "firmware stopped answering; output tail: %s\n", out_tail);
         abort();
     }

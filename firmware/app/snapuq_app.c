@@ -1,6 +1,7 @@
 /*
  * snapuq_app.c - harness firmware commands (protocol grammar in snapuq_proto.h and
- * docs/FIRMWARE.md). Every reply is one or more "m-..." / "e-..." lines, then "m-ready".
+ * docs/FIRMWARE.md). Every reply is one or more "m-..." / "e-..." lines, then "m-ready lines=N";
+ * every line ends with '*' and its CRC-32 (snapuq_proto_endl).
  */
 #include "snapuq_app.h"
 
@@ -9,6 +10,7 @@
 #include "../core/snapuq_runtime.h"
 #include "../port/snapuq_port.h"
 #include "snapuq_app_model.h"
+#include "snapuq_sha256.h"
 #include "snapuq_proto.h"
 
 #if SNAPUQ_APP_WITH_SNAP
@@ -21,6 +23,9 @@
 #ifndef SNAPUQ_APP_MONITOR_MAX
 #define SNAPUQ_APP_MONITOR_MAX 128u
 #endif
+#ifndef SNAPUQ_APP_ENS_MAX_CLASSES
+#define SNAPUQ_APP_ENS_MAX_CLASSES 32u
+#endif
 #define APP_VERSION "1"
 
 typedef struct {
@@ -29,10 +34,13 @@ typedef struct {
     uint16_t in_index;
     uint32_t in_bytes;
     uint8_t *staging;          /* the last uploaded input (copied in before every invoke) */
+    uint8_t direct_input;      /* no room for a staging copy: uploads go straight into the model's
+                                  input tensor, and each upload is consumed by one inference */
     uint8_t have_input;
     uint8_t have_result;
     size_t model_bytes;
     uint8_t model_uploaded;
+    char model_sha256[65];     /* of the flatbuffer it runs (compiled in or uploaded) */
     size_t arena_need, arena_persist, arena_act, arena_act_noreuse;
     uint8_t *pool;
     size_t pool_len;
@@ -54,6 +62,17 @@ typedef struct {
     snapuq_monitor_t monitor;
     uint8_t monitor_on, last_alarm;
     int32_t monitor_ring[SNAPUQ_APP_MONITOR_MAX];
+#endif
+#if SNAPUQ_APP_ENSEMBLE
+    /* ensemble: the members share one model struct and one arena (sized for the largest);
+       switching members re-parses the flatbuffer and re-derives its multipliers (counted) */
+    size_t ens_arena_max;
+    size_t ens_loaded;        /* member whose flatbuffer the model struct holds now */
+    uint16_t ens_classes;     /* elements of every summed softmax output */
+    uint16_t ens_terms;       /* softmax outputs summed in the last inference */
+    int32_t ens_pred;
+    uint64_t switch_ticks;    /* member switches of the timed runs */
+    int32_t ens_sum[SNAPUQ_APP_ENS_MAX_CLASSES]; /* sum over members / exits of (q - zero_point) */
 #endif
 } app_t;
 
@@ -112,6 +131,7 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
     app.loaded = 0u;
     app.model_bytes = len;
     app.model_uploaded = (uint8_t)(base != 0u);
+    snapuq_sha256_hex(tflite, len, app.model_sha256);
     app.have_input = 0u;
     app.have_result = 0u;
     st = snapuq_model_init(&app.model, tflite, len);
@@ -120,6 +140,12 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
         return;
     }
     (void)snapuq_model_arena_size(&app.model, &app.arena_need);
+#if SNAPUQ_APP_ENSEMBLE
+    if (base == 0u && app.ens_arena_max > app.arena_need) {
+        app.arena_need = app.ens_arena_max;
+    }
+    app.ens_loaded = 0u;
+#endif
     (void)snapuq_model_arena_breakdown(&app.model, &app.arena_persist, &app.arena_act,
                                        &app.arena_act_noreuse);
     if (snapuq_model_input_count(&app.model) != 1u) {
@@ -130,7 +156,11 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
     app.in_index = 0u;
     app.in_bytes = info.bytes;
     off = base + ((app.arena_need + 15u) & ~(size_t)15u);
-    if (off + app.in_bytes > app.pool_len) {
+    /* Without room for a staging copy of the input (and for single models only: ensemble members
+       share the arena and need the input kept), the input tensor itself is the upload buffer. */
+    app.direct_input = (uint8_t)(off + app.in_bytes > app.pool_len && off <= app.pool_len &&
+                                 !SNAPUQ_APP_ENSEMBLE);
+    if (off + (app.direct_input ? 0u : app.in_bytes) > app.pool_len) {
         snapuq_proto_puts(&proto, "e-arena need=");
         snapuq_proto_put_u64(&proto, (uint64_t)(off + app.in_bytes));
         snapuq_proto_puts(&proto, " have=");
@@ -146,6 +176,10 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
         return;
     }
     app.staging = app.pool + off;
+    if (app.direct_input) {
+        (void)snapuq_model_input_info(&app.model, 0u, &info);
+        app.staging = (uint8_t *)info.data;
+    }
     app.loaded = 1u;
 #if SNAPUQ_APP_WITH_SNAP
     app.snap_ok = 0u;
@@ -168,16 +202,119 @@ static snapuq_status_t score(void)
 }
 #endif
 
+#if SNAPUQ_APP_ENSEMBLE
+/* Arena of the largest member; every member must take the same input. Called once at boot. */
+static void ens_prepare(void)
+{
+    size_t k, need = 0u;
+    for (k = 0; k < snapuq_blob_count; k++) {
+        snapuq_tensor_info_t info;
+        size_t a = 0u;
+        snapuq_status_t st = snapuq_model_init(&app.model, snapuq_blob_members[k], snapuq_blob_member_len[k]);
+        if (st == SNAPUQ_OK) {
+            st = snapuq_model_input_info(&app.model, 0u, &info);
+        }
+        if (st != SNAPUQ_OK) {
+            status_error(&proto, "member", st);
+            return;
+        }
+        if (k == 0u) {
+            app.in_bytes = info.bytes;
+        } else if (info.bytes != app.in_bytes) {
+            snapuq_proto_error(&proto, "member", "ensemble members take different inputs");
+            return;
+        }
+        (void)snapuq_model_arena_size(&app.model, &a);
+        if (a > need) {
+            need = a;
+        }
+    }
+    app.ens_arena_max = need;
+}
+
+/* Add every int8 output of the current member (softmax probabilities) into ens_sum. */
+static snapuq_status_t ens_accumulate(void)
+{
+    uint16_t i, n = snapuq_model_output_count(&app.model);
+    for (i = 0; i < n; i++) {
+        snapuq_tensor_info_t info;
+        uint32_t c;
+        if (snapuq_model_output_info(&app.model, i, &info) != SNAPUQ_OK || info.type != SNAPUQ_DTYPE_INT8) {
+            continue;
+        }
+        if (app.ens_classes == 0u) {
+            if (info.elements == 0u || info.elements > SNAPUQ_APP_ENS_MAX_CLASSES) {
+                return SNAPUQ_ERR_LIMIT;
+            }
+            app.ens_classes = (uint16_t)info.elements;
+        }
+        if (info.elements != app.ens_classes) {
+            return SNAPUQ_ERR_SHAPE;
+        }
+        for (c = 0; c < info.elements; c++) {
+            app.ens_sum[c] += (int32_t)((const int8_t *)info.data)[c] - info.zero_point;
+        }
+        app.ens_terms++;
+    }
+    return SNAPUQ_OK;
+}
+
+/* Every member in turn on the staged input; the prediction is the argmax of the summed
+ * probabilities (= of their average; ties go to the lower class index). */
+static snapuq_status_t ens_run(void)
+{
+    snapuq_status_t st = SNAPUQ_OK;
+    size_t k, n = app.model_uploaded ? 1u : snapuq_blob_count;
+    uint16_t c;
+    memset(app.ens_sum, 0, sizeof app.ens_sum);
+    app.ens_classes = 0u;
+    app.ens_terms = 0u;
+    for (k = 0; k < n && st == SNAPUQ_OK; k++) {
+        if (k != app.ens_loaded) {
+            uint64_t t0 = snapuq_port_counter();
+            st = snapuq_model_init(&app.model, snapuq_blob_members[k], snapuq_blob_member_len[k]);
+            if (st == SNAPUQ_OK) {
+                st = snapuq_model_set_arena(&app.model, app.pool, app.arena_need);
+            }
+            app.switch_ticks += snapuq_port_counter() - t0;
+            if (st != SNAPUQ_OK) {
+                app.loaded = 0u;
+                return st;
+            }
+            app.ens_loaded = k;
+        }
+        st = snapuq_model_set_input(&app.model, app.in_index, app.staging, app.in_bytes);
+        if (st == SNAPUQ_OK) {
+            st = snapuq_model_invoke(&app.model);
+        }
+        if (st == SNAPUQ_OK) {
+            st = ens_accumulate();
+        }
+    }
+    app.ens_pred = 0;
+    for (c = 1; c < app.ens_classes; c++) {
+        if (app.ens_sum[c] > app.ens_sum[app.ens_pred]) {
+            app.ens_pred = (int32_t)c;
+        }
+    }
+    return st;
+}
+#endif
+
 /* One inference on the staged input; returns status, fills the tick split. */
 static snapuq_status_t run_once(uint64_t *model_ticks, uint64_t *snap_ticks)
 {
     snapuq_status_t st;
     uint64_t t0, t1, t2;
     t0 = snapuq_port_counter();
-    st = snapuq_model_set_input(&app.model, app.in_index, app.staging, app.in_bytes);
+#if SNAPUQ_APP_ENSEMBLE
+    st = ens_run();
+#else
+    st = app.direct_input ? SNAPUQ_OK : snapuq_model_set_input(&app.model, app.in_index, app.staging, app.in_bytes);
     if (st == SNAPUQ_OK) {
         st = snapuq_model_invoke(&app.model);
     }
+#endif
     t1 = snapuq_port_counter();
 #if SNAPUQ_APP_WITH_SNAP
     if (st == SNAPUQ_OK && app.snap_ok) {
@@ -211,11 +348,18 @@ static void cmd_profile(snapuq_proto_t *p, int argc, char **argv)
     snapuq_proto_kv_s(p, "board", snapuq_port_board());
     snapuq_proto_kv_s(p, "cpu", snapuq_port_cpu());
     snapuq_proto_kv_u(p, "cpu_hz", snapuq_port_cpu_hz());
+    snapuq_proto_kv_s(p, "clock", snapuq_port_clock());
     snapuq_proto_kv_s(p, "counter", snapuq_port_counter_kind());
     snapuq_proto_kv_u(p, "counter_hz", snapuq_port_counter_hz());
     snapuq_proto_kv_s(p, "kernels", snapuq_kernels_name());
     snapuq_proto_kv_s(p, "model", SNAPUQ_APP_MODEL_NAME);
+    if (app.model_bytes != 0u) {
+        snapuq_proto_kv_s(p, "model_sha256", app.model_sha256);
+    }
     snapuq_proto_kv_u(p, "snap", SNAPUQ_APP_WITH_SNAP);
+#if SNAPUQ_APP_ENSEMBLE
+    snapuq_proto_kv_u(p, "members", snapuq_blob_count);
+#endif
     snapuq_proto_kv_u(p, "loaded", app.loaded);
     if (app.loaded) {
         snapuq_proto_kv_u(p, "in_bytes", app.in_bytes);
@@ -246,10 +390,12 @@ static void cmd_stats(snapuq_proto_t *p, int argc, char **argv)
     snapuq_proto_kv_u(p, "arena_act", app.arena_act);
     snapuq_proto_kv_u(p, "arena_act_noreuse", app.arena_act_noreuse);
     snapuq_proto_kv_u(p, "input", app.in_bytes);
+    snapuq_proto_kv_u(p, "direct_input", app.direct_input);
     snapuq_proto_kv_u(p, "stack_peak", stack_peak);
     snapuq_proto_kv_u(p, "stack_size", snapuq_port_stack_size());
     snapuq_proto_kv_u(p, "ram_peak",
-                      ram_static + ((app.arena_need + 15u) & ~(size_t)15u) + app.in_bytes + stack_peak +
+                      ram_static + ((app.arena_need + 15u) & ~(size_t)15u) +
+                          (app.direct_input ? 0u : app.in_bytes) + stack_peak +
                           (app.model_uploaded ? ((app.model_bytes + 15u) & ~(size_t)15u) : 0u));
     snapuq_proto_kv_u(p, "model_bytes", app.model_bytes);
     snapuq_proto_kv_u(p, "model_in_ram", app.model_uploaded);
@@ -265,7 +411,12 @@ static void load_done(snapuq_proto_t *p, int ok, uint32_t got)
         app.have_input = 0u;
         return; /* the parser already sent e-crc / e-timeout */
     }
-    if (got != app.in_bytes || !app.loaded) {
+    if (!app.loaded) {
+        (void)need_model(p);
+        app.have_input = 0u;
+        return;
+    }
+    if (got != app.in_bytes) {
         snapuq_proto_puts(p, "e-size");
         snapuq_proto_kv_u(p, "got", got);
         snapuq_proto_kv_u(p, "want", app.in_bytes);
@@ -278,6 +429,8 @@ static void load_done(snapuq_proto_t *p, int ok, uint32_t got)
     app.have_result = 0u;
     snapuq_proto_puts(p, "m-load-done");
     snapuq_proto_kv_u(p, "bytes", got);
+    snapuq_proto_puts(p, " crc=");
+    snapuq_proto_put_hex32(p, p->bin_crc);
     snapuq_proto_endl(p);
 }
 
@@ -385,6 +538,11 @@ static void cmd_infer(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_error(p, "no-input", "load an input first");
         return;
     }
+    if (app.direct_input && (n != 1u || w != 0u)) {
+        snapuq_proto_error(p, "args",
+                           "direct-input build (the input tensor is the upload buffer): infer 1 0 per load");
+        return;
+    }
     (void)snapuq_model_set_profiler(&app.model, NULL, NULL);
     for (i = 0; i < w && st == SNAPUQ_OK; i++) {
         uint64_t a, b;
@@ -394,6 +552,9 @@ static void cmd_infer(snapuq_proto_t *p, int argc, char **argv)
         memset(app.op_ticks, 0, sizeof app.op_ticks);
         (void)snapuq_model_set_profiler(&app.model, profile_hook, NULL);
     }
+#if SNAPUQ_APP_ENSEMBLE
+    app.switch_ticks = 0u;
+#endif
     snapuq_port_timestamp(1);
     for (i = 0; i < n && st == SNAPUQ_OK; i++) {
         uint64_t a, b;
@@ -416,6 +577,9 @@ static void cmd_infer(snapuq_proto_t *p, int argc, char **argv)
         return;
     }
     app.have_result = 1u;
+    if (app.direct_input) {
+        app.have_input = 0u; /* the inference reused the input tensor's memory */
+    }
     app.last_model_ticks = sum_model / n;
     app.last_snap_ticks = sum_snap / n;
 #if SNAPUQ_APP_WITH_SNAP
@@ -434,6 +598,9 @@ static void cmd_infer(snapuq_proto_t *p, int argc, char **argv)
     snapuq_proto_kv_u(p, "ticks_max", tmax);
     snapuq_proto_kv_u(p, "hz", snapuq_port_counter_hz());
     snapuq_proto_kv_u(p, "prof", app.prof_on);
+#if SNAPUQ_APP_ENSEMBLE
+    snapuq_proto_kv_u(p, "switch_ticks", app.switch_ticks);
+#endif
     snapuq_proto_endl(p);
 }
 
@@ -450,6 +617,14 @@ static void cmd_results(snapuq_proto_t *p, int argc, char **argv)
         return;
     }
     snapuq_proto_puts(p, "m-results");
+#if SNAPUQ_APP_ENSEMBLE
+    snapuq_proto_kv_i(p, "pred", app.ens_pred);
+    snapuq_proto_kv_i32v(p, "psum", app.ens_sum, app.ens_classes);
+    snapuq_proto_kv_u(p, "terms", app.ens_terms);
+    snapuq_proto_endl(p);
+    (void)info;
+    return;
+#endif
 #if SNAPUQ_APP_WITH_SNAP
     if (app.snap_ok) {
         const snapuq_snap_result_t *r = &app.result;
@@ -462,6 +637,8 @@ static void cmd_results(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_kv_i(p, "sf", r->F16);
         snapuq_proto_kv_i(p, "m", r->m16);
         snapuq_proto_kv_i(p, "u", r->U16);
+        snapuq_proto_kv_i(p, "pe", r->P16);
+        snapuq_proto_kv_i(p, "al", r->A16);
         snapuq_proto_kv_i(p, "zl", r->Z16);
         snapuq_proto_kv_u(p, "flag", r->flag);
         if (app.monitor_on) {
@@ -770,16 +947,20 @@ void snapuq_app_init(void)
 #if SNAPUQ_APP_WITH_SNAP
     calib_reset();
 #endif
+#if SNAPUQ_APP_ENSEMBLE
+    ens_prepare();
+#endif
 #if SNAPUQ_APP_BUILTIN_MODEL
     load_model(SNAPUQ_APP_TFLITE, SNAPUQ_APP_TFLITE_LEN, 0u);
 #endif
     snapuq_proto_puts(&proto, "m-boot");
     snapuq_proto_kv_s(&proto, "fw", "snapuq");
     snapuq_proto_kv_s(&proto, "board", snapuq_port_board());
+    snapuq_proto_kv_s(&proto, "clock", snapuq_port_clock());
     snapuq_proto_kv_s(&proto, "model", SNAPUQ_APP_MODEL_NAME);
     snapuq_proto_kv_u(&proto, "loaded", app.loaded);
     snapuq_proto_endl(&proto);
-    snapuq_proto_line(&proto, "m-ready");
+    snapuq_proto_ready(&proto);
 }
 
 void snapuq_app_feed(uint8_t byte)

@@ -29,13 +29,18 @@ static void flush(snapuq_proto_t *p)
     p->out_len = 0u;
 }
 
+/* room kept at the end of the buffer for "*XXXXXXXX\r\n" */
+#define LINE_TAIL 11u
+
 void snapuq_proto_puts(snapuq_proto_t *p, const char *s)
 {
     while (*s != '\0') {
-        if (p->out_len >= SNAPUQ_PROTO_OUT_MAX - 2u) {
-            flush(p); /* long lines go out in pieces; the CRLF still ends them */
+        uint8_t c = (uint8_t)*s++;
+        if (p->out_len >= SNAPUQ_PROTO_OUT_MAX - LINE_TAIL) {
+            flush(p); /* long lines go out in pieces; the CRC and CRLF still end them */
         }
-        p->out[p->out_len++] = *s++;
+        p->out_crc = snapuq_crc32_update(p->out_crc, &c, 1u);
+        p->out[p->out_len++] = (char)c;
     }
 }
 
@@ -139,9 +144,31 @@ void snapuq_proto_kv_i32v(snapuq_proto_t *p, const char *k, const int32_t *v, si
 
 void snapuq_proto_endl(snapuq_proto_t *p)
 {
+    static const char digits[] = "0123456789abcdef";
+    uint32_t crc = p->out_crc;
+    int i;
+    if (p->out_len > SNAPUQ_PROTO_OUT_MAX - LINE_TAIL) {
+        flush(p);
+    }
+    p->out[p->out_len++] = '*';
+    for (i = 7; i >= 0; i--) {
+        p->out[p->out_len + (size_t)i] = digits[crc & 0xFu];
+        crc >>= 4;
+    }
+    p->out_len += 8u;
     p->out[p->out_len++] = '\r';
     p->out[p->out_len++] = '\n';
     flush(p);
+    p->out_crc = 0u;
+    p->reply_lines++;
+}
+
+void snapuq_proto_ready(snapuq_proto_t *p)
+{
+    snapuq_proto_puts(p, "m-ready");
+    snapuq_proto_kv_u(p, "lines", p->reply_lines);
+    snapuq_proto_endl(p);
+    p->reply_lines = 0u;
 }
 
 void snapuq_proto_line(snapuq_proto_t *p, const char *line)
@@ -164,7 +191,7 @@ void snapuq_proto_error(snapuq_proto_t *p, const char *what, const char *detail)
 
 static void ready(snapuq_proto_t *p)
 {
-    snapuq_proto_line(p, "m-ready");
+    snapuq_proto_ready(p);
 }
 
 int snapuq_proto_parse_i64(const char *s, int64_t *out)

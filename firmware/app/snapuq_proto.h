@@ -6,7 +6,12 @@
  *   stream   := { junk | command }
  *   command  := text '%'                 text: printable bytes, <= SNAPUQ_PROTO_LINE_MAX
  *   text     := word { ' ' word }         leading/trailing blanks, CR, LF, TAB ignored
- *   reply    := { line } "m-ready\r\n"    line := ("m-" | "e-") ... "\r\n"
+ *   reply    := { line } ready
+ *   line     := ("m-" | "e-") text '*' crc "\r\n"
+ *   ready    := "m-ready lines=" N '*' crc "\r\n"   N: number of lines of this reply before it
+ *   crc      := 8 lowercase hex digits: CRC-32 of the line's bytes before the last '*'
+ * Every line the firmware sends carries its CRC, so the host tells a clean reply from one
+ * damaged on the wire (dropped, flipped or injected bytes) and from a reply with a lost line.
  * A handler may switch the parser into binary mode (snapuq_proto_expect_binary): exactly N raw
  * bytes follow the '%', checked against a CRC-32 (IEEE 802.3, as zlib.crc32) given in the
  * command. Errors always produce one "e-..." line followed by "m-ready" and the parser is back
@@ -73,6 +78,8 @@ typedef struct snapuq_proto {
     uint32_t last_byte_ms;
     char out[SNAPUQ_PROTO_OUT_MAX];
     size_t out_len;
+    uint32_t out_crc;           /* CRC-32 of the line being written */
+    uint32_t reply_lines;       /* lines sent since the last "m-ready" */
     /* counters for `stats` */
     uint32_t n_commands_ok, n_errors;
 } snapuq_proto_t;
@@ -109,8 +116,10 @@ void snapuq_proto_kv_i8v(snapuq_proto_t *p, const char *key, const int8_t *v, si
 void snapuq_proto_kv_i32v(snapuq_proto_t *p, const char *key, const int32_t *v, size_t n);
 /* " key=hexbytes" (two lowercase hex digits per byte; int8 as two's complement) */
 void snapuq_proto_kv_hex(snapuq_proto_t *p, const char *key, const uint8_t *v, size_t n);
-/* terminate the current line with CRLF and send it */
+/* terminate the current line with '*' + its CRC-32 (8 hex digits) + CRLF and send it */
 void snapuq_proto_endl(snapuq_proto_t *p);
+/* end a reply: "m-ready lines=N" (N = lines since the previous m-ready) */
+void snapuq_proto_ready(snapuq_proto_t *p);
 /* whole lines: "e-<what>[ detail]" / "m-<what>" */
 void snapuq_proto_error(snapuq_proto_t *p, const char *what, const char *detail);
 void snapuq_proto_line(snapuq_proto_t *p, const char *line);

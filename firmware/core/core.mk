@@ -17,6 +17,7 @@
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_runtime.c
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_loader.c
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_planner.c
+SNAPUQ_CORE_RUNTIME_SRC += snapuq_schedule.c
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_flatbuffer.c
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_quant.c
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_opnames.c

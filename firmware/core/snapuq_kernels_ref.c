@@ -192,6 +192,74 @@ void snapuq_add_ref(const snapuq_add_args_t *a)
     }
 }
 
+/* requantization shared by all channels of a MEAN (TFLM folds 1/n into the multiplier) */
+typedef struct {
+    uint32_t zp_n;
+    int32_t mult, left, right, mask, half, out_zp, fast;
+} mean_q_t;
+
+static inline int8_t mean_q(const mean_q_t *q, uint32_t sum)
+{
+    const int32_t acc = (int32_t)(sum - q->zp_n);
+    int32_t v;
+    if (q->fast) {
+        /* one SMLAL: floor((a*b + 2^30) / 2^31) is the reference's rounding doubling high multiply
+         * for every b except INT32_MIN */
+        const int64_t p = (int64_t)snapuq_shl_wrap(acc, q->left) * q->mult + ((int64_t)1 << 30);
+        const int32_t y = (int32_t)(p >> 31); /* arithmetic shift on every supported compiler */
+        v = (y >> q->right) + ((y & q->mask) > q->half + (y < 0 ? 1 : 0) ? 1 : 0);
+    } else {
+        v = snapuq_mbqm(acc, q->mult, q->left - q->right);
+    }
+    v += q->out_zp;
+    return (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));
+}
+
+/* NHWC MEAN over H and W (global average pooling, the SNAP heads' input): channels 4 at a time in
+ * registers, one pass over the pixels */
+static void mean_hw(const snapuq_mean_args_t *a, int32_t mult, int32_t shift, int32_t n_red)
+{
+    const int32_t B = a->dims[0], HW = a->dims[1] * a->dims[2], C = a->dims[3];
+    mean_q_t q;
+    int32_t b, c, p;
+    q.zp_n = (uint32_t)a->in_zp * (uint32_t)n_red;
+    q.mult = mult;
+    q.left = shift > 0 ? shift : 0;
+    q.right = shift > 0 ? 0 : -shift;
+    q.mask = (int32_t)(((uint32_t)1 << q.right) - 1u);
+    q.half = q.mask >> 1;
+    q.out_zp = a->out_zp;
+    q.fast = mult != INT32_MIN;
+    for (b = 0; b < B; b++) {
+        const int8_t *in = a->in + (size_t)b * HW * C;
+        int8_t *out = a->out + (size_t)b * C;
+        for (c = 0; c + 4 <= C; c += 4) {
+            const int8_t *x = in + c;
+            uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (p = 0; p < HW; p++) {
+                s0 += (uint32_t)(int32_t)x[0];
+                s1 += (uint32_t)(int32_t)x[1];
+                s2 += (uint32_t)(int32_t)x[2];
+                s3 += (uint32_t)(int32_t)x[3];
+                x += C;
+            }
+            out[c] = mean_q(&q, s0);
+            out[c + 1] = mean_q(&q, s1);
+            out[c + 2] = mean_q(&q, s2);
+            out[c + 3] = mean_q(&q, s3);
+        }
+        for (; c < C; c++) {
+            const int8_t *x = in + c;
+            uint32_t s0 = 0;
+            for (p = 0; p < HW; p++) {
+                s0 += (uint32_t)(int32_t)x[0];
+                x += C;
+            }
+            out[c] = mean_q(&q, s0);
+        }
+    }
+}
+
 void snapuq_mean_ref(const snapuq_mean_args_t *a)
 {
     /* output element = sum over the reduced axes; output layout = input layout with reduced
@@ -206,11 +274,17 @@ void snapuq_mean_ref(const snapuq_mean_args_t *a)
             n_red *= a->dims[k];
         }
     }
-    for (k = 0; k < n_out; k++) {
-        a->out[k] = 0;
-    }
     /* TFLM folds 1/n into the multiplier: shift = floor(log2 n), capped */
-    sh = 31 - snapuq_clz32((uint32_t)n_red);
+    if (n_red > 0) {
+        uint32_t v = (uint32_t)n_red;
+        sh = 0;
+        while (v > 1u) {
+            v >>= 1;
+            sh++;
+        }
+    } else {
+        sh = 31 - snapuq_clz32((uint32_t)n_red);
+    }
     if (sh > 32) {
         sh = 32;
     }
@@ -219,6 +293,13 @@ void snapuq_mean_ref(const snapuq_mean_args_t *a)
     }
     mult = (int32_t)(((int64_t)mult * ((int64_t)1 << sh)) / n_red);
     shift = shift - sh;
+    if (!a->reduce[0] && a->reduce[1] && a->reduce[2] && !a->reduce[3]) {
+        mean_hw(a, mult, shift, n_red);
+        return;
+    }
+    for (k = 0; k < n_out; k++) {
+        a->out[k] = 0;
+    }
     for (i0 = 0; i0 < od[0]; i0++) {
         for (i1 = 0; i1 < od[1]; i1++) {
             for (i2 = 0; i2 < od[2]; i2++) {

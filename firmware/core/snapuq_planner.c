@@ -1,5 +1,6 @@
 /*
- * snapuq_planner.c - arena plan of a loaded model: persistent per-operator tables first, then
+ * snapuq_planner.c - arena plan of a loaded model: execution order (snapuq_schedule.c), then
+ * persistent per-operator tables first, then
  * activations placed greedily (largest first, lowest non-overlapping offset among buffers with
  * overlapping lifetimes: TFLM's greedy planner order). Outputs of operators flagged
  * SNAPUQ_OPF_ALIAS (RESHAPE, SQUEEZE) share their input's memory.
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "snapuq_op.h"
+#include "snapuq_schedule.h"
 
 #define ALIGN_UP(x) (((x) + (SNAPUQ_ARENA_ALIGN - 1u)) & ~(uint32_t)(SNAPUQ_ARENA_ALIGN - 1u))
 
@@ -27,6 +29,8 @@ snapuq_status_t snapuq_plan(snapuq_model_t *md)
     uint16_t i, j, n = 0, k;
     uint32_t persist = 0, top = 0, naive = 0;
 
+    /* execution order and lifetimes in that order (snapuq_schedule.c) */
+    snapuq_schedule_ops(md);
     for (i = 0; i < md->n_tensors; i++) {
         alias[i] = -1;
     }

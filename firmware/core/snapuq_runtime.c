@@ -342,14 +342,15 @@ snapuq_status_t snapuq_model_set_profiler(snapuq_model_t *md, snapuq_profile_fn 
 
 snapuq_status_t snapuq_model_invoke(snapuq_model_t *md)
 {
-    uint16_t i;
+    uint16_t step;
     if (md == NULL) {
         return SNAPUQ_ERR_ARG;
     }
     if (md->state != 2) {
         return SNAPUQ_ERR_STATE;
     }
-    for (i = 0; i < md->n_ops; i++) {
+    for (step = 0; step < md->n_ops; step++) {
+        const uint16_t i = md->sched[step]; /* execution order (snapuq_schedule.c) */
         const snapuq_priv_op_t *o = &md->ops[i];
         snapuq_status_t st;
         if (md->profile != NULL) {

@@ -139,6 +139,7 @@ typedef struct snapuq_model {
     void *profile_ctx;
     snapuq_priv_tensor_t tensors[SNAPUQ_MAX_TENSORS];
     snapuq_priv_op_t ops[SNAPUQ_MAX_OPS];
+    uint16_t sched[SNAPUQ_MAX_OPS]; /* execution order: flatbuffer operator indices (snapuq_schedule.c) */
     char error[SNAPUQ_ERROR_LEN];
 } snapuq_model_t;
 

@@ -34,20 +34,39 @@ static int64_t abs64(int64_t a)
     return a < 0 ? -a : a;
 }
 
-snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg)
+static snapuq_status_t check_core(const snapuq_snap_config_t *cfg)
 {
     uint8_t l;
     if (cfg == NULL || cfg->spec_version != SNAPUQ_SNAP_SPEC_VERSION || cfg->n_taps < 1 ||
         cfg->n_taps > SNAPUQ_MAX_TAPS || cfg->n_classes < 2 || cfg->sigmoid_lut == NULL ||
-        cfg->conf_a_q16 < 0 || cfg->conf_a_q16 > 65536 || cfg->variant > SNAPUQ_SNAP_LITERAL) {
+        cfg->conf_a_q16 < 0 || cfg->conf_a_q16 > 65536 || cfg->variant > SNAPUQ_SNAP_LITERAL ||
+        cfg->combine > SNAPUQ_COMBINE_PERR_ALARM ||
+        (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && cfg->perr_lut == NULL)) {
         return SNAPUQ_ERR_ARG;
     }
+
     for (l = 0; l < cfg->n_taps; l++) {
         const snapuq_snap_tap_t *t = &cfg->taps[l];
         if (t->d < 1 || t->d > 16384 || t->inv_sigma_lut == NULL || t->lut_shift < 0 || t->lut_shift > 62 ||
             t->k_a < 0 || t->k_a > (1 << 20) || t->k_mu < 0 || t->k_mu > (1 << 20) || t->p_n < 0 ||
             t->p_n > 62 || t->q_n < 0 || t->q_n > 62) {
             return SNAPUQ_ERR_ARG;
+        }
+    }
+    return SNAPUQ_OK;
+}
+
+snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg)
+{
+    uint16_t k;
+    if (check_core(cfg) != SNAPUQ_OK) {
+        return SNAPUQ_ERR_ARG;
+    }
+    if (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM) {
+        for (k = 0; k < SNAPUQ_PERR_LUT_LEN; k++) {
+            if (cfg->perr_lut[k] < 0 || cfg->perr_lut[k] > 65536) {
+                return SNAPUQ_ERR_ARG;
+            }
         }
     }
     return SNAPUQ_OK;
@@ -62,6 +81,11 @@ snapuq_status_t snapuq_snap_params_init(const snapuq_snap_config_t *cfg, snapuq_
     return SNAPUQ_OK;
 }
 
+static int32_t clamp_u16p(int32_t v)
+{
+    return v < 0 ? 0 : (v > 65536 ? 65536 : v);
+}
+
 static int params_ok(const snapuq_snap_params_t *p, uint8_t n_taps)
 {
     uint8_t l;
@@ -71,7 +95,7 @@ static int params_ok(const snapuq_snap_params_t *p, uint8_t n_taps)
         }
     }
     return p->hinge_n >= 0 && p->hinge_n <= 62 && p->b1_n >= 0 && p->b1_n <= 62 && p->b2_n >= 0 &&
-           p->b2_n <= 62;
+           p->b2_n <= 62 && p->alarm_k_q16 >= 0;
 }
 
 snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *params,
@@ -82,7 +106,8 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_
     int64_t acc = 0, s_cap, z, a;
     int32_t p1 = -1, p2 = -1, best;
     if (cfg == NULL || params == NULL || in == NULL || out == NULL || in->logits == NULL ||
-        in->probs == NULL || snapuq_snap_check(cfg) != SNAPUQ_OK || !params_ok(params, cfg->n_taps)) {
+        in->probs == NULL || check_core(cfg) != SNAPUQ_OK || !params_ok(params, cfg->n_taps) ||
+        (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && params->alarm_k_q16 < 1)) {
         return SNAPUQ_ERR_ARG;
     }
     memset(out, 0, sizeof *out);
@@ -138,6 +163,22 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_
         }
     }
     out->pred = (int16_t)best;
+    if (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM) {
+        /* step 8, perr_alarm: p_err by the 257-entry table, alarm = F / (F + k), noisy-OR */
+        const int32_t i = (out->m16 >> 8) < 255 ? (out->m16 >> 8) : 255;
+        const int32_t f = out->m16 - (i << 8);
+        /* table entries are 0..65536 (snapuq_snap_check; clamped here so that no table overflows) */
+        const int32_t lo = clamp_u16p(cfg->perr_lut[i]), hi = clamp_u16p(cfg->perr_lut[i + 1]);
+        const int64_t k = params->alarm_k_q16;
+        const int32_t pe = lo + (int32_t)((((int64_t)hi - lo) * f + 128) >> 8);
+        const int32_t al = (int32_t)(((int64_t)out->F16 << 16) / ((int64_t)out->F16 + k));
+        out->P16 = pe;
+        out->A16 = al;
+        out->Z16 = 0;
+        out->U16 = pe + (int32_t)(((int64_t)al * (65536 - pe) + 32768) >> 16);
+        out->flag = (uint8_t)(out->U16 >= params->u_threshold_q16);
+        return SNAPUQ_OK;
+    }
     z = (int64_t)params->b0_q16 + mul_shift(out->F16, params->b1_m, params->b1_n) +
         mul_shift(out->m16, params->b2_m, params->b2_n);
     z = z > Z_CLAMP ? Z_CLAMP : (z < -Z_CLAMP ? -Z_CLAMP : z);
@@ -149,6 +190,8 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_
         const int32_t v = lo + (int32_t)((((int64_t)hi - lo) * f + 1024) >> 11);
         out->U16 = z >= 0 ? v : 65536 - v;
     }
+    out->P16 = out->U16;
+    out->A16 = 0;
     out->flag = (uint8_t)(out->U16 >= params->u_threshold_q16);
     return SNAPUQ_OK;
 }

@@ -4,8 +4,10 @@
  * One implementation per target lives in firmware/port/<target>/:
  *   qemu_mps2/  QEMU mps2-an386 (Cortex-M4) and mps2-an500 (Cortex-M7): CMSDK APB UART0, SysTick,
  *               FPGAIO LED as timestamp pin, semihosting exit
- *   stm32/      Nucleo-F767ZI ("Big-MCU") and Nucleo-L432KC ("Small-MCU"): USART on the ST-LINK VCP,
- *               DWT cycle counter, a GPIO timestamp pin (register level, no vendor HAL needed)
+ *   stm32/      Nucleo-F767ZI ("Big-MCU", 216 MHz), Nucleo-L432KC ("Small-MCU", 80 MHz), Nucleo-F446RE
+ *               (180 MHz) and the STM32F405 (QEMU netduinoplus2 in CI): real clock trees, USART on the
+ *               ST-LINK VCP, DWT cycle counter (SysTick where absent), a GPIO timestamp pin (register
+ *               level, no vendor HAL needed)
  *   esp32s3/    ESP-IDF: UART0, CPU cycle counter, GPIO timestamp pin
  *   rp2040/     Arduino (Earle Philhower core or ArduinoCore-mbed): USB serial, SysTick cycles, GPIO pin
  *
@@ -33,6 +35,10 @@ const char *snapuq_port_cpu(void);
 
 /* Nominal core clock in Hz (what the board runs at; QEMU reports the emulated board's SYSCLK). */
 uint32_t snapuq_port_cpu_hz(void);
+
+/* The clock tree the port set up, e.g. "pll_hsi_216mhz"; when a bring-up step timed out the port
+ * keeps the reset clock and says so: "reset_hsi_16mhz(timeout:pll_lock)". Reported by `profile`. */
+const char *snapuq_port_clock(void);
 
 /* Serial output: blocks until every byte is queued to the UART. */
 void snapuq_port_write(const char *buf, size_t len);

@@ -23,18 +23,23 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 BOARDS = ("m4", "m7")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", type=Path, default=Path("models/digits"))
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, default=None,
+                   help="JSON file to write (required, except with --table: build/bench/table.json + .md)")
     p.add_argument("--boards", default="m4,m7", help="comma list of qemu boards (m4, m7)")
     p.add_argument("--repeats", type=int, default=10, help="timed inferences per board")
     p.add_argument("--mc-samples", type=int, default=10, help="T of MC dropout")
     p.add_argument("--ensemble", type=int, default=5, help="M of the deep ensemble")
     p.add_argument("--build-dir", type=Path, default=None)
+    from snapuq.bench_table import add_arguments as table_arguments
+
+    table_arguments(p)
 
 
 def graph_split(tflite: bytes) -> dict[str, Any]:
@@ -147,12 +152,24 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "export_variants", None):
+        from snapuq.bench_variants import export_variants
+
+        export_variants(Path(args.export_variants), args.data_dir)
+        return 0
+    if getattr(args, "table", False):
+        from snapuq.bench_table import run_table
+
+        return run_table(args)
+    if args.out is None:
+        raise SnapuqError("--out FILE.json is required (or use --table)")
     from snapuq.harness.reference import HostReference
 
     model_dir = args.model
     ref = HostReference(model_dir)
     split = graph_split(ref.tflite)
-    cfg = json.loads((model_dir / "config.json").read_text()) if (model_dir / "config.json").exists() else {}
+    cfg_path = ModelPaths(model_dir).config
+    cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
     from snapuq.data import load_dataset
 
     ds = load_dataset(cfg.get("dataset", "digits"), None, int(cfg.get("seed", 0)))

@@ -1,20 +1,35 @@
-"""Fit the SNAP scoring constants and the logistic map U on the dev split (see snapuq.score for the
-formulas and the calib.json layout).
+"""Fit the SNAP scoring constants and the map to U on the dev split (see snapuq.score for the formulas and
+the calib.json layout).
 
-- "best" (default, DESIGN §4): per-tap two-sided standardized NLL (ID mean/sd from clean dev), uniform
-  weights, hinge F = max(0, (S - q)/sd) with q the 99.5th percentile of clean dev S, coefficients b1, b2 >= 0
-  fitted on dev correct (0) / wrong (1) plus one held-out synthetic shift family (1) disjoint from the
-  evaluated corruptions (`holdout_shift`).
+- "best" (default, DESIGN §4; calib version 2): per-tap two-sided standardized NLL (ID mean/sd from clean
+  dev), uniform weights, hinge F = max(0, (S - q)/sd) with q the 99.5th percentile of clean dev S, and two
+  outputs: p_err, a calibrated strictly increasing function of the confidence term m(x) (a non-negative
+  logistic on [ln(m + 1/512), m], fitted unweighted on dev correct (0) / wrong (1), tabulated on 257 knots),
+  and alarm = F / (F + k), k fitted by likelihood on dev correct/wrong plus one held-out synthetic shift
+  family (1) disjoint from the evaluated corruptions (`holdout_shift`). U = p_err + alarm (1 - p_err).
+  U equals p_err while S <= q, so on inputs without surprisal it ranks exactly like m(x) (= MSP for
+  alpha = 1, the default), and the surprisal can only raise it.
 - "literal" (the paper's recipe, kept for the ablation): s_l = ebar_l, inverse-variance weights,
   unconstrained logistic on S and m fitted on dev correct/wrong.
+
+`dev_check` is the one guard train, `snapuq calibrate` and `snapuq eval` run: the dev-set AUROC of U on
+correct/wrong must not fall below MSP's. The fit raises q (the quantiles of `HINGE_STEPS`, ending at the
+largest S of a correct dev input, where the guarantee holds by construction) until it passes.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+
 import numpy as np
 from scipy.optimize import minimize
 
-from snapuq.score import SnapScorer, confidence_proxy, per_tap_stat, sigmoid, softmax, tap_stats
+from snapuq.errors import SnapuqError
+from snapuq.score import SnapScorer, confidence_proxy, per_tap_stat, perr_map, sigmoid, softmax, tap_stats
 
 
 def holdout_shift(x: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -43,16 +58,18 @@ def holdout_shift(x: np.ndarray, seed: int = 0) -> np.ndarray:
     return np.clip(out, 0.0, 1.0).astype(np.float32)
 
 
-def fit_logistic(X: np.ndarray, y: np.ndarray, nonneg: bool, l2: float = 1e-3) -> np.ndarray:
-    """Weighted (balanced) logistic regression by L-BFGS-B; X (N, k) without intercept. Returns [b0, b...];
-    with nonneg the slopes are bounded below by 0."""
+def fit_logistic(
+    X: np.ndarray, y: np.ndarray, nonneg: bool, l2: float = 1e-3, balanced: bool = True
+) -> np.ndarray:
+    """Logistic regression by L-BFGS-B, class-balanced weights (balanced) or plain likelihood (a calibrated
+    probability); X (N, k) without intercept. Returns [b0, b...]; with nonneg the slopes are >= 0."""
     X = np.asarray(X, np.float64)
     y = np.asarray(y, np.float64)
     mu, sd = X.mean(0), X.std(0) + 1e-12
     Xs = (X - mu) / sd
     pos = max(y.sum(), 1.0)
     neg = max(len(y) - y.sum(), 1.0)
-    wts = np.where(y > 0, 0.5 / pos, 0.5 / neg)
+    wts = np.where(y > 0, 0.5 / pos, 0.5 / neg) if balanced else np.full(len(y), 1.0 / max(len(y), 1))
 
     def f(b):
         z = b[0] + Xs @ b[1:]
@@ -79,6 +96,69 @@ def _auroc(score: np.ndarray, pos: np.ndarray) -> float:
     return float(roc_auc_score(pos, score))
 
 
+DEV_CHECK_TOL = 0.0
+HINGE_STEPS = (0.995, 0.999, 1.0)
+PERR_DELTA = 1.0 / 512
+PERR_RAMP = 1e-4
+ALARM_K_GRID = tuple(float(v) for v in np.geomspace(0.05, 50.0, 61))
+
+
+def dev_check(u_dev: np.ndarray, msp_u: np.ndarray, err_dev: np.ndarray, tol: float = DEV_CHECK_TOL) -> dict:
+    """The dev-set guard (DESIGN §4, one implementation for train, calibrate and eval): AUROC of U on
+    correct (0) / wrong (1) minus MSP's must be >= tol. The hint names the knobs that move it."""
+    err = np.asarray(err_dev, bool)
+    a_u, a_m = _auroc(u_dev, err), _auroc(msp_u, err)
+    delta = a_u - a_m
+    ok = not (delta < tol - 1e-12)  # nan (no dev errors) passes
+    out = {
+        "auroc_ok_vs_err_snap": a_u,
+        "auroc_ok_vs_err_msp": a_m,
+        "delta": delta,
+        "tolerance": tol,
+        "n_dev": int(len(err)),
+        "n_dev_errors": int(err.sum()),
+        "ok": bool(ok),
+    }
+    if not ok:
+        out["hint"] = (
+            f"dev-set U-MSP AUROC on correct/wrong is {delta:+.4f} < {tol}: recalibrate with a higher hinge "
+            "quantile (`snapuq calibrate DIR --hinge-q 1.0`) and/or the plain MSP confidence term "
+            "(`--alpha 1`)"
+        )
+    return out
+
+
+def fit_perr(m: np.ndarray, err: np.ndarray, l2: float = 1e-3) -> dict:
+    """p_err as a strictly increasing, calibrated function of m: a logistic with non-negative slopes on
+    [ln(m + 1/512), m], fitted by plain likelihood on dev correct/wrong, tabulated at m = i/256 (257
+    knots, linear in between); a 1e-4 ramp keeps it strictly increasing when the slopes are 0."""
+    m = np.clip(np.asarray(m, np.float64), 0.0, 1.0)
+    y = np.asarray(err, np.float64)
+    if y.sum() == 0 or y.sum() == len(y):
+        r = min(max(y.mean(), 1e-4), 1 - 1e-4)
+        b = np.array([np.log(r / (1 - r)), 0.0, 0.0])
+    else:
+        b = fit_logistic(np.c_[np.log(m + PERR_DELTA), m], y, nonneg=True, l2=l2, balanced=False)
+    grid = np.linspace(0.0, 1.0, 257)
+    sig = sigmoid(b[0] + b[1] * np.log(grid + PERR_DELTA) + b[2] * grid)
+    knots = (1.0 - PERR_RAMP) * sig + PERR_RAMP * grid
+    return {"knots": [float(v) for v in knots], "form": "logistic on [ln(m + 1/512), m]", "coef": b.tolist()}
+
+
+def fit_alarm_k(pe: np.ndarray, F: np.ndarray, y: np.ndarray) -> float:
+    """k of alarm = F / (F + k) by likelihood of U = p_err + alarm (1 - p_err) as P(wrong or shifted)."""
+    from snapuq.score import alarm_map
+
+    pe, y = np.asarray(pe, np.float64), np.asarray(y, np.float64)
+    best, best_ll = ALARM_K_GRID[len(ALARM_K_GRID) // 2], -np.inf
+    for k in ALARM_K_GRID:
+        u = np.clip(pe + alarm_map(F, k) * (1.0 - pe), 1e-6, 1 - 1e-6)
+        ll = float(np.mean(y * np.log(u) + (1 - y) * np.log1p(-u)))
+        if ll > best_ll:
+            best, best_ll = k, ll
+    return float(best)
+
+
 def fit_calibration(
     outs_dev: dict,
     y_dev: np.ndarray,
@@ -87,11 +167,19 @@ def fit_calibration(
     eps: float,
     logvar_offset: float,
     taps_meta: list[dict],
-    alpha: float = 0.5,
-    quantile: float = 0.995,
+    alpha: float = 1.0,
+    quantile: float | None = None,
     u_flag_rate: float = 0.05,
+    default_variant: str = "best",
 ) -> dict:
-    """Return the calib.json dict (best variant at top level, literal under "variants")."""
+    """Return the calib.json dict (the default variant at top level, the other one under "variants").
+    quantile: the first hinge quantile tried (default 0.995); the fit raises it along `HINGE_STEPS` until
+    `dev_check` passes (1.0 = the largest S of a correct dev input: passes by construction for alpha = 1)."""
+    if not 0.0 <= alpha <= 1.0:
+        raise SnapuqError(f"alpha must be in [0, 1], got {alpha}")
+    q0 = HINGE_STEPS[0] if quantile is None else float(quantile)
+    if not 0.5 <= q0 <= 1.0:
+        raise SnapuqError(f"hinge quantile must be in [0.5, 1], got {q0}")
     y_dev = np.asarray(y_dev).astype(np.int64)
     probs_dev = outs_dev["probs"] if "probs" in outs_dev else softmax(outs_dev["logits"])
     err_dev = probs_dev.argmax(1) != y_dev
@@ -100,7 +188,7 @@ def fit_calibration(
     L = eb.shape[1]
     msp_u = 1.0 - probs_dev.max(1)
 
-    # ---- best: two-sided standardized per-tap NLL, uniform weights, hinge, non-negative logistic
+    # ---- best: two-sided standardized per-tap NLL, uniform weights, hinge, p_err (m) + alarm (F)
     taps = []
     for k in range(L):
         t = {**taps_meta[k], "c_e": 0.5, "c_l": 0.5, "two_sided": True}
@@ -109,60 +197,66 @@ def fit_calibration(
         t["mean"] = float(np.mean(ref))
         t["sd"] = float(np.std(ref) + 1e-6)
         taps.append(t)
-    best = {
+    best: dict = {
         "variant": "best",
         "eps": eps,
         "logvar_offset": logvar_offset,
         "taps": taps,
         "weighting": "uniform",
         "weights": [1.0 / L] * L,
-        "conf": {"kind": "msp_margin", "alpha": alpha},
+        "conf": {"kind": "msp_margin", "alpha": float(alpha)},
         "hinge": None,
-        "beta": [0.0, 1.0, 0.0],
         "nonneg": True,
     }
     sc = SnapScorer(best)
     f_dev = sc.features(outs_dev)
+    f_sh = sc.features(outs_shift)
     S_clean = f_dev["S"][ok] if ok.sum() >= 10 else f_dev["S"]
-    # DESIGN §4: U must not fall below MSP on dev correct/wrong; if it does by more than 0.005, raise q
-    auroc_msp = _auroc(msp_u, err_dev)
+    perr = fit_perr(f_dev["m"], err_dev)
+    best["perr"] = perr
+    steps = [q0] + [v for v in HINGE_STEPS if v > q0]
     tried = []
-    for qq in [quantile] + [v for v in (0.999, 1.0) if v > quantile]:
+    for qq in steps:
         q = float(np.quantile(S_clean, qq))
         best["hinge"] = {"q": q, "sd": float(np.std(S_clean) + 1e-6), "quantile": qq}
         f_dev = sc.features(outs_dev)
         f_sh = sc.features(outs_shift)
-        X = np.r_[np.c_[f_dev["F"], f_dev["m"]], np.c_[f_sh["F"], f_sh["m"]]]
-        yb = np.r_[err_dev.astype(float), np.ones(len(f_sh["F"]))]
-        best["beta"] = [float(v) for v in fit_logistic(X, yb, nonneg=True)]
+        pe_dev = perr_map(perr["knots"], f_dev["m"])
+        pe_sh = perr_map(perr["knots"], f_sh["m"])
+        k = fit_alarm_k(
+            np.r_[pe_dev, pe_sh],
+            np.r_[f_dev["F"], f_sh["F"]],
+            np.r_[err_dev.astype(float), np.ones(len(pe_sh))],
+        )
+        best["alarm"] = {"k": k, "form": "F / (F + k)"}
         u_dev = sc.score(outs_dev)["U"]
-        gap = _auroc(u_dev, err_dev) - auroc_msp
-        tried.append({"quantile": qq, "q": q, "dev_U_minus_msp": gap})
-        if not gap < -0.005:  # nan (no dev errors) also stops here
+        chk = dev_check(u_dev, msp_u, err_dev)
+        tried.append({"quantile": qq, "q": q, "alarm_k": k, "dev_U_minus_msp": chk["delta"]})
+        if chk["ok"]:
             break
+    best["beta"] = [0.0, 0.0, 0.0]  # unused by version 2 (the logistic form is the literal variant's)
     best["u_threshold"] = float(np.quantile(u_dev[ok] if ok.any() else u_dev, 1.0 - u_flag_rate))
+    ones = np.ones(len(f_sh["S"]))
+    zeros = np.zeros(len(u_dev))
     best["fit"] = {
         "n_dev": int(len(y_dev)),
         "n_dev_errors": int(err_dev.sum()),
         "n_shift": int(len(f_sh["F"])),
         "shift_family": "holdout_shift (permuted 2x2 tiles + uniform noise)",
+        "alpha": float(alpha),
+        "hinge_quantile_requested": q0,
         "hinge_quantiles_tried": tried,
-        "dev_auroc_U_ok_vs_err": _auroc(u_dev, err_dev),
-        "dev_auroc_msp_ok_vs_err": _auroc(msp_u, err_dev),
+        "dev_check": chk,
+        "dev_auroc_U_ok_vs_err": chk["auroc_ok_vs_err_snap"],
+        "dev_auroc_msp_ok_vs_err": chk["auroc_ok_vs_err_msp"],
+        "dev_U_minus_msp": chk["delta"],
         "dev_auroc_S_ok_vs_err": _auroc(f_dev["S"], err_dev),
-        "shift_auroc_S": _auroc(
-            np.r_[f_dev["S"], f_sh["S"]], np.r_[np.zeros(len(u_dev)), np.ones(len(f_sh["S"]))]
-        ),
+        "shift_auroc_S": _auroc(np.r_[f_dev["S"], f_sh["S"]], np.r_[zeros, ones]),
         "per_tap_shift_auroc": [
-            _auroc(
-                np.r_[f_dev["s"][:, k], f_sh["s"][:, k]], np.r_[np.zeros(len(u_dev)), np.ones(len(f_sh["S"]))]
-            )
-            for k in range(L)
+            _auroc(np.r_[f_dev["s"][:, k], f_sh["s"][:, k]], np.r_[zeros, ones]) for k in range(L)
         ],
+        "dev_ece_p_err": _ece(pe_dev, err_dev),
     }
-    best["fit"]["dev_U_minus_msp"] = (
-        best["fit"]["dev_auroc_U_ok_vs_err"] - best["fit"]["dev_auroc_msp_ok_vs_err"]
-    )
 
     # ---- literal: ebar, inverse-variance weights, unconstrained logistic on dev correct/wrong
     ltaps = [
@@ -177,7 +271,7 @@ def fit_calibration(
         "taps": ltaps,
         "weighting": "inverse_variance",
         "weights": [float(v) for v in w],
-        "conf": {"kind": "msp_margin", "alpha": alpha},
+        "conf": {"kind": "msp_margin", "alpha": 0.5},
         "hinge": None,
         "beta": [0.0, 1.0, 0.0],
         "nonneg": False,
@@ -192,9 +286,115 @@ def fit_calibration(
         "dev_auroc_U_ok_vs_err": _auroc(ul, err_dev),
         "dev_auroc_S_ok_vs_err": _auroc(fl["S"], err_dev),
     }
-    best["version"] = 1
+    best["version"] = 2
+    if default_variant == "literal":
+        rest = {k: v for k, v in best.items() if k != "version"}
+        return {**lit, "version": 2, "variants": {"best": rest}}
+    if default_variant != "best":
+        raise SnapuqError(f"unknown SNAP variant '{default_variant}' (best, literal)")
     best["variants"] = {"literal": lit}
     return best
 
 
-__all__ = ["fit_calibration", "fit_logistic", "holdout_shift", "confidence_proxy"]
+def _ece(p_err: np.ndarray, err: np.ndarray) -> float:
+    from snapuq import metrics as M
+
+    return float(M.ece(1.0 - np.asarray(p_err, np.float64), ~np.asarray(err, bool)))
+
+
+# ----------------------------------------------------------------------------------------------
+# `snapuq calibrate DIR`: refit calib.json on the dev split without retraining
+
+
+def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = None, variant: str = "best"):
+    """Fit calib.json for a loaded ModelDir `md` on dataset `ds`'s dev split (what train runs)."""
+    cfg = md.config
+    xdv = np.asarray(ds.x_dev, np.float32)
+    od = md.predict(xdv)
+    osh = md.predict(holdout_shift(xdv, seed=int(cfg.get("seed", 0))))
+    return fit_calibration(
+        od,
+        np.asarray(ds.y_dev).astype(np.int64),
+        osh,
+        eps=float(cfg.get("eps", 1e-2)),
+        logvar_offset=float(cfg.get("logvar_offset", 2.0 * np.log(float(cfg.get("eps", 1e-2))))),
+        taps_meta=cfg["taps"],
+        alpha=alpha,
+        quantile=quantile,
+        default_variant=variant,
+    )
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(obj, fh, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def check_line(chk: dict) -> str:
+    """One line for a dev_check result."""
+    d = chk.get("delta")
+    txt = "n/a (no dev errors)" if d is None or not np.isfinite(d) else f"{d:+.4f}"
+    return (
+        f"dev check U-MSP AUROC ok/err {txt} (U {chk.get('auroc_ok_vs_err_snap', float('nan')):.4f}, "
+        f"MSP {chk.get('auroc_ok_vs_err_msp', float('nan')):.4f}): {'ok' if chk.get('ok') else 'FAILED'}"
+    )
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", metavar="DIR", help="model directory written by `snapuq train`")
+    p.add_argument("--data-dir", default=None, help="folder with the dataset files (non-embedded datasets)")
+    p.add_argument(
+        "--hinge-q",
+        type=float,
+        default=None,
+        help="first hinge quantile of clean dev S tried (default 0.995; raised along 0.999, 1.0 until the "
+        "dev check passes; 1.0 = the largest S of a correct dev input)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=1.0,
+        help="confidence term m = alpha (1 - p1) + (1 - alpha)(1 - margin); 1 = MSP (default)",
+    )
+    p.add_argument("--variant", choices=["best", "literal"], default=None, help="default variant (keep)")
+    p.add_argument("--no-export", action="store_true", help="do not refresh an existing int8 export")
+
+
+def run(args: argparse.Namespace) -> int:
+    from snapuq.data import load_dataset
+    from snapuq.evaluate import load
+
+    d = Path(args.model_dir)
+    md = load(d)
+    cfg = md.config
+    variant = args.variant or str((md.calib or {}).get("variant", cfg.get("variant", "best")))
+    ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
+    calib = calibrate_model_dir(md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant)
+    write_json_atomic(d / "calib.json", calib)
+    best = calib if calib.get("variant") == "best" else calib["variants"]["best"]
+    fit = best["fit"]
+    print(
+        f"snapuq calibrate: {d / 'calib.json'}: hinge quantile {best['hinge']['quantile']} "
+        f"(tried {', '.join(str(t['quantile']) for t in fit['hinge_quantiles_tried'])}), alarm k "
+        f"{best['alarm']['k']:.3g}, dev ECE(p_err) {fit['dev_ece_p_err']:.4f}"
+    )
+    print(f"snapuq calibrate: {check_line(fit['dev_check'])}")
+    if not fit["dev_check"]["ok"]:
+        print(f"snapuq calibrate: warning: {fit['dev_check']['hint']}")
+    if (d / "snapuq.json").exists() and not args.no_export:
+        from snapuq.export.cli import export_model
+
+        print(f"snapuq calibrate: {d}: refreshing the int8 export with the new constants")
+        export_model(d, data_dir=args.data_dir)
+    return 0 if fit["dev_check"]["ok"] else 1
+
+
+__all__ = ["confidence_proxy", "dev_check", "fit_calibration", "fit_logistic", "fit_perr", "holdout_shift"]

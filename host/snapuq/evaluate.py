@@ -21,6 +21,7 @@ import numpy as np
 from snapuq import metrics as M
 from snapuq import stream as S
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 COVERAGES = (0.5, 0.8, 0.9, 0.95)
 CONTRACT_KEYS = (
@@ -32,7 +33,6 @@ CONTRACT_KEYS = (
     "cid_auprc",
     "cid_delay",
 )
-DEV_CHECK_TOL = -0.005
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,6 +46,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--severity", type=int, default=3, help="corruption severity of the CID stream (1-5)")
     p.add_argument("--segment", type=int, default=300, help="frames per stream segment (default 300)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--seeds",
+        default=None,
+        metavar="S0,S1,...",
+        help="train (when missing) and evaluate one model per seed with DIR's training options; model dirs "
+        "DIR (its own seed) and DIR_seed{S}; RDIR/seed{S}/ per seed, RDIR/metrics.json with mean and sd",
+    )
 
 
 class Timer:
@@ -87,28 +94,27 @@ def _check_model_dir(d: Path) -> None:
         raise SnapuqError(f"model directory {d} does not exist (create it with `snapuq train --out {d}`)")
     if not d.is_dir():
         raise SnapuqError(f"{d} is not a directory")
-    for f in ("config.json", "model.keras"):
-        if not (d / f).is_file():
-            raise SnapuqError(f"{d}: missing {f} (not a model directory written by `snapuq train`)")
+    paths = ModelPaths(d)
+    for p in (paths.config, paths.keras):
+        if not p.is_file():
+            raise SnapuqError(f"{d}: missing {p.name} (not a model directory written by `snapuq train`)")
     try:
-        cfg = json.loads((d / "config.json").read_text())
+        cfg = json.loads(paths.config.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SnapuqError(f"{d / 'config.json'}: not valid JSON ({e})") from e
+        raise SnapuqError(f"{paths.config}: not valid JSON ({e})") from e
     if not isinstance(cfg, dict) or "dataset" not in cfg:
-        raise SnapuqError(f"{d / 'config.json'}: no 'dataset' entry")
-    if (d / "calib.json").exists():
+        raise SnapuqError(f"{paths.config}: no 'dataset' entry")
+    if paths.calib.exists():
         try:
-            json.loads((d / "calib.json").read_text())
+            json.loads(paths.calib.read_text())
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise SnapuqError(f"{d / 'calib.json'}: not valid JSON ({e})") from e
+            raise SnapuqError(f"{paths.calib}: not valid JSON ({e})") from e
 
 
 def load(d: Path):
     _check_model_dir(d)
-    try:
-        from snapuq.modeldir import load_model_dir
-    except ImportError as e:
-        raise SnapuqError(f"model directory loading is not available ({e})") from e
+    from snapuq.modeldir import load_model_dir
+
     try:
         return load_model_dir(d)
     except SnapuqError:
@@ -128,10 +134,8 @@ def _corruption_api(ds):
             return A.corrupted_features(ds, name, severity, seed=seed, split="test", idx=idx)
 
         return A.audio_corruption_names(), apply_audio
-    try:
-        from snapuq.data import corruptions as C
-    except ImportError as e:
-        raise SnapuqError(f"corruptions are not available ({e})") from e
+    from snapuq.data import corruptions as C
+
     return _corruption_functions(C, ds.name)
 
 
@@ -163,12 +167,17 @@ def _method_metrics(u, pred, conf, y, u_ood, stream_res) -> tuple[dict, dict]:
         "cid_tau": stream_res["tau"],
         "cid_event_segments": stream_res["n_event_segments"],
         "cid_delays": stream_res["delays"],
-        "cid_false_alarm_rate": stream_res["false_alarm_rate"],
+        "cid_false_alarm_rate": stream_res["clean_false_alarm_rate"],
+        "cid_false_alarm_rate_nonevent": stream_res["false_alarm_rate"],
     }
     return main, extra
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "seeds", None):
+        from snapuq.multiseed import run_seeds
+
+        return run_seeds(args)
     from tqdm import tqdm
 
     from snapuq.baselines.methods import METHODS, EvalContext, MethodUnavailable, make_method
@@ -229,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         x_dev=x_dev,
         y_dev=y_dev,
         predict=md.predict,
-        baselines_dir=d / "baselines",
+        baselines_dir=ModelPaths(d).baselines,
         calib=getattr(md, "calib", None),
         model_dir=d,
         backbone=cfg.get("backbone"),
@@ -297,24 +306,28 @@ def run(args: argparse.Namespace) -> int:
     if notes:
         out["notes"] = notes
 
-    # SNAP: the dev-set sanity check of DESIGN §4 and the other calibrated variants (ablation)
+    # SNAP: the dev-set check of DESIGN §4 (the same function train and `snapuq calibrate` run), the same
+    # comparison on test, p_err/U calibration, and the other calibrated variants (ablation)
     flags = []
     if "snap" in results and "msp" in results:
-        dev_snap = M.auroc(results["snap"][1].u[bounds["dev"]], ~ok_dev)
-        dev_msp = M.auroc(results["msp"][1].u[bounds["dev"]], ~ok_dev)
-        delta = dev_snap - dev_msp
-        out["dev_check"] = {
-            "auroc_ok_vs_err_snap": dev_snap,
-            "auroc_ok_vs_err_msp": dev_msp,
-            "delta": delta,
-            "tolerance": DEV_CHECK_TOL,
-            "ok": bool(delta >= DEV_CHECK_TOL),
-        }
-        if not delta >= DEV_CHECK_TOL:
-            flags.append(
-                f"dev-set U-MSP AUROC on correct/wrong is {delta:+.4f} < {DEV_CHECK_TOL}: "
-                "raise the hinge quantile q and recalibrate"
-            )
+        from snapuq.calibrate import dev_check
+
+        rs, rm = results["snap"][1], results["msp"][1]
+        out["dev_check"] = dev_check(rs.u[bounds["dev"]], rm.u[bounds["dev"]], ~ok_dev)
+        if not out["dev_check"]["ok"]:
+            flags.append(out["dev_check"]["hint"])
+        tchk = dev_check(rs.u[bounds["test"]], rm.u[bounds["test"]], ~ok_test)
+        tchk.pop("hint", None)
+        out["test_check"] = tchk
+    if "snap" in results:
+        rs = results["snap"][1]
+        ut = rs.u[bounds["test"]]
+        pe = rs.extra.get("p_err", rs.u)[bounds["test"]]
+        al = rs.extra.get("alarm", np.zeros_like(rs.u))[bounds["test"]]
+        details["snap"]["ece_p_err"] = M.ece(1.0 - pe, ok_test)
+        details["snap"]["ece_U"] = M.ece(np.clip(1.0 - ut, 0.0, 1.0), ok_test)
+        details["snap"]["auroc_ok_vs_err_p_err"] = M.auroc(pe, ~ok_test)
+        details["snap"]["test_alarm_rate"] = float(np.mean(al > 0))
     if "snap" in results:
         with timer("snap_variants"):
             out["snap_variants"] = _snap_variants(
@@ -332,7 +345,8 @@ def run(args: argparse.Namespace) -> int:
         from snapuq import report as R
 
         plots = R.make_plots(
-            rdir, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg)
+            rdir, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg),
+            taus={n: details[n]["cid_tau"] for n in results if n in details},
         )
     out["plots"] = plots
     out["timings_s"] = dict(timer.t)
@@ -409,12 +423,10 @@ def _snap_variants(ctx, snap, x_all, outs, bounds, y_test, st, spec, clean_idx) 
 
 
 def _int8_block(d: Path, x_test, y_test, x_ood, ctx, snap, bounds) -> dict | None:
-    """INT8 results when D/model_int8.tflite and snapuq.export.int8_predict exist, else None."""
-    if not (d / "model_int8.tflite").exists():
-        return None
-    try:
-        from snapuq.export import int8_predict
-    except ImportError:
+    """INT8 results (the C core through snapuq.export.int8_predict) when D is exported, else None."""
+    from snapuq.export import int8_predict
+
+    if not ModelPaths(d).int8.exists():
         return None
     x = np.concatenate([x_test, x_ood])
     o8 = int8_predict(d, x)
@@ -447,12 +459,13 @@ def _int8_block(d: Path, x_test, y_test, x_ood, ctx, snap, bounds) -> dict | Non
             block["aupr_int8_minus_fp32"] = snap8["aupr_ok_vs_err"] - fp32
             block["agreement_top1"] = float(np.mean(logits[:nt].argmax(1) == r.pred[bounds["test"]]))
     sizes = {}
-    for f in ("model_int8.tflite", "model_float.tflite", "model.keras", "snapuq_model.c"):
-        if (d / f).exists():
-            sizes[f] = (d / f).stat().st_size
+    paths = ModelPaths(d)
+    for p in (paths.int8, paths.float_tflite, paths.keras, paths.c_source):
+        if p.exists():
+            sizes[p.name] = p.stat().st_size
     block["bytes"] = sizes
-    if "model_int8.tflite" in sizes and "model_float.tflite" in sizes:
-        block["flash_ratio_float_over_int8"] = sizes["model_float.tflite"] / sizes["model_int8.tflite"]
+    if paths.INT8 in sizes and paths.FLOAT in sizes:
+        block["flash_ratio_float_over_int8"] = sizes[paths.FLOAT] / sizes[paths.INT8]
     return block
 
 

@@ -18,8 +18,10 @@ plus snapuq.json.
 
 Command line::
 
-    python -m snapuq.micropython blob models/digits            # -> models/digits/model.snapuq
-    python -m snapuq.micropython push models/digits --port /dev/ttyACM0 [--twin] [--n 5]
+    snapuq micropython blob models/digits            # -> models/digits/model.snapuq
+    snapuq micropython push models/digits --port /dev/ttyACM0 [--twin] [--n 5]
+
+(``python -m snapuq.micropython ...`` is the same command.)
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import DeviceError, ModelFormatError, SnapuqError
+from snapuq.modeldir import ModelPaths
 
 MAGIC = b"SNUQ"
 VERSION = 1
 HEADER = 32
 TFLITE_ALIGN = 16
-BLOB_NAME = "model.snapuq"
+BLOB_NAME = ModelPaths.BLOB
 TWIN_PATH = Path(__file__).resolve().parents[2] / "micropython_modules" / "twin" / "snapuq.py"
 
 
@@ -98,18 +101,17 @@ def read_blob(buf: bytes) -> tuple[bytes, dict[str, Any]]:
 
 
 def load_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
-    d = Path(model_dir)
-    tfl, man = d / "model_int8.tflite", d / "snapuq.json"
-    for p in (tfl, man):
+    paths = ModelPaths(model_dir)
+    for p in (paths.int8, paths.manifest):
         if not p.is_file():
-            raise ModelFormatError(f"{p} is missing (run `snapuq export {d}` first)")
-    return tfl.read_bytes(), json.loads(man.read_text())
+            raise ModelFormatError(f"{p} is missing (run `snapuq export {paths.root}` first)")
+    return paths.int8.read_bytes(), json.loads(paths.manifest.read_text())
 
 
 def make_blob(model_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write ``model.snapuq`` for an exported model directory; returns its path."""
     tfl, man = load_model_files(model_dir)
-    dst = Path(out) if out else Path(model_dir) / BLOB_NAME
+    dst = Path(out) if out else ModelPaths(model_dir).blob
     dst.write_bytes(write_blob(tfl, man))
     return dst
 
@@ -128,7 +130,8 @@ def device_script(n_inputs: int, input_bytes: int, blob_name: str = BLOB_NAME) -
 
 
 def _mpremote(port: str, *args: str, timeout: float = 600) -> str:
-    exe = shutil.which("mpremote")
+    venv = Path(sys.executable).parent / "mpremote"  # the project's venv first, then PATH
+    exe = str(venv) if venv.is_file() else shutil.which("mpremote")
     if exe is None:
         raise SnapuqError("mpremote is not installed (pip install mpremote)")
     cmd = [exe, "connect", port, *args]
@@ -180,24 +183,17 @@ def sample_inputs(man: dict[str, Any], n: int, seed: int = 0) -> np.ndarray:
 
 
 def host_reference(tfl: bytes, man: dict[str, Any], x: np.ndarray) -> tuple[dict, dict]:
-    """Int8 output codes (name -> (N, size)) and integer SNAP values (snap_int) for int8 inputs."""
-    from snapuq.export.fixedpoint import snap_int
-    from snapuq.export.reference import Int8Model
+    """Int8 output codes (name -> (N, size)) and the integer SNAP values (the C core on the host,
+    snapuq.ccore) for int8 inputs."""
+    from snapuq.ccore import CoreModel, CoreSnap
 
-    model = Int8Model(tfl)
-    shape = man["input"]["shape"]
-    codes: dict[str, list[np.ndarray]] = {k: [] for k in man["outputs"]}
-    for xi in x:
-        for k, v in model.invoke(np.asarray(xi, np.int8).reshape(shape)).items():
-            if k in codes:
-                codes[k].append(np.asarray(v).reshape(-1))
-    c = {k: np.stack(v) for k, v in codes.items()}
-    return c, snap_int(c, man["snap"])
+    model = CoreModel(tfl)
+    outs, r = CoreSnap(man["snap"], man["outputs"]).run(model, np.asarray(x, np.int8))
+    return {k: v.reshape(len(v), -1) for k, v in outs.items() if k in man["outputs"]}, r
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m snapuq.micropython", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    sub = ap.add_subparsers(dest="mp_cmd", required=True, metavar="{blob,push}")
     b = sub.add_parser("blob", help="write model.snapuq for an exported model directory")
     b.add_argument("model_dir")
     b.add_argument("--out")
@@ -206,22 +202,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", required=True, help="mpremote device (e.g. /dev/ttyACM0, socket://host:port)")
     p.add_argument("--n", type=int, default=5)
     p.add_argument("--twin", action="store_true", help="also copy the pure-MicroPython snapuq.py")
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "blob":
-            path = make_blob(args.model_dir, args.out)
-            print(f"wrote {path} ({path.stat().st_size} bytes)")
-            return 0
-        rows = push(args.model_dir, args.port, args.n, args.twin)
-        for r in rows:
-            print(f"input {r['i']}: pred {r['pred']}  U = {r['u_q16'] / 65536:.5f} (Q16 {r['u_q16']}),"
-                  f" host {r['host_u_q16']}  {'ok' if r['match'] else 'MISMATCH'}")
-        bad = sum(not r["match"] for r in rows)
-        print(f"{len(rows) - bad}/{len(rows)} inputs identical to the host reference")
-        return 1 if bad or not rows else 0
-    except SnapuqError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.mp_cmd == "blob":
+        path = make_blob(args.model_dir, args.out)
+        print(f"wrote {path} ({path.stat().st_size} bytes)")
+        return 0
+    rows = push(args.model_dir, args.port, args.n, args.twin)
+    for r in rows:
+        print(f"input {r['i']}: pred {r['pred']}  U = {r['u_q16'] / 65536:.5f} (Q16 {r['u_q16']}),"
+              f" host {r['host_u_q16']}  {'ok' if r['match'] else 'MISMATCH'}")
+    bad = sum(not r["match"] for r in rows)
+    print(f"{len(rows) - bad}/{len(rows)} inputs identical to the host reference")
+    return 1 if bad or not rows else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m snapuq.micropython ...` is `snapuq micropython ...`."""
+    from snapuq.cli import main as cli_main
+
+    return cli_main(["micropython", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

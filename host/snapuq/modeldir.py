@@ -1,4 +1,8 @@
-"""A model directory written by `snapuq train` (layout in docs/ARCHITECTURE.md)."""
+"""A model directory: the one place that names its files (layout in docs/ARCHITECTURE.md).
+
+    ModelPaths(d).int8          # d/model_int8.tflite ... every artifact by role
+    load_model_dir(d)           # the trained Keras model + config + calibration (ModelDir)
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,46 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import ModelFormatError, SnapuqError
+
+
+@dataclass(frozen=True)
+class ModelPaths:
+    """Every file of a model directory, by role. `snapuq train` writes config, keras, calib and
+    baselines; `snapuq export` writes int8, float_tflite, manifest, c_source and c_header;
+    `snapuq micropython blob` writes blob."""
+
+    root: Path
+
+    CONFIG = "config.json"
+    KERAS = "model.keras"
+    CALIB = "calib.json"
+    BASELINES = "baselines"
+    INT8 = "model_int8.tflite"
+    FLOAT = "model_float.tflite"
+    MANIFEST = "snapuq.json"
+    C_SOURCE = "snapuq_model.c"
+    C_HEADER = "snapuq_model.h"
+    BLOB = "model.snapuq"
+
+    def __init__(self, root: str | Path) -> None:
+        object.__setattr__(self, "root", Path(root))
+
+    config = property(lambda self: self.root / self.CONFIG)
+    keras = property(lambda self: self.root / self.KERAS)
+    calib = property(lambda self: self.root / self.CALIB)
+    baselines = property(lambda self: self.root / self.BASELINES)
+    int8 = property(lambda self: self.root / self.INT8)
+    float_tflite = property(lambda self: self.root / self.FLOAT)
+    manifest = property(lambda self: self.root / self.MANIFEST)
+    c_source = property(lambda self: self.root / self.C_SOURCE)
+    c_header = property(lambda self: self.root / self.C_HEADER)
+    blob = property(lambda self: self.root / self.BLOB)
+
+    def need_export(self) -> None:
+        """One-line error unless `snapuq export` has written the int8 model and the manifest."""
+        for p in (self.int8, self.manifest):
+            if not p.is_file():
+                raise SnapuqError(f"{p}: missing (run `snapuq export {self.root}` first)")
 
 
 def _read_json(p: Path) -> dict:
@@ -30,6 +74,10 @@ class ModelDir:
     model: object
     calib: dict | None = None
     _export: object = field(default=None, repr=False)
+
+    @property
+    def files(self) -> ModelPaths:
+        return ModelPaths(self.path)
 
     def predict(self, x: np.ndarray, batch_size: int = 256) -> dict[str, np.ndarray]:
         """Float outputs (dict of numpy arrays) for NHWC float32 inputs."""
@@ -68,11 +116,12 @@ def load_model_dir(d: str | Path) -> ModelDir:
     d = Path(d)
     if not d.is_dir():
         raise SnapuqError(f"{d}: no such model directory")
-    cfg = _read_json(d / "config.json")
+    paths = ModelPaths(d)
+    cfg = _read_json(paths.config)
     for key in ("dataset", "input_shape", "taps"):
         if key not in cfg:
-            raise ModelFormatError(f"{d / 'config.json'}: missing '{key}'")
-    mp = d / "model.keras"
+            raise ModelFormatError(f"{paths.config}: missing '{key}'")
+    mp = paths.keras
     if not mp.is_file():
         raise SnapuqError(f"{mp}: missing (not a model directory written by `snapuq train`)")
     import keras
@@ -83,5 +132,5 @@ def load_model_dir(d: str | Path) -> ModelDir:
         model = keras.saving.load_model(mp, compile=False)
     except Exception as e:
         raise ModelFormatError(f"{mp}: cannot load ({type(e).__name__}: {str(e)[:160]})") from e
-    calib = _read_json(d / "calib.json") if (d / "calib.json").exists() else None
+    calib = _read_json(paths.calib) if paths.calib.exists() else None
     return ModelDir(d, cfg, model, calib)

@@ -33,8 +33,11 @@ def _style(name: str, i: int):
 
 
 def make_plots(
-    rdir: Path, results: dict, bounds: dict, y_test, st, spec, x_ood_n: int, taps: list[str]
+    rdir: Path, results: dict, bounds: dict, y_test, st, spec, x_ood_n: int, taps: list[str],
+    taus: dict[str, float] | None = None,
 ) -> list:
+    """taus: each method's alarm threshold as snapuq.stream.monitor computed it (the one behind
+    cid_delay); stream.png draws the alarm scaled to exactly that threshold."""
     plt = _plt()
     rdir = Path(rdir)
     files = []
@@ -76,6 +79,48 @@ def make_plots(
     plt.close(fig)
     files.append("risk_coverage.png")
 
+    # reliability diagram: SNAP's p_err (confidence 1 - p_err) and U, MSP, temperature scaling
+    rel = []
+    if "snap" in results:
+        r = results["snap"][1]
+        pe = r.extra.get("p_err", r.u)[bounds["test"]]
+        ok = r.pred[bounds["test"]] == y_test
+        rel.append(("snap p_err", 1.0 - pe, ok))
+        rel.append(("snap U", np.clip(1.0 - r.u[bounds["test"]], 0.0, 1.0), ok))
+    for name in ("msp", "temp_scaling"):
+        if name in results:
+            r = results[name][1]
+            rel.append((name, r.conf[bounds["test"]], r.pred[bounds["test"]] == y_test))
+    if rel:
+        fig, ax = plt.subplots(1, 2, figsize=(11, 4.8))
+        edges = np.linspace(0.0, 1.0, 16)
+        for i, (name, conf, ok) in enumerate(rel):
+            b = np.clip(np.ceil(conf * 15).astype(int) - 1, 0, 14)
+            xs, ys, ns = [], [], []
+            for k in range(15):
+                m = b == k
+                if m.any():
+                    xs.append(conf[m].mean())
+                    ys.append(ok[m].mean())
+                    ns.append(int(m.sum()))
+            ax[0].plot(xs, ys, marker="o", ms=3, label=f"{name} ECE {M.ece(conf, ok):.3f}", **_style(name, i))
+            ax[1].hist(conf, bins=edges, histtype="step", lw=1.2, label=name)
+        ax[0].plot([0, 1], [0, 1], ":", color="grey", lw=0.8)
+        ax[0].set(
+            xlabel="confidence (SNAP: 1 - p_err)",
+            ylabel="accuracy",
+            title="reliability (test, 15 bins)",
+            xlim=(0, 1),
+            ylim=(0, 1.01),
+        )
+        ax[0].legend(fontsize=7, loc="upper left")
+        ax[1].set(xlabel="confidence", ylabel="inputs", title="confidence histogram", yscale="log")
+        ax[1].legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        fig.savefig(rdir / "reliability.png", dpi=110)
+        plt.close(fig)
+        files.append("reliability.png")
+
     # stream timeline
     if len(st):
         fig, ax = plt.subplots(2, 1, figsize=(13, 6), sharex=True)
@@ -112,11 +157,13 @@ def make_plots(
                 )
         ax[0].set(ylabel="accuracy", title="CID stream: shifted segments grey, events red")
         ax[0].legend(fontsize=7, loc="lower right")
-        show = [n for n in ("snap", "msp", "ee_ensemble", "deep_ensemble", "energy") if n in results][:4]
+        taus = taus or {}
+        show = [n for n in ("snap", "msp", "ee_ensemble", "deep_ensemble", "energy")
+                if n in results and n in taus][:4]
         for i, name in enumerate(show):
             r = results[name][1]
             alarm = M.windowed_alarm(st.gather(r.u[bounds["test"]], r.u[bounds["corrupt"]]), w)
-            tau = _tau(r, bounds, spec, st)
+            tau = float(taus[name])
             lo = np.percentile(alarm, 1)
             scale = (tau - lo) if tau > lo else 1.0
             ax[1].plot(t, (alarm - lo) / scale, label=name, **_style(name, i))
@@ -169,16 +216,6 @@ def make_plots(
     return files
 
 
-def _tau(r, bounds, spec, st) -> float:
-    # the same rule as snapuq.stream.monitor; recomputed from the dev slice
-    from snapuq import stream as S
-
-    u_dev = r.u[bounds["dev"]]
-    idx = np.random.default_rng(0).integers(0, len(u_dev), max(20 * S.WINDOW, 2 * len(u_dev)))
-    a = M.sliding_mean(u_dev[idx], st.window)
-    return float(a.mean() + 3 * a.std())
-
-
 def _shade(ax, mask, color, alpha):
     for a, b in M.event_runs(mask):
         ax.axvspan(a, b, color=color, alpha=alpha, lw=0)
@@ -201,6 +238,11 @@ COLUMNS = [
     ("cid_auprc", "CID AUPRC", 3),
     ("cid_delay", "CID delay ↓", 1),
 ]
+# from the per-method details, shown next to the contract columns
+DETAIL_COLUMNS = [
+    ("cid_false_alarm_rate", "CID false alarm ↓", 3),
+    ("shift_auroc_mean", "shift AUROC (mean)", 3),
+]
 
 
 def write_report(rdir: Path, out: dict) -> None:
@@ -221,31 +263,41 @@ def write_report(rdir: Path, out: dict) -> None:
         )
     for f in out.get("flags", []):
         L.append(f"- **FLAG:** {f}")
-    dc = out.get("dev_check")
-    if dc:
+    for key, what in (("dev_check", "dev"), ("test_check", "test")):
+        dc = out.get(key)
+        if dc:
+            L.append(
+                f"- {what}-set check (DESIGN §4, `snapuq.calibrate.dev_check`): AUROC ✓/✗ SNAP U "
+                f"{_f(dc['auroc_ok_vs_err_snap'], 4)} vs MSP {_f(dc['auroc_ok_vs_err_msp'], 4)}, delta "
+                f"{_f(dc['delta'], 4)} ({'ok' if dc['ok'] else 'BELOW ' + str(dc['tolerance'])})"
+            )
+    det = out.get("details", {})
+    sd = det.get("snap", {})
+    if "ece_p_err" in sd:
         L.append(
-            f"- dev-set check (DESIGN §4): AUROC ✓/✗ SNAP {_f(dc['auroc_ok_vs_err_snap'], 4)} vs MSP "
-            f"{_f(dc['auroc_ok_vs_err_msp'], 4)}, delta {_f(dc['delta'], 4)} "
-            f"({'ok' if dc['ok'] else 'BELOW ' + str(dc['tolerance'])})"
+            f"- SNAP outputs: p_err (calibrated P(wrong), a function of m(x)) ECE {_f(sd['ece_p_err'])}, "
+            f"AUROC ✓/✗ {_f(sd.get('auroc_ok_vs_err_p_err'), 4)}; U = p_err + alarm (1 - p_err) ECE "
+            f"{_f(sd.get('ece_U'))}; test inputs with alarm > 0: {_f(sd.get('test_alarm_rate'))} "
+            "(reliability.png)"
         )
     L += ["", "## All methods (same model, same split, same inputs)", ""]
-    det = out.get("details", {})
-    head = ["method"] + [c[1] for c in COLUMNS] + ["shift AUROC (mean)", "own accuracy"]
+    head = ["method"] + [c[1] for c in COLUMNS] + [c[1] for c in DETAIL_COLUMNS] + ["own accuracy"]
     L.append("| " + " | ".join(head) + " |")
     L.append("|" + "---|" * len(head))
     for name, m in out["methods"].items():
         row = [f"**{name}**" if name == "snap" else name]
         row += [_f(m.get(k), nd) for k, _, nd in COLUMNS]
         d = det.get(name, {})
-        row += [_f(d.get("shift_auroc_mean")), _f(d.get("accuracy"), 4)]
+        row += [_f(d.get(k), nd) for k, _, nd in DETAIL_COLUMNS] + [_f(d.get("accuracy"), 4)]
         L.append("| " + " | ".join(row) + " |")
     L += [
         "",
         "U is oriented so that higher means more likely wrong or shifted. ✓/✗: ID correct vs ID wrong with "
         "errors positive (each method's own predictions); ID/OOD: all test inputs vs the OOD set; CID: the "
         "per-frame alarm (trailing mean of U) against the stream events, delay in frames from event onset to "
-        "the first alarm above the method's clean-stream threshold. ECE uses each method's own confidence "
-        "(SNAP: 1 - U).",
+        "the first alarm above the method's clean-stream threshold; CID false alarm: fraction of "
+        "clean-segment frames whose alarm is above that threshold. ECE uses each method's own confidence "
+        "(SNAP: 1 - p_err).",
     ]
     if det:
         L += ["", "## Risk at fixed coverage (test)", ""]

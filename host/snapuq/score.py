@@ -12,7 +12,13 @@ Per tap l with a, mu, log sigma^2 in R^d (GAP tap vectors):
     F      = max(0, (S - q) / sd_S)   ("best": hinge at the q-quantile of clean dev S)
            = S                        ("literal")
     m      = alpha (1 - p1) + (1 - alpha)(1 - (p1 - p2))  (p1 >= p2 the two largest softmax probs)
-    z      = b0 + b1 F + b2 m,  U = 1 / (1 + exp(-z))
+  "best" (calib version 2, when calib.json has "perr" and "alarm"):
+    p_err  = PL(m)                    piecewise-linear in m on the 257 knots m = i/256, strictly increasing:
+                                      the calibrated P(prediction wrong) on in-distribution inputs
+    alarm  = F / (F + k)              0 while S <= q (in-distribution), -> 1 as the surprisal grows
+    U      = 1 - (1 - p_err)(1 - alarm) = p_err + alarm (1 - p_err)   (P(wrong or shifted), noisy-OR)
+  "literal" (and version-1 calib files):
+    z      = b0 + b1 F + b2 m,  U = 1 / (1 + exp(-z)),  p_err = U, alarm = 0
 
 calib.json (written by snapuq.calibrate, read by `SnapScorer.from_calib`, turned into fixed point by the
 int8 export — docs/FIXED_POINT.md):
@@ -24,6 +30,8 @@ int8 export — docs/FIXED_POINT.md):
      "hinge": {"q": float, "sd": float, "quantile": float} | null,
      "conf": {"kind": "msp_margin", "alpha": float},
      "beta": [b0, b1, b2], "nonneg": bool, "u_threshold": float,
+     "perr": {"knots": [257 floats, p_err at m = i/256], ...fit details} (version 2, "best"),
+     "alarm": {"k": float, ...} (version 2, "best"),
      "fit": {...what the coefficients were fitted on, dev AUROCs...},
      "variants": {"literal": {... the same keys for the paper's literal recipe ...}}}
 """
@@ -143,7 +151,8 @@ class SnapScorer:
             if variant not in vs:
                 raise SnapuqError(f"calib.json has no SNAP variant '{variant}' (has: {', '.join(vs)})")
             p = vs[variant]
-        for key in ("taps", "weights", "beta", "conf"):
+        need = ("taps", "weights", "conf") + (() if p.get("perr") and p.get("alarm") else ("beta",))
+        for key in need:
             if key not in p:
                 raise SnapuqError(f"calib.json: missing '{key}'")
         return cls(p)
@@ -163,8 +172,39 @@ class SnapScorer:
 
     def score(self, outs: dict) -> dict[str, np.ndarray]:
         f = self.features(outs)
-        b0, b1, b2 = self.params["beta"]
-        z = b0 + b1 * f["F"] + b2 * f["m"]
-        f["z"] = z
-        f["U"] = sigmoid(z)
+        return combine(self.params, f)
+
+
+PERR_KNOTS = 257
+
+
+def perr_map(knots, m: np.ndarray) -> np.ndarray:
+    """p_err = the piecewise-linear map through (i/256, knots[i]), i = 0..256 (m in [0, 1])."""
+    k = np.asarray(knots, np.float64)
+    if k.shape != (PERR_KNOTS,):
+        raise SnapuqError(f"calib.json: perr.knots must have {PERR_KNOTS} values, got {k.shape}")
+    return np.interp(np.clip(np.asarray(m, np.float64), 0.0, 1.0), np.linspace(0.0, 1.0, PERR_KNOTS), k)
+
+
+def alarm_map(F: np.ndarray, k: float) -> np.ndarray:
+    """alarm = F / (F + k): 0 at F = 0, increasing, below 1."""
+    F = np.maximum(np.asarray(F, np.float64), 0.0)
+    return F / (F + float(k))
+
+
+def combine(params: dict, f: dict) -> dict:
+    """Add p_err, alarm, U (and z for the logistic form) to the feature dict f of `SnapScorer.features`."""
+    if params.get("perr") and params.get("alarm"):
+        pe = perr_map(params["perr"]["knots"], f["m"])
+        al = alarm_map(f["F"], params["alarm"]["k"])
+        f["p_err"] = pe
+        f["alarm"] = al
+        f["U"] = pe + al * (1.0 - pe)
         return f
+    b0, b1, b2 = params["beta"]
+    z = b0 + b1 * f["F"] + b2 * f["m"]
+    f["z"] = z
+    f["U"] = sigmoid(z)
+    f["p_err"] = f["U"]
+    f["alarm"] = np.zeros_like(f["U"])
+    return f

@@ -139,7 +139,13 @@ def monitor(u_frames: np.ndarray, u_clean: np.ndarray, spec: EventSpec, stream: 
     delays = M.detection_delays(alarm, spec.events, tau, stream.shifted_segments)
     fired = alarm[valid] > tau
     quiet = ~spec.events[valid]
+    # frames of the clean segments whose whole trailing window is clean: every alarm there is false
+    clean = np.zeros(len(alarm), bool)
+    for a, b, name in stream.segments:
+        if name == "clean":
+            clean[a + w - 1 : b] = True
     return {
+        "clean_false_alarm_rate": float(np.mean(alarm[clean] > tau)) if clean.any() else float("nan"),
         "cid_auprc": auprc,
         "cid_delay": float(np.mean(delays)) if delays else float("nan"),
         "tau": tau,

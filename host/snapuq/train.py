@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 DEFAULT_EPOCHS = {
     "digits": 25,
@@ -77,6 +78,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--variant", choices=["best", "literal"], default="best", help="default SNAP scoring variant"
+    )
+    p.add_argument(
+        "--hinge-q",
+        type=float,
+        default=None,
+        help="first hinge quantile of clean dev S (default 0.995; raised until the dev check passes)",
+    )
+    p.add_argument(
+        "--alpha", type=float, default=1.0, help="confidence term weight of 1 - MSP vs 1 - margin (default 1)"
     )
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -219,7 +229,7 @@ def train(args: argparse.Namespace) -> dict:
         )
     bar.close()
     timings["heads"] = time.perf_counter() - t
-    snap_model.save(out / "model.keras")
+    snap_model.save(ModelPaths(out).keras)
 
     # ---- calibration on the dev split (+ the held-out synthetic shift family)
     t = time.perf_counter()
@@ -263,13 +273,17 @@ def train(args: argparse.Namespace) -> dict:
     od = md.predict(xdv)
     osh = md.predict(calibrate.holdout_shift(xdv, seed=args.seed))
     calib = calibrate.fit_calibration(
-        od, ydv, osh, eps=args.eps, logvar_offset=cfg["logvar_offset"], taps_meta=cfg["taps"]
+        od,
+        ydv,
+        osh,
+        eps=args.eps,
+        logvar_offset=cfg["logvar_offset"],
+        taps_meta=cfg["taps"],
+        alpha=getattr(args, "alpha", 1.0),
+        quantile=getattr(args, "hinge_q", None),
+        default_variant=args.variant,
     )
-    if args.variant == "literal":
-        lit = calib["variants"].pop("literal")
-        best = {k: v for k, v in calib.items() if k != "variants"}
-        calib = {**lit, "version": 1, "variants": {"best": best}}
-    (out / "calib.json").write_text(json.dumps(calib, indent=1))
+    calibrate.write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
@@ -280,26 +294,29 @@ def train(args: argparse.Namespace) -> dict:
     # ---- trained baselines (deep ensemble, early exits)
     if not args.no_baselines:
         t = time.perf_counter()
-        try:
-            from snapuq.baselines import train_baselines
-        except ImportError as e:
-            raise SnapuqError(f"baseline training is not available ({e}); use --no-baselines") from e
+        from snapuq.baselines import train_baselines
+
         train_baselines(
             ds, cfg, out, seed=args.seed, epochs=args.baseline_epochs or epochs, progress=progress
         )
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     cfg["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
-    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    ModelPaths(out).config.write_text(json.dumps(cfg, indent=1))
     return cfg
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = train(args)
-    fit = json.loads((Path(args.out) / "calib.json").read_text()).get("fit", {})
+    from snapuq.calibrate import check_line
+
+    calib = json.loads(ModelPaths(args.out).calib.read_text())
+    best = calib if calib.get("variant") == "best" else (calib.get("variants") or {}).get("best", {})
+    chk = best.get("fit", {}).get("dev_check", {})
     print(
         f"snapuq train: {args.out}: test accuracy {cfg['test_accuracy_float']:.4f} "
-        f"(dev AUROC ok/err: U {fit.get('dev_auroc_U_ok_vs_err', float('nan')):.3f}, "
-        f"MSP {fit.get('dev_auroc_msp_ok_vs_err', float('nan')):.3f}) in {cfg['timings_s']['total']:.0f}s"
+        f"in {cfg['timings_s']['total']:.0f}s; {check_line(chk)}"
     )
+    if chk and not chk.get("ok"):
+        print(f"snapuq train: warning: {chk.get('hint')}")
     return 0

@@ -491,7 +491,7 @@ static void load_snap(model_obj_t *self)
 {
     mp_obj_t snap = mget(self->manifest, MP_QSTR_snap, "snap");
     mp_obj_t sv = mget_opt(snap, MP_QSTR_spec_version);
-    if (sv != MP_OBJ_NULL && mp_obj_get_int(sv) != SNAPUQ_SNAP_SPEC_VERSION) {
+    if (sv != MP_OBJ_NULL && mp_obj_get_int(sv) != 1 && mp_obj_get_int(sv) != SNAPUQ_SNAP_SPEC_VERSION) {
         mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: manifest SNAP spec version %d is not supported (%d)"),
                           (int)mp_obj_get_int(sv), SNAPUQ_SNAP_SPEC_VERSION);
     }
@@ -508,7 +508,7 @@ static void load_snap(model_obj_t *self)
     }
     snapuq_snap_config_t *c = m_new0(snapuq_snap_config_t, 1);
     self->cfg = c;
-    self->luts = m_new(int32_t, n_taps * SNAPUQ_SNAP_LUT_LEN + SNAPUQ_SIGMOID_LUT_LEN);
+    self->luts = m_new(int32_t, n_taps * SNAPUQ_SNAP_LUT_LEN + SNAPUQ_SIGMOID_LUT_LEN + SNAPUQ_PERR_LUT_LEN);
     c->spec_version = SNAPUQ_SNAP_SPEC_VERSION;
     mp_obj_t variant = mget_opt(snap, MP_QSTR_variant);
     c->variant = (variant != MP_OBJ_NULL && mp_obj_is_str(variant)
@@ -577,6 +577,16 @@ static void load_snap(model_obj_t *self)
     mints(mget(lg, MP_QSTR_sigmoid_lut, "snap.logistic.sigmoid_lut"), sig, SNAPUQ_SIGMOID_LUT_LEN,
           "snap.logistic.sigmoid_lut");
     c->sigmoid_lut = sig;
+    /* v2: p_err table + alarm (combine "perr_alarm"); v1 manifests and the literal variant: logistic */
+    mp_obj_t comb = mget_opt(snap, MP_QSTR_combine);
+    if (comb != MP_OBJ_NULL && comb != mp_const_none && strcmp(mp_obj_str_get_str(comb), "perr_alarm") == 0) {
+        int32_t *pl = sig + SNAPUQ_SIGMOID_LUT_LEN;
+        mints(mget(mget(snap, MP_QSTR_perr, "snap.perr"), MP_QSTR_lut, "snap.perr.lut"), pl, SNAPUQ_PERR_LUT_LEN,
+              "snap.perr.lut");
+        c->combine = SNAPUQ_COMBINE_PERR_ALARM;
+        c->perr_lut = pl;
+        c->defaults.alarm_k_q16 = mint(mget(snap, MP_QSTR_alarm, "snap.alarm"), MP_QSTR_k_q16, "snap.alarm.k_q16");
+    }
     c->defaults.u_threshold_q16 = mint(snap, MP_QSTR_u_threshold_q16, "snap.u_threshold_q16");
     if (snapuq_snap_check(c) != SNAPUQ_OK) {
         raise_value("manifest SNAP constants are out of range", "snapuq_snap_check failed");
@@ -591,6 +601,7 @@ static void load_snap(model_obj_t *self)
 static const qstr result_fields[] = {
     MP_QSTR_pred, MP_QSTR_u, MP_QSTR_s, MP_QSTR_ebar, MP_QSTR_flag, MP_QSTR_u_q16, MP_QSTR_z_q16,
     MP_QSTR_s_q16, MP_QSTR_f_q16, MP_QSTR_m_q16, MP_QSTR_ebar_q16, MP_QSTR_tap_q16,
+    MP_QSTR_p_err, MP_QSTR_alarm, MP_QSTR_p_q16, MP_QSTR_a_q16,
 };
 #define N_RESULT_FIELDS (sizeof(result_fields) / sizeof(result_fields[0]))
 
@@ -599,7 +610,7 @@ static mp_obj_t *result_items(mp_obj_t r, const char *what)
 {
     if (mp_obj_is_type(r, &mp_type_attrtuple) || mp_obj_is_type(r, &mp_type_tuple)) {
         mp_obj_tuple_t *t = MP_OBJ_TO_PTR(r);
-        if (t->len == 12) {
+        if (t->len == N_RESULT_FIELDS) {
             return t->items;
         }
     }
@@ -632,6 +643,10 @@ static mp_obj_t make_result(const snapuq_snap_result_t *r)
         mp_obj_new_int(r->m16),
         mp_obj_new_tuple(r->n_taps, ebq),
         mp_obj_new_tuple(r->n_taps, tq),
+        q16_float(r->P16),
+        q16_float(r->A16),
+        mp_obj_new_int(r->P16),
+        mp_obj_new_int(r->A16),
     };
     return mp_obj_new_attrtuple(result_fields, N_RESULT_FIELDS, items);
 }

@@ -330,12 +330,14 @@ def _sat_shl(x, e):
     return x << e
 
 
-def _exp_on_negative_values(a):
-    """gemmlowp exp_on_negative_values for FixedPoint<int32, 5> raw a <= 0; result Q0.31 raw."""
-    quarter = 1 << 24
+def _exp_on_negative_values(a, int_bits=5):
+    """gemmlowp exp_on_negative_values for FixedPoint<int32, int_bits> raw a <= 0 (int_bits 4 for
+    LOGISTIC, 5 for SOFTMAX); result Q0.31 raw."""
+    frac = 31 - int_bits
+    quarter = 1 << (frac - 2)
     amq = (a & (quarter - 1)) - quarter
     # exp on [-1/4, 0): Taylor expansion around -1/8 in Q0.31
-    x = (amq << 5) + (1 << 28)
+    x = (amq << int_bits) + (1 << 28)
     x2 = _srdhm(x, x)
     x3 = _srdhm(x2, x)
     x4 = _srdhm(x2, x2)
@@ -343,9 +345,10 @@ def _exp_on_negative_values(a):
     poly = _rdpot(_srdhm(x4_4 + x3, 715827883) + x2, 1)
     r = 1895147668 + _srdhm(1895147668, x + poly)
     rem = amq - a
-    for bit, mul in ((24, 1672461947), (25, 1302514674), (26, 790015084), (27, 290630308),
-                     (28, 39332535), (29, 720401), (30, 242)):
-        if rem & (1 << bit):
+    for e, mul in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+                   (2, 39332535), (3, 720401), (4, 242)):
+        bit = frac + e
+        if int_bits > e and bit < 31 and rem & (1 << bit):
             r = _srdhm(r, mul)
     if a == 0:
         r = _INT32_MAX
@@ -357,14 +360,19 @@ def _reciprocal(x, int_bits):
     clz = 32 - _bitlen(x)
     nbits = int_bits - clz
     a = ((x << clz) & 0xFFFFFFFF) - (1 << 31)
-    # one_over_one_plus_x_for_x_in_0_1 (Newton-Raphson in Q2.29)
+    return _one_over_one_plus_x(a), nbits
+
+
+def _one_over_one_plus_x(a):
+    """gemmlowp one_over_one_plus_x_for_x_in_0_1: Q0.31 raw a in [0, 1) -> Q0.31 raw 1 / (1 + a)
+    (Newton-Raphson in Q2.29)."""
     s = a + _INT32_MAX
     half = (s + 1) // 2 if s >= 0 else -((-s + 1) // 2)
     xx = 1515870810 + _srdhm(half, -1010580540)
     for _ in range(3):
         hx = _srdhm(half, xx)
         xx = xx + _sat_shl(_srdhm(xx, (1 << 29) - hx), 2)
-    return _sat_shl(xx, 1), nbits
+    return _sat_shl(xx, 1)
 
 
 def mbqm(x, m, shift):
@@ -654,6 +662,16 @@ class Interpreter:
                 raise _err("op SOFTMAX: shapes %r -> %r" % (x.shape, y.shape))
         elif c == OP_ADD:
             self._prepare_add(fb, op)
+        elif c == OP_LOGISTIC:
+            self._prepare_logistic(op)
+        elif c == OP_QUANTIZE:
+            x, y = T[op.ins[0]], T[op.outs[0]]
+            if x.type != T_INT8 or _numel(x.shape) != _numel(y.shape):
+                raise _err("op QUANTIZE: only int8 -> int8 of the same shape is supported")
+            sx, zx = self._q(op.ins[0])
+            sy, zy = self._q(op.outs[0])
+            op.mult, op.shift = quantize_multiplier(sx, 1.0, sy)
+            op.zx, op.zy = zx, zy
         else:
             raise _err("unsupported operator %s" % name)
 
@@ -702,6 +720,29 @@ class Interpreter:
         extra = min(_bitlen(n) - 1, 32, 31 + sh)
         op.mult = (m << extra) // n
         op.shift = sh - extra
+
+    def _prepare_logistic(self, op):
+        T = self.tensors
+        x, y = T[op.ins[0]], T[op.outs[0]]
+        if _numel(x.shape) != _numel(y.shape):
+            raise _err("op LOGISTIC: shapes %r -> %r" % (x.shape, y.shape))
+        sx, zx = self._q(op.ins[0])
+        sy, zy = self._q(op.outs[0])
+        if sy != 0.00390625 or zy != -128:
+            raise _err("op LOGISTIC: int8 output must have scale 1/256 and zero point -128")
+        # TFLM: frexp(s_in * 2^27) -> (multiplier, left shift); input radius for 4 integer bits
+        m, e = _f32_parts(sx)
+        if m <= 0:
+            raise _err("op LOGISTIC: bad input scale")
+        while m < (1 << 23):  # subnormal: normalize the mantissa
+            m <<= 1
+            e -= 1
+        op.mult = m << 7
+        op.left_shift = e + 51
+        if op.left_shift > 30 or op.left_shift < -31:
+            raise _err("op LOGISTIC: input scale out of range")
+        op.radius = (15 << 27) >> op.left_shift if op.left_shift >= 1 else _INT32_MAX
+        op.zx = zx
 
     def _prepare_add(self, fb, op):
         T = self.tensors
@@ -755,6 +796,10 @@ class Interpreter:
             elif c == OP_ADD:
                 bb = vals[op.ins[1]] if op.ins[1] in vals else T[op.ins[1]].data
                 r = self._add(op, a, bb)
+            elif c == OP_LOGISTIC:
+                r = self._logistic(op, a)
+            elif c == OP_QUANTIZE:
+                r = self._requantize(op, a)
             else:  # pragma: no cover - rejected in _prepare
                 raise _err("unsupported operator %d" % c)
             vals[op.outs[0]] = r
@@ -941,6 +986,35 @@ class Interpreter:
                 y[base + k] = v
         return y
 
+    def _logistic(self, op, x):
+        n = len(x)
+        y = array.array("b", bytes(n))
+        rad, zx = op.radius, op.zx
+        for i in range(n):
+            v = x[i] - zx
+            if v <= -rad:
+                y[i] = -128
+            elif v >= rad:
+                y[i] = 127
+            else:
+                q4 = mbqm(v, op.mult, op.left_shift)
+                if q4 == 0:
+                    res = 1 << 30
+                else:
+                    pos = _one_over_one_plus_x(_exp_on_negative_values(-(q4 if q4 > 0 else -q4), 4))
+                    res = pos if q4 > 0 else _INT32_MAX - pos
+                r = _rdpot(res, 23) - 128
+                y[i] = -128 if r < -128 else (127 if r > 127 else r)
+        return y
+
+    def _requantize(self, op, x):
+        n = len(x)
+        y = array.array("b", bytes(n))
+        for i in range(n):
+            v = mbqm(x[i] - op.zx, op.mult, op.shift) + op.zy
+            y[i] = -128 if v < -128 else (127 if v > 127 else v)
+        return y
+
     def _add(self, op, a, b):
         n = len(a)
         y = array.array("b", bytes(n))
@@ -1089,6 +1163,18 @@ def snap_int(outs, snap):
         elif v > P2:
             P2 = v
     m16 = 65536 - 256 * P1 + ((snap["conf"]["a_q16"] * P2 + 128) >> 8)
+    if snap.get("combine", "logistic") == "perr_alarm":
+        # FIXED_POINT.md v2 step 8: p_err from the 257-entry table, alarm = F / (F + k), noisy-OR
+        pl = snap["perr"]["lut"]
+        i = m16 >> 8
+        if i > 255:
+            i = 255
+        f = m16 - (i << 8)
+        P16 = pl[i] + (((pl[i + 1] - pl[i]) * f + 128) >> 8)
+        A16 = (F16 << 16) // (F16 + snap["alarm"]["k_q16"])
+        U16 = P16 + ((A16 * (65536 - P16) + 32768) >> 16)
+        return {"ebar": ebars, "tap": stap, "S": S16, "F": F16, "m": m16, "Z": 0, "U": U16,
+                "P": P16, "A": A16, "flag": U16 >= snap["u_threshold_q16"]}
     lg = snap["logistic"]
     Z16 = lg["b0_q16"] + mul_shift(F16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
     zc = lg.get("z_clamp_q16", (1 << 20) - 1)
@@ -1101,7 +1187,7 @@ def snap_int(outs, snap):
     v = sl[i] + (((sl[i + 1] - sl[i]) * f + (1 << (st - 1))) >> st)
     U16 = v if Z16 >= 0 else 65536 - v
     return {"ebar": ebars, "tap": stap, "S": S16, "F": F16, "m": m16, "Z": Z16, "U": U16,
-            "flag": U16 >= snap["u_threshold_q16"]}
+            "P": U16, "A": 0, "flag": U16 >= snap["u_threshold_q16"]}
 
 
 def _argmax(seq):
@@ -1115,7 +1201,7 @@ def _argmax(seq):
 # ---------------------------------------------------------------- public API
 
 _FIELDS = ("pred", "u", "s", "ebar", "flag", "u_q16", "z_q16", "s_q16", "f_q16", "m_q16",
-           "ebar_q16", "tap_q16")
+           "ebar_q16", "tap_q16", "p_err", "alarm", "p_q16", "a_q16")
 if namedtuple is not None:
     Result = namedtuple("Result", _FIELDS)
 else:  # pragma: no cover
@@ -1197,9 +1283,18 @@ class Model:
             taps = snap["taps"]
         except (KeyError, TypeError):
             raise ValueError("snapuq: manifest lacks 'outputs' or 'snap.taps'") from None
-        if snap.get("spec_version", 1) != 1:
-            raise ValueError("snapuq: manifest SNAP spec version %r is not supported (1)"
+        if snap.get("spec_version", 1) not in (1, 2):
+            raise ValueError("snapuq: manifest SNAP spec version %r is not supported (1, 2)"
                              % snap.get("spec_version"))
+        comb = snap.get("combine", "logistic")
+        if comb not in ("logistic", "perr_alarm"):
+            raise ValueError("snapuq: manifest SNAP combine %r is not supported" % (comb,))
+        if comb == "perr_alarm":
+            pl = (snap.get("perr") or {}).get("lut", ())
+            if len(pl) != 257 or min(pl) < 0 or max(pl) > 65536:
+                raise ValueError("snapuq: p_err table must have 257 entries in 0..65536")
+            if (snap.get("alarm") or {}).get("k_q16", 0) < 1:
+                raise ValueError("snapuq: alarm k_q16 must be >= 1")
         it = self._it
         nout = len(it.outputs)
         self._out_index = {}
@@ -1297,7 +1392,8 @@ class Model:
         r = snap_int(outs, self.manifest["snap"])
         return Result(_argmax(outs["logits"]), r["U"] / 65536, r["S"] / 65536,
                       tuple(e / 65536 for e in r["ebar"]), bool(r["flag"]), r["U"], r["Z"],
-                      r["S"], r["F"], r["m"], tuple(r["ebar"]), tuple(r["tap"]))
+                      r["S"], r["F"], r["m"], tuple(r["ebar"]), tuple(r["tap"]),
+                      r["P"] / 65536, r["A"] / 65536, r["P"], r["A"])
 
     def output(self, name):
         """int8 codes of output ``name`` from the last infer()/run() as bytes."""

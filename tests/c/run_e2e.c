@@ -2,8 +2,8 @@
  * run_e2e.c - runtime + SNAP core on a generated snapuq_model.{c,h} (compiled together with it).
  *
  *   run_e2e INPUTS.bin N OUT.bin
- * INPUTS.bin: N int8 input records; OUT.bin: per record int32: pred, U16, S16, F16, m16, Z16,
- * flag, ebar16[n_taps], s16[n_taps]. stdout: JSON with the arena size.
+ * INPUTS.bin: N int8 input records; OUT.bin: per record int32: pred, U16, S16, F16, m16, Z16, flag,
+ * P16, A16, ebar16[n_taps], s16[n_taps]. stdout: JSON with the arena size.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -53,7 +53,7 @@ int main(int argc, char **argv)
     }
     for (r = 0; r < n; r++) {
         snapuq_snap_result_t res;
-        int32_t row[7 + 2 * SNAPUQ_MAX_TAPS];
+        int32_t row[9 + 2 * SNAPUQ_MAX_TAPS];
         int m = 0, k;
         if (fread(buf, 1, info.bytes, fi) != info.bytes) {
             return 65;
@@ -74,6 +74,8 @@ int main(int argc, char **argv)
         row[m++] = res.m16;
         row[m++] = res.Z16;
         row[m++] = res.flag;
+        row[m++] = res.P16;
+        row[m++] = res.A16;
         for (k = 0; k < res.n_taps; k++) {
             row[m++] = res.ebar16[k];
         }

@@ -1,7 +1,7 @@
 /*
  * run_snap.c - host test driver for the SNAP core (built by tests/host/test_c_snap.py).
  *
- *   run_snap score CONFIG.bin RECORDS.bin OUT.bin   integer scoring, FIXED_POINT.md v1
+ *   run_snap score CONFIG.bin RECORDS.bin OUT.bin   integer scoring, FIXED_POINT.md v2
  *   run_snap fit SAMPLES.bin                        logistic fit; prints JSON
  *   run_snap welford VALUES.bin                     Welford over float32 values (one tap per
  *                                                   column: first int32 = taps); prints JSON
@@ -10,9 +10,10 @@
  * CONFIG.bin (little-endian int32 unless noted): n_taps, n_classes, variant, hinge, conf_a_q16,
  *   per tap: d, z_a, z_mu, z_v, k_a, k_mu, lut_shift, p_m, p_n, q_m, q_n, r_q16, lut[256];
  *   params: w_q16[n_taps], hinge_q_q16, hinge_m, hinge_n, b0_q16, b1_m, b1_n, b2_m, b2_n,
- *   u_threshold_q16; sigmoid_lut[513].
+ *   u_threshold_q16; sigmoid_lut[513]; combine, alarm_k_q16, perr_lut[257].
  * RECORDS.bin: int32 N, then N records of int8: logits[C], probs[C], per tap a[d] mu[d] logvar[d].
- * OUT.bin: per record int32: ebar16[n_taps], s16[n_taps], S16, F16, m16, Z16, U16, pred, flag.
+ * OUT.bin: per record int32: ebar16[n_taps], s16[n_taps], S16, F16, m16, P16, A16, Z16, U16, pred,
+ *   flag.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +71,7 @@ static float next_f32(rd_t *r)
 
 static int32_t g_luts[SNAPUQ_MAX_TAPS][256];
 static int32_t g_sig[513];
+static int32_t g_perr[SNAPUQ_PERR_LUT_LEN];
 
 static int do_score(const char *cfg_path, const char *rec_path, const char *out_path)
 {
@@ -130,6 +132,12 @@ static int do_score(const char *cfg_path, const char *rec_path, const char *out_
         g_sig[i] = next_i32(&r);
     }
     cfg.sigmoid_lut = g_sig;
+    cfg.combine = (uint8_t)next_i32(&r);
+    cfg.defaults.alarm_k_q16 = next_i32(&r);
+    for (i = 0; i < SNAPUQ_PERR_LUT_LEN; i++) {
+        g_perr[i] = next_i32(&r);
+    }
+    cfg.perr_lut = cfg.combine == SNAPUQ_COMBINE_PERR_ALARM ? g_perr : NULL;
     if (snapuq_snap_check(&cfg) != SNAPUQ_OK || snapuq_snap_params_init(&cfg, &params) != SNAPUQ_OK) {
         fprintf(stderr, "error: bad config\n");
         return 3;
@@ -146,7 +154,7 @@ static int do_score(const char *cfg_path, const char *rec_path, const char *out_
         snapuq_snap_inputs_t in;
         snapuq_snap_result_t res;
         const int8_t *p = (const int8_t *)r.p;
-        int32_t row[2 * SNAPUQ_MAX_TAPS + 7];
+        int32_t row[2 * SNAPUQ_MAX_TAPS + 9];
         int32_t m = 0;
         snapuq_status_t st;
         memset(&in, 0, sizeof in);
@@ -182,6 +190,8 @@ static int do_score(const char *cfg_path, const char *rec_path, const char *out_
         row[m++] = res.S16;
         row[m++] = res.F16;
         row[m++] = res.m16;
+        row[m++] = res.P16;
+        row[m++] = res.A16;
         row[m++] = res.Z16;
         row[m++] = res.U16;
         row[m++] = res.pred;

@@ -156,13 +156,14 @@ def test_platformio_offline_env_qemu_m4(tmp_path: Path) -> None:
     pio = Path(sys.executable).parent / "pio"
     if not pio.exists():
         pytest.skip("platformio not installed in the venv")
-    env = dict(os.environ, PLATFORMIO_CORE_DIR=str(ROOT / ".pio-core"),
-               PLATFORMIO_SETTING_ENABLE_TELEMETRY="No", PLATFORMIO_DISABLE_UPGRADE_CHECK="true",
-               PLATFORMIO_BUILD_DIR=str(tmp_path / "pio"))
-    if not (ROOT / ".pio-core" / "packages" / "tool-scons").exists():
+    if not (ROOT / ".pio-core" / "packages" / "tool-scons").exists():  # what tools/setup.sh does once
         subprocess.run([str(pio), "pkg", "install", "-g", "-t",
-                        f"symlink://{ROOT}/firmware/platforms/tool-scons"], env=env, check=True,
-                       capture_output=True)
+                        f"symlink://{ROOT}/firmware/platforms/tool-scons"], check=True, capture_output=True,
+                       env=dict(os.environ, PLATFORMIO_CORE_DIR=str(ROOT / ".pio-core")))
+    # a plain shell: no PLATFORMIO_* variable at all (platformio.ini's core_dir finds .pio-core);
+    # only the build output goes to a temporary folder
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORMIO_")}
+    env["PLATFORMIO_BUILD_DIR"] = str(tmp_path / "pio")
     p = subprocess.run([str(pio), "run", "-e", "qemu_m4"], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
@@ -172,3 +173,86 @@ def test_platformio_offline_env_qemu_m4(tmp_path: Path) -> None:
     _harness("--port", "qemu:m4", "--firmware", str(elf), "--limit", "20", "--out", str(out))
     s = json.loads((out / "summary.json").read_text())
     assert s["n"] == 20 and s["mismatches_vs_host"] == 0 and s["latency"]["cycles_median"] > 0
+
+
+def _children_named(pid: int, name: str) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm = st[st.index(b"(") + 1:st.rindex(b")")].decode(errors="replace")
+        ppid = int(st.rsplit(b")", 1)[1].split()[1])
+        if ppid == pid and name in comm:
+            out.append(int(d))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_qemu_dies_with_the_harness(tmp_path: Path, sig: int) -> None:
+    """The harness alone (not its process group) gets SIGKILL / SIGTERM: its QEMU must not survive;
+    on SIGTERM the harness writes summary.json marked incomplete and says so in one line."""
+    out = tmp_path / "K"
+    build_firmware(board_spec("qemu:m4"), MODEL, BUILD)
+    cmd = [sys.executable, str(ROOT / "host" / "harness.py"), "--model", str(MODEL), "--dataset", "digits",
+           "--split", "test", "--build-dir", str(BUILD), "--no-progress", "--port", "qemu:m4",
+           "--limit", "300", "--out", str(out)]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    res = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    qemu: list[int] = []
+    while time.monotonic() < deadline:
+        qemu = qemu or _children_named(p.pid, "qemu-system")
+        if res.exists() and len(res.read_bytes().splitlines()) >= 3:
+            break
+        assert p.poll() is None, p.stderr.read() if p.stderr else ""
+        time.sleep(0.05)
+    assert len(qemu) == 1
+    p.send_signal(sig)
+    p.wait(timeout=30)
+    err = p.stderr.read() if p.stderr else ""
+    deadline = time.monotonic() + 10
+    while _alive(qemu[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(qemu[0]), f"QEMU {qemu[0]} outlived its harness ({signal.Signals(sig).name})"
+    if sig == signal.SIGTERM:
+        assert p.returncode == 130 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        s = json.loads((out / "summary.json").read_text())
+        assert s["complete"] is False and 3 <= s["n"] < 300 and s["n_planned"] == 300
+
+
+def test_qemu_killed_mid_run_is_one_line_and_incomplete(tmp_path: Path) -> None:
+    out = tmp_path / "Q"
+    build_firmware(board_spec("qemu:m4"), MODEL, BUILD)
+    cmd = [sys.executable, str(ROOT / "host" / "harness.py"), "--model", str(MODEL), "--dataset", "digits",
+           "--split", "test", "--build-dir", str(BUILD), "--no-progress", "--port", "qemu:m4",
+           "--limit", "300", "--out", str(out)]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    res = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    qemu: list[int] = []
+    while time.monotonic() < deadline:
+        qemu = qemu or _children_named(p.pid, "qemu-system")
+        if res.exists() and len(res.read_bytes().splitlines()) >= 3:
+            break
+        assert p.poll() is None, p.stderr.read() if p.stderr else ""
+        time.sleep(0.05)
+    os.kill(qemu[0], signal.SIGKILL)
+    p.wait(timeout=120)
+    err = p.stderr.read() if p.stderr else ""
+    assert p.returncode == 1 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and "QEMU exited" in err and "--resume" in err, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["complete"] is False and s["n"] >= 3

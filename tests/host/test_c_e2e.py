@@ -15,7 +15,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
 import ccore  # noqa: E402
-from test_c_snap import random_snap, spec_snap_int  # noqa: E402
+from oracles.snap_spec import spec_snap_batch, spec_snap_int  # noqa: E402
+from test_c_snap import random_snap  # noqa: E402
 
 from snapuq.errors import ModelFormatError  # noqa: E402
 from snapuq.export.cgen import write_c_model  # noqa: E402
@@ -46,7 +47,7 @@ def _snap_model() -> bytes:
 
 
 def _synthetic_manifest(info: dict[str, Any]) -> dict[str, Any]:
-    snap, _ = random_snap(3)   # best variant, 1..3 taps: keep one tap of d = 12
+    snap, _ = random_snap(1)   # best variant (p_err + alarm), 1..3 taps: keep one tap of d = 12
     tap = dict(snap["taps"][0])
     tap.update(d=12, a="tap0_a", mu="tap0_mu", logvar="tap0_logvar")
     snap["taps"] = [tap]
@@ -72,10 +73,10 @@ def _run_e2e(binary: Path, xs: list[np.ndarray], n_taps: int, tmp: Path) -> list
     p = subprocess.run([str(binary), str(tmp / "x.bin"), str(len(xs)), str(tmp / "o.bin")],
                        check=True, capture_output=True, text=True)
     json.loads(p.stdout.splitlines()[0])
-    rows = np.frombuffer((tmp / "o.bin").read_bytes(), dtype="<i4").reshape(len(xs), 7 + 2 * n_taps)
-    keys = ["pred", "U16", "S16", "F16", "m16", "Z16", "flag"]
-    return [{**dict(zip(keys, map(int, r[:7]))), "ebar16": r[7:7 + n_taps].tolist(),
-             "s16": r[7 + n_taps:].tolist()} for r in rows]
+    rows = np.frombuffer((tmp / "o.bin").read_bytes(), dtype="<i4").reshape(len(xs), 9 + 2 * n_taps)
+    keys = ["pred", "U16", "S16", "F16", "m16", "Z16", "flag", "P16", "A16"]
+    return [{**dict(zip(keys, map(int, r[:9]))), "ebar16": r[9:9 + n_taps].tolist(),
+             "s16": r[9 + n_taps:].tolist()} for r in rows]
 
 
 def test_cgen_e2e_synthetic(tmp_path: Path) -> None:
@@ -114,7 +115,6 @@ def test_cgen_rejects_bad_manifest(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not (SHIPPED / "snapuq.json").exists(), reason="shipped model not exported yet")
 def test_shipped_model_e2e(tmp_path: Path) -> None:
-    fp = pytest.importorskip("snapuq.export.fixedpoint")
     manifest = json.loads((SHIPPED / "snapuq.json").read_text())
     tfl = (SHIPPED / "model_int8.tflite").read_bytes()
     write_c_model(tmp_path / "gen", manifest, tfl)
@@ -137,7 +137,7 @@ def test_shipped_model_e2e(tmp_path: Path) -> None:
     _, c_out = ccore.run_model_c(dsp_runner, tfl, xs)
     tflm_out = ccore.run_model_tflm(tfl, xs)
     assert ccore.compare_outputs(c_out, tflm_out) == [0] * len(tflm_out[0])
-    from snapuq.export.reference import Int8Model
+    from oracles.int8_reference import Int8Model
     ref_model = Int8Model(tfl)
     for x, c in zip(xs[:60], c_out):
         ref = ref_model.invoke(x)
@@ -148,10 +148,10 @@ def test_shipped_model_e2e(tmp_path: Path) -> None:
     ref_out = ccore.run_model_tflm(tfl, xs)
     names = manifest["outputs"]
     batch = {n: np.stack([r[v["index"]].ravel() for r in ref_out]) for n, v in names.items()}
-    ref = fp.snap_int(batch, manifest["snap"])
+    ref = spec_snap_batch(batch, manifest["snap"])
     for i, (o, r) in enumerate(zip(ours, ref_out)):
         assert o["pred"] == int(np.argmax(r[names["logits"]["index"]].ravel()))
-        for key in ("S16", "F16", "m16", "Z16", "U16"):
+        for key in ("S16", "F16", "m16", "P16", "A16", "Z16", "U16"):
             assert o[key] == int(ref[key][i]), key
         assert o["ebar16"] == [int(e) for e in ref["ebar16"][i]]
         assert o["s16"] == [int(e) for e in ref["s16"][i]]

@@ -1,4 +1,4 @@
-"""SNAP core (firmware/core/snapuq_snap.c) vs the fixed-point spec docs/FIXED_POINT.md v1:
+"""SNAP core (firmware/core/snapuq_snap.c) vs the fixed-point spec docs/FIXED_POINT.md v2:
 integer scoring bit for bit on random constants and inputs, the logistic fit against a float64
 solution of the same objective, Welford weights and the drift monitor."""
 
@@ -17,60 +17,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
 import ccore  # noqa: E402
+from oracles.snap_spec import spec_snap_int  # noqa: E402
 
-T_MAX = 2**24 - 1
+from snapuq.ccore import CoreSnap  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def snapbin() -> Path:
     return ccore.build_binary("run_snap", ["run_snap.c"])
-
-
-def mul_shift(x: int, m: int, n: int) -> int:
-    return x * m if n == 0 else (x * m + (1 << (n - 1))) >> n
-
-
-def spec_snap_int(out: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str, Any]:
-    """FIXED_POINT.md v1 transcribed step by step (independent of the C code)."""
-    acc = 0
-    ebar, s_l = [], []
-    for tp in snap["taps"]:
-        qa, qm, qv = (out[tp[k]].astype(int).ravel() for k in ("a", "mu", "logvar"))
-        r, lut = tp["lut_shift"], tp["inv_sigma_lut"]
-        e = 0
-        lam = 0
-        for i in range(tp["d"]):
-            delta = abs((qa[i] - tp["z_a"]) * tp["k_a"] - (qm[i] - tp["z_mu"]) * tp["k_mu"])
-            p = delta * lut[qv[i] + 128]
-            t = min((p + (1 << (r - 1))) >> r if r else p, T_MAX)
-            e += t * t
-            lam += qv[i] - tp["z_v"]
-        eb = min(e // (256 * tp["d"]), 2**31 - 1)
-        s16 = abs(mul_shift(eb, tp["p_m"], tp["p_n"]) + mul_shift(lam, tp["q_m"], tp["q_n"]) + tp["r_q16"])
-        s16 = min(s16, 2**30 - 1)
-        ebar.append(eb)
-        s_l.append(s16)
-        acc += s16 * tp["w_q16"]
-    s_big = min((acc + (1 << 15)) >> 16, 2**31 - 1)
-    h = snap["hinge"]
-    if h is None:
-        f16 = s_big
-    else:
-        d = s_big - h["q_q16"]
-        f16 = 0 if d <= 0 else min(mul_shift(min(d, 2**31 - 1), h["m"], h["n"]), 2**31 - 1)
-    probs = sorted((out[snap["conf"]["probs"]].astype(int).ravel() + 128).tolist(), reverse=True)
-    m16 = 65536 - 256 * probs[0] + ((snap["conf"]["a_q16"] * probs[1] + 128) >> 8)
-    lg = snap["logistic"]
-    z = lg["b0_q16"] + mul_shift(f16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
-    z = max(min(z, 2**20 - 1), -(2**20 - 1))
-    a = abs(z)
-    i, f = a >> 11, a & 2047
-    sl = lg["sigmoid_lut"]
-    v = sl[i] + (((sl[i + 1] - sl[i]) * f + 1024) >> 11)
-    u = v if z >= 0 else 65536 - v
-    logits = out["logits"].astype(int).ravel()
-    return {"ebar16": ebar, "s16": s_l, "S16": s_big, "F16": f16, "m16": m16, "Z16": z, "U16": u,
-            "pred": int(np.argmax(logits)), "flag": int(u >= snap["u_threshold_q16"])}
 
 
 def sigmoid_lut() -> list[int]:
@@ -112,7 +66,12 @@ def random_snap(seed: int) -> tuple[dict[str, Any], int]:
     b1 = random_mn(rng, 38, 44, signed=not best)
     b2 = random_mn(rng, 27, 32, signed=not best)
     hm, hn = random_mn(rng, 29, 33)
-    snap = {"spec_version": 1, "variant": "best" if best else "literal", "taps": taps,
+    perr = best and (seed // 2) % 2 == 0
+    plut = np.sort(rng.integers(0, 65537, size=257)).tolist()
+    snap = {"spec_version": 2, "variant": "best" if best else "literal", "taps": taps,
+            "combine": "perr_alarm" if perr else "logistic",
+            "perr": {"lut": plut, "step_shift": 8} if perr else None,
+            "alarm": {"k_q16": int(rng.integers(1, 2**22))} if perr else None,
             "hinge": {"q_q16": int(rng.integers(0, 2**19)), "m": hm, "n": hn} if best else None,
             "conf": {"kind": "msp_margin", "alpha": 0.5, "a_q16": int(rng.integers(0, 65537)),
                      "probs": "probs"},
@@ -136,6 +95,9 @@ def config_bin(snap: dict[str, Any], n_classes: int) -> bytes:
     v += [h["q_q16"], h["m"], h["n"], lg["b0_q16"], lg["b1_m"], lg["b1_n"], lg["b2_m"], lg["b2_n"],
           snap["u_threshold_q16"]]
     v += lg["sigmoid_lut"]
+    pa = snap.get("combine") == "perr_alarm"
+    v += [1 if pa else 0, snap["alarm"]["k_q16"] if pa else 0]
+    v += snap["perr"]["lut"] if pa else [0] * 257
     return struct.pack(f"<{len(v)}i", *v)
 
 
@@ -167,10 +129,10 @@ def run_score(binary: Path, snap: dict[str, Any], n_classes: int, recs: list[dic
     subprocess.run([str(binary), "score", str(tmp / "cfg.bin"), str(tmp / "rec.bin"), str(tmp / "out.bin")],
                    check=True, capture_output=True)
     nt = len(snap["taps"])
-    rows = np.frombuffer((tmp / "out.bin").read_bytes(), dtype="<i4").reshape(len(recs), 2 * nt + 7)
+    rows = np.frombuffer((tmp / "out.bin").read_bytes(), dtype="<i4").reshape(len(recs), 2 * nt + 9)
+    keys = ["S16", "F16", "m16", "P16", "A16", "Z16", "U16", "pred", "flag"]
     return [{"ebar16": row[:nt].tolist(), "s16": row[nt:2 * nt].tolist(),
-             **dict(zip(["S16", "F16", "m16", "Z16", "U16", "pred", "flag"], map(int, row[2 * nt:])))}
-            for row in rows]
+             **dict(zip(keys, map(int, row[2 * nt:])))} for row in rows]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -183,19 +145,24 @@ def test_score_matches_spec(snapbin: Path, tmp_path: Path, seed: int) -> None:
     assert len({r["S16"] for r in ours}) > 10 and len({r["U16"] for r in ours}) > 3   # not a constant path
 
 
-def test_score_matches_host_fixedpoint(snapbin: Path, tmp_path: Path) -> None:
-    fp = pytest.importorskip("snapuq.export.fixedpoint")
-    snap, n_classes = random_snap(11)
+def snap_outputs(snap: dict[str, Any], n_classes: int) -> dict[str, dict[str, Any]]:
+    """A model output map (name -> index, shape) for a random SNAP section's records."""
+    names = [("logits", n_classes), ("probs", n_classes)]
+    names += [(tp[k], tp["d"]) for tp in snap["taps"] for k in ("a", "mu", "logvar")]
+    return {n: {"index": i, "shape": [1, d]} for i, (n, d) in enumerate(names)}
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_host_library_matches_spec(seed: int) -> None:
+    """snapuq.ccore (the core as a shared library, config passed as flat words) == the spec."""
+    snap, n_classes = random_snap(seed)
     recs = random_records(snap, n_classes, 40, 7)
-    ours = run_score(snapbin, snap, n_classes, recs, tmp_path)
     batch = {k: np.stack([r[k].ravel() for r in recs]) for k in recs[0]}
-    ref = fp.snap_int(batch, snap)
-    for i, o in enumerate(ours):
-        for key in ("S16", "F16", "m16", "Z16", "U16"):
-            assert int(ref[key][i]) == o[key], key
-        assert [int(e) for e in ref["ebar16"][i]] == o["ebar16"]
-        assert [int(e) for e in ref["s16"][i]] == o["s16"]
-        assert int(ref["flag"][i]) == o["flag"]
+    ours = CoreSnap(snap, snap_outputs(snap, n_classes)).score(batch)
+    for i, rec in enumerate(recs):
+        exp = spec_snap_int(rec, snap)
+        got = {k: (v[i].tolist() if v.ndim == 2 else int(v[i])) for k, v in ours.items()}
+        assert got == exp
 
 
 def _fit_float64(s: np.ndarray, m: np.ndarray, y: np.ndarray, l2: float, nonneg: bool) -> np.ndarray:

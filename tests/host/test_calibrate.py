@@ -34,18 +34,27 @@ def test_calibration_best_and_literal_variants():
     osh = _outs(200, rng, shift=1.5)
     meta = [{"name": f"tap{k}", "layer": f"l{k}", "prev": f"p{k}", "d": 6, "d_prev": 6} for k in range(2)]
     cal = calibrate.fit_calibration(od, y, osh, eps=0.01, logvar_offset=2 * np.log(0.01), taps_meta=meta)
-    assert cal["variant"] == "best" and "literal" in cal["variants"]
-    assert cal["beta"][1] >= 0 and cal["beta"][2] >= 0
+    assert cal["variant"] == "best" and "literal" in cal["variants"] and cal["version"] == 2
+    knots = np.asarray(cal["perr"]["knots"])
+    assert knots.shape == (257,) and np.all(np.diff(knots) > 0) and 0 <= knots[0] and knots[-1] <= 1
+    assert cal["alarm"]["k"] > 0
     sc = score.SnapScorer.from_calib(cal)
     r_id, r_sh = sc.score(od), sc.score(osh)
     # the held-out shift is detected and the hinge keeps most clean S at F = 0
-    assert np.mean(r_sh["U"]) > np.mean(r_id["U"])
+    assert np.mean(r_sh["U"]) > np.mean(r_id["U"]) and np.mean(r_sh["alarm"]) > 0.5
     assert np.mean(r_id["F"] == 0) > 0.9
-    # the hinge rule: U is not more than 0.005 below MSP on dev correct/wrong, or q went up to the maximum
+    # U = p_err + alarm (1 - p_err): equal to p_err without surprisal, never below it
+    np.testing.assert_array_equal(r_id["U"][r_id["F"] == 0], r_id["p_err"][r_id["F"] == 0])
+    assert np.all(r_sh["U"] >= r_sh["p_err"]) and np.all(r_sh["alarm"][r_sh["F"] > 0] > 0)
+    # the shared dev check passes (by construction for alpha = 1) and is what the fit recorded
     last = cal["fit"]["hinge_quantiles_tried"][-1]
     assert last["quantile"] == cal["hinge"]["quantile"] and last["q"] == cal["hinge"]["q"]
-    assert last["dev_U_minus_msp"] >= -0.005 or last["quantile"] == 1.0
-    assert abs(cal["fit"]["dev_U_minus_msp"] - last["dev_U_minus_msp"]) < 1e-12
+    chk = calibrate.dev_check(r_id["U"], 1 - od["probs"].max(1), od["probs"].argmax(1) != y)
+    assert chk["ok"] and chk["delta"] >= 0 and cal["fit"]["dev_check"]["ok"]
+    assert abs(cal["fit"]["dev_U_minus_msp"] - chk["delta"]) < 1e-12
+    # p_err ranks dev inputs exactly like MSP (a strictly increasing map of 1 - MSP)
+    err = od["probs"].argmax(1) != y
+    assert calibrate._auroc(r_id["p_err"], err) == calibrate._auroc(1 - od["probs"].max(1), err)
     lit = score.SnapScorer.from_calib(cal, "literal").score(od)
     assert lit["U"].shape == (400,)
     np.testing.assert_allclose(np.sum(cal["variants"]["literal"]["weights"]), 1.0)
@@ -59,3 +68,41 @@ def test_holdout_shift_is_deterministic_and_in_range():
     np.testing.assert_array_equal(a, b)
     assert a.shape == x.shape and a.min() >= 0 and a.max() <= 1
     assert not np.allclose(a, x)
+
+
+def test_dev_check_guarantee_at_the_top_quantile():
+    """Even when S flags many correct dev inputs (S unrelated to errors), raising q to the largest S of a
+    correct dev input makes U - MSP >= 0 on dev; the steps tried are recorded and the knob is --hinge-q."""
+    rng = np.random.default_rng(4)
+    od = _outs(300, rng)
+    y = od["logits"].argmax(1).copy()
+    y[:40] = (y[:40] + 1) % 4
+    for k in range(2):  # heavy-tailed surprisal on correct inputs only
+        od[f"tap{k}_a"][40:80] += rng.normal(size=(40, 6)) * 6
+    osh = _outs(100, rng, shift=1.5)
+    meta = [{"name": f"tap{k}", "layer": f"l{k}", "prev": f"p{k}", "d": 6, "d_prev": 6} for k in range(2)]
+    cal = calibrate.fit_calibration(
+        od, y, osh, eps=0.01, logvar_offset=2 * np.log(0.01), taps_meta=meta, quantile=0.9
+    )
+    tried = cal["fit"]["hinge_quantiles_tried"]
+    assert tried[0]["quantile"] == 0.9 and tried[0]["dev_U_minus_msp"] < 0
+    assert cal["fit"]["dev_check"]["ok"] and tried[-1]["dev_U_minus_msp"] >= 0
+    lab = np.r_[[1] * 5, [0] * 5] == 0
+    bad = calibrate.dev_check(np.r_[np.ones(5), np.zeros(5)], np.r_[np.zeros(5), np.ones(5)], lab)
+    assert not bad["ok"] and "--hinge-q" in bad["hint"] and "--alpha" in bad["hint"]
+    with pytest.raises(SnapuqError):
+        calibrate.fit_calibration(od, y, osh, eps=0.01, logvar_offset=0.0, taps_meta=meta, quantile=0.2)
+
+
+def test_perr_is_calibrated_on_a_known_model():
+    """p_err recovers P(wrong | m) when errors are drawn from a known increasing curve."""
+    rng = np.random.default_rng(2)
+    m = rng.beta(0.5, 6, size=20000)
+    true = 1 / (1 + np.exp(-(-4.0 + 9.0 * m)))
+    err = rng.uniform(size=m.size) < true
+    fit = calibrate.fit_perr(m, err)
+    pe = score.perr_map(fit["knots"], m)
+    from snapuq import metrics as M
+
+    assert M.ece(1 - pe, ~err) < 0.01
+    assert np.max(np.abs(pe - true)[m < 0.6]) < 0.05

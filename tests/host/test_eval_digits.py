@@ -59,12 +59,22 @@ def test_digits_snap_variants_and_checks(digits_eval):
     for v in others:
         assert set(CONTRACT_KEYS) <= set(sv[v]), v
     dc = m["dev_check"]
-    assert dc["ok"] == (dc["delta"] >= -0.005)
+    assert dc["ok"] == (dc["delta"] >= -1e-12)
     assert bool(m["flags"]) == (not dc["ok"])
-    for png in ("roc.png", "risk_coverage.png", "stream.png", "tap_surprisal.png"):
+    # the shared check: eval's dev check equals what calibration recorded (same split, same function)
+    calib = json.loads((d / "calib.json").read_text())
+    if calib.get("version", 1) >= 2:
+        assert dc["ok"] and abs(dc["delta"] - calib["fit"]["dev_check"]["delta"]) < 1e-9
+    assert set(m["test_check"]) >= {"delta", "auroc_ok_vs_err_snap", "auroc_ok_vs_err_msp"}
+    sd = m["details"]["snap"]
+    assert 0 <= sd["ece_p_err"] <= 1 and 0 <= sd["ece_U"] <= 1
+    assert m["methods"]["snap"]["ece"] == sd["ece_p_err"]
+    for name in ("snap", "msp"):
+        assert 0 <= m["details"][name]["cid_false_alarm_rate"] <= 1
+    for png in ("roc.png", "risk_coverage.png", "stream.png", "tap_surprisal.png", "reliability.png"):
         assert (r / png).stat().st_size > 1000, png
     rep = (r / "report.md").read_text()
-    assert "| **snap** |" in rep and "SNAP variants" in rep
+    assert "| **snap** |" in rep and "SNAP variants" in rep and "CID false alarm" in rep
 
 
 def test_digits_corrupt_model_file(digits_eval, tmp_path, capsys):

@@ -1,20 +1,16 @@
-"""Integer SNAP (docs/FIXED_POINT.md): constant encoding, vectorized == scalar loop form, and the
-stated error bound against the float equivalent on random int8 tap tensors."""
+"""Integer SNAP (docs/FIXED_POINT.md): constant encoding, the C core's score (snapuq.ccore) ==
+the spec transcription (tests/oracles/snap_spec.py), and the stated error bound against the
+float equivalent on random int8 tap tensors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles.snap_spec import snap_float, spec_snap_int
 
-from snapuq.export.fixedpoint import (
-    FixedPointError,
-    build_snap,
-    encode_multiplier,
-    sigmoid_lut,
-    snap_float,
-    snap_int,
-    snap_int_scalar,
-)
+from snapuq.ccore import CoreSnap
+from snapuq.errors import ModelFormatError
+from snapuq.export.fixedpoint import FixedPointError, build_snap, encode_multiplier, sigmoid_lut
 
 
 def _outputs(d=(16, 24), rng=None):
@@ -46,6 +42,11 @@ def _outputs(d=(16, 24), rng=None):
 
 
 def _calib(variant="best", d=(16, 24)):
+    if variant == "best_perr":  # calib version 2: p_err table + alarm
+        c = _calib("best", d)
+        g = np.linspace(0.0, 1.0, 257)
+        c.update(version=2, perr={"knots": (1.0 / (1.0 + np.exp(4.0 - 6.0 * g))).tolist()}, alarm={"k": 0.7})
+        return c
     taps = [
         {
             "name": f"tap{k}",
@@ -114,13 +115,13 @@ def test_sigmoid_lut():
     assert all(b >= a for a, b in zip(t, t[1:]))
 
 
-@pytest.mark.parametrize("variant", ["best", "literal"])
-def test_vectorized_equals_scalar_and_bound(variant):
+@pytest.mark.parametrize("variant", ["best", "literal", "best_perr"])
+def test_c_core_equals_spec_and_bound(variant):
     rng = np.random.default_rng(5)
     outputs = _outputs()
     codes = _random_codes(outputs, 400, rng)
     calib = _calib(variant)
-    if variant == "best":  # standardize on the in-distribution half, as calibration does
+    if variant != "literal":  # standardize on the in-distribution half, as calibration does
         f0 = snap_float({k: v[:200] for k, v in codes.items()}, build_snap(calib, outputs), outputs)
         lb = [
             np.mean(
@@ -135,12 +136,11 @@ def test_vectorized_equals_scalar_and_bound(variant):
         S0 = snap_float({k: v[:200] for k, v in codes.items()}, build_snap(calib, outputs), outputs)["S"]
         calib["hinge"] = {"q": float(np.quantile(S0, 0.9)), "sd": float(S0.std()), "quantile": 0.9}
     snap = build_snap(calib, outputs)
-    r = snap_int(codes, snap)
+    r = CoreSnap(snap, outputs).score(codes)
     for i in range(0, 400, 37):
-        one = {k: v[i].tolist() for k, v in codes.items()}
-        s = snap_int_scalar(one, snap)
+        s = spec_snap_int({k: v[i] for k, v in codes.items()}, snap)
         assert s["ebar16"] == r["ebar16"][i].tolist()
-        for key in ("S16", "F16", "m16", "Z16", "U16", "flag"):
+        for key in ("S16", "F16", "m16", "P16", "A16", "Z16", "U16", "flag", "pred"):
             assert s[key] == r[key][i], key
     f = snap_float(codes, snap, outputs)
     eb = r["ebar16"] / 65536.0
@@ -150,6 +150,16 @@ def test_vectorized_equals_scalar_and_bound(variant):
     assert np.all(np.abs(r["U16"] / 65536.0 - f["U"])[ok] <= 2.0**-10)
     assert np.all(np.abs(r["m16"] / 65536.0 - f["m"]) <= 2.0**-16)
     assert np.array_equal(r["flag"], r["U16"] >= snap["u_threshold_q16"])
+    assert np.all(np.abs(r["P16"] / 65536.0 - f["p_err"]) <= 2.0**-10)
+    assert np.all(np.abs(r["A16"] / 65536.0 - f["alarm"]) <= 2.0**-10)
+    if variant == "best_perr":
+        assert snap["combine"] == "perr_alarm" and np.all(r["Z16"] == 0)
+        assert (r["A16"] > 0).sum() > 20 and (r["A16"] == 0).sum() > 20  # the hinge gates the alarm
+        # U = p_err exactly where there is no surprisal, and never below it
+        assert np.array_equal(r["U16"][r["A16"] == 0], r["P16"][r["A16"] == 0])
+        assert np.all(r["U16"] >= r["P16"])
+    else:
+        assert snap["combine"] == "logistic" and np.array_equal(r["P16"], r["U16"])
     # U spans a useful range on this data (the test would not notice a constant otherwise)
     assert r["U16"].min() < 20000 and r["U16"].max() > 45000
 
@@ -170,5 +180,5 @@ def test_manifest_mismatch_errors():
     snap = build_snap(_calib(), outputs)
     codes = _random_codes(outputs, 4, np.random.default_rng(0))
     codes["tap0_a"] = codes["tap0_a"][:, :5]
-    with pytest.raises(FixedPointError, match="tap0_a"):
-        snap_int(codes, snap)
+    with pytest.raises(ModelFormatError, match="tap0_a"):
+        CoreSnap(snap, outputs).score(codes)

@@ -68,11 +68,13 @@ def test_twin_snap_integers_equal_host_reference(shipped) -> None:
         mism += r["pred"] != int(np.argmax(codes["logits"][i]))
         mism += r["ebar_q16"] != [int(v) for v in ref["ebar16"][i]]
         mism += r["tap_q16"] != [int(v) for v in ref["s16"][i]]
-        pairs = (("s_q16", "S16"), ("f_q16", "F16"), ("m_q16", "m16"), ("z_q16", "Z16"), ("u_q16", "U16"))
+        pairs = (("s_q16", "S16"), ("f_q16", "F16"), ("m_q16", "m16"), ("z_q16", "Z16"), ("u_q16", "U16"),
+                 ("p_q16", "P16"), ("a_q16", "A16"))
         for key, rk in pairs:
             mism += r[key] != int(ref[rk][i])
         mism += r["flag"] != bool(ref["flag"][i])
         mism += r["u"] != r["u_q16"] / 65536
+        mism += r["p_err"] != r["p_q16"] / 65536 or r["alarm"] != r["a_q16"] / 65536
         assert len(r["ebar_q16"]) == n_taps
     assert mism == 0
     # the inputs exercise the score: not every U and S is the same value

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from export_models import int8_model, random_inputs
+from oracles.int8_reference import Int8Model, mbqm, quantize_multiplier, rdbpot, srdhm
 
-from snapuq.export.reference import Int8Model, mbqm, quantize_multiplier, rdbpot, srdhm
 from snapuq.export.tflite_reader import read_tflite
 from snapuq.export.tflm import TFLMInterpreter
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tflite
 from export_models import int8_model
+from oracles.int8_reference import Int8Model
 
 from snapuq.errors import ModelFormatError
-from snapuq.export.reference import Int8Model
 from snapuq.export.tflite_reader import TFLiteFormatError, TFLiteUnsupportedError, read_tflite
 
 

@@ -22,4 +22,5 @@ else:
         outs = {name: [v - 256 if v > 127 else v for v in m.output(name)] for name in m.outputs}
         print(json.dumps({"i": i, "pred": r.pred, "u_q16": r.u_q16, "z_q16": r.z_q16, "s_q16": r.s_q16,
                           "f_q16": r.f_q16, "m_q16": r.m_q16, "ebar_q16": list(r.ebar_q16),
-                          "tap_q16": list(r.tap_q16), "flag": r.flag, "u": r.u, "outs": outs}))
+                          "tap_q16": list(r.tap_q16), "flag": r.flag, "u": r.u, "p_q16": r.p_q16,
+                          "a_q16": r.a_q16, "p_err": r.p_err, "alarm": r.alarm, "outs": outs}))

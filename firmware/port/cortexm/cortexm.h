@@ -5,7 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* register access (a test can define it first to run a port against a register model on the host) */
+#ifndef SNAPUQ_REG
 #define SNAPUQ_REG(addr) (*(volatile uint32_t *)(uintptr_t)(addr))
+#endif
+#ifndef SNAPUQ_BARRIER
+#define SNAPUQ_BARRIER() __asm volatile("dsb\n\tisb" ::: "memory")
+#endif
 
 /* System control block / SysTick / DWT */
 #define SCB_AIRCR 0xE000ED0Cu

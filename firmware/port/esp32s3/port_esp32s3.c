@@ -37,6 +37,7 @@ void snapuq_port_init(void)
 const char *snapuq_port_board(void) { return "esp32s3"; }
 const char *snapuq_port_cpu(void) { return "xtensa-lx7"; }
 uint32_t snapuq_port_cpu_hz(void) { return CPU_HZ; }
+const char *snapuq_port_clock(void) { return "esp_idf_default"; }
 
 void snapuq_port_write(const char *buf, size_t len) { uart_write_bytes(UART_NUM_0, buf, len); }
 

@@ -36,6 +36,7 @@ void snapuq_port_init(void)
 const char *snapuq_port_board(void) { return "host"; }
 const char *snapuq_port_cpu(void) { return "host"; }
 uint32_t snapuq_port_cpu_hz(void) { return 1000000000u; }
+const char *snapuq_port_clock(void) { return "host"; }
 
 void snapuq_port_write(const char *buf, size_t len)
 {

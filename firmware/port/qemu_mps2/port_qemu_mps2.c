@@ -50,6 +50,7 @@ const char *snapuq_port_cpu(void)
 }
 
 uint32_t snapuq_port_cpu_hz(void) { return SYSCLK_HZ; }
+const char *snapuq_port_clock(void) { return "qemu_mps2_sysclk_25mhz"; }
 
 void snapuq_port_write(const char *buf, size_t len)
 {

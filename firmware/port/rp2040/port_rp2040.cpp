@@ -34,6 +34,7 @@ void snapuq_port_init(void)
 const char *snapuq_port_board(void) { return "rp2040"; }
 const char *snapuq_port_cpu(void) { return "cortex-m0plus"; }
 uint32_t snapuq_port_cpu_hz(void) { return (uint32_t)F_CPU; }
+const char *snapuq_port_clock(void) { return "arduino_core_f_cpu"; }
 void snapuq_port_write(const char *buf, size_t len) { Serial.write((const uint8_t *)buf, len); }
 int snapuq_port_getc(uint32_t timeout_ms)
 {

@@ -162,10 +162,7 @@ def block_outputs(model, backbone: str | None = None) -> list[str]:
 
         spec = BACKBONES.get(backbone)
         if spec:
-            try:
-                names = list(getattr(importlib.import_module(spec.split(":")[0]), "TAP_LAYERS", []))
-            except ImportError:
-                names = []
+            names = list(getattr(importlib.import_module(spec.split(":")[0]), "TAP_LAYERS", []))
     have = {lay.name for lay in model.layers}
     names = [n for n in names if n in have]
     if not names:

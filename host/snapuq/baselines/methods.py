@@ -198,10 +198,8 @@ class MCDropout(Method):
 def _load_keras(path: Path):
     import keras
 
-    try:
-        import snapuq.snap  # noqa: F401 - registers the custom layers a saved model may use
-    except ImportError:
-        pass
+    import snapuq.snap  # noqa: F401 - registers the custom layers a saved model may use
+
     try:
         return keras.saving.load_model(path, compile=False)
     except Exception as e:  # a corrupt or foreign file
@@ -454,8 +452,10 @@ class SNAP(Method):
         r = self.scorer.score(outs)
         u = np.asarray(r["U"], np.float64).reshape(-1)
         p = _base(outs)
-        extra = {k: np.asarray(r[k], np.float64) for k in ("S", "ebar", "m") if k in r}
-        return MethodResult(u=u, pred=p.argmax(1), conf=np.clip(1.0 - u, 0.0, 1.0), extra=extra)
+        extra = {k: np.asarray(r[k], np.float64) for k in ("S", "ebar", "m", "p_err", "alarm") if k in r}
+        # the calibrated probability is p_err (U = p_err on inputs without surprisal); ECE uses 1 - p_err
+        pe = np.asarray(r.get("p_err", u), np.float64).reshape(-1)
+        return MethodResult(u=u, pred=p.argmax(1), conf=np.clip(1.0 - pe, 0.0, 1.0), extra=extra)
 
     def params(self):
         return {"variant": self.variant}

@@ -3,15 +3,11 @@ another variant calib.json carries (the paper's literal recipe for the ablation)
 
 from __future__ import annotations
 
-from snapuq.errors import SnapuqError
-
 
 def make_scorer(calib: dict, variant: str | None = None):
     """Return (scorer with .score(outs) -> {"S", "U", ...}, variant name)."""
-    try:
-        from snapuq.score import SnapScorer
-    except ImportError as e:
-        raise SnapuqError(f"SNAP scoring is not available ({e})") from e
+    from snapuq.score import SnapScorer
+
     if variant is None:
         return SnapScorer.from_calib(calib), str(calib.get("variant", "default"))
     return SnapScorer.from_calib(calib, variant=variant), variant

@@ -1,8 +1,9 @@
-"""Int8 export: the bit-exact numpy reference (`reference.Int8Model`), the TFLM oracle
-(`tflm`), the integer SNAP path (`fixedpoint`, docs/FIXED_POINT.md), `snapuq export` / `verify`.
+"""Int8 export: `snapuq export` (convert, manifest, C arrays), `snapuq verify` (the C core vs the
+TFLM oracle), the TFLM wrapper (`tflm`) and the fixed-point SNAP constants (`fixedpoint`,
+docs/FIXED_POINT.md).
 
 `int8_predict(D, x_float)` runs an exported model directory the way the device does: quantize the
-input with the manifest, run the int8 reference, score SNAP in fixed point.
+input with the manifest, run the C core (snapuq.ccore) and score SNAP with the core's integer code.
 """
 
 from __future__ import annotations
@@ -12,33 +13,31 @@ from typing import Any
 
 import numpy as np
 
-_CACHE: dict[tuple[str, float, float], tuple[Any, dict]] = {}
+_CACHE: dict[tuple[str, float, float], tuple[Any, Any, dict, dict]] = {}
 
 
-def _load(d: Path):
-    from snapuq.errors import SnapuqError
+def load_exported(d: str | Path) -> tuple[Any, Any, dict, dict]:
+    """(CoreModel, CoreSnap, manifest, {variant: CoreSnap}) of an exported model directory, checked
+    against each other; cached while the files are unchanged."""
+    from snapuq.ccore import CoreModel, CoreSnap
     from snapuq.export.manifest import check_manifest, load_manifest
-    from snapuq.export.reference import Int8Model
+    from snapuq.modeldir import ModelPaths
 
-    p = d / "model_int8.tflite"
-    if not p.is_file():
-        raise SnapuqError(f"{p}: missing (run `snapuq export {d}` first)")
-    key = (
-        str(p.resolve()),
-        p.stat().st_mtime,
-        (d / "snapuq.json").stat().st_mtime if (d / "snapuq.json").exists() else 0.0,
-    )
+    paths = ModelPaths(d)
+    paths.need_export()
+    key = (str(paths.int8.resolve()), paths.int8.stat().st_mtime, paths.manifest.stat().st_mtime)
     if key not in _CACHE:
-        b = p.read_bytes()
-        man = load_manifest(d)
-        check_manifest(man, b, str(d / "snapuq.json"))
+        b = paths.int8.read_bytes()
+        man = load_manifest(paths.root)
+        model = check_manifest(man, b, str(paths.manifest), CoreModel(b))
+        variants = {name: CoreSnap(s, man["outputs"]) for name, s in (man.get("snap_variants") or {}).items()}
         _CACHE.clear()
-        _CACHE[key] = (Int8Model(b), man)
+        _CACHE[key] = (model, CoreSnap(man["snap"], man["outputs"]), man, variants)
     return _CACHE[key]
 
 
 def int8_predict(d: str | Path, x: np.ndarray) -> dict[str, Any]:
-    """Int8 inference + integer SNAP for float inputs (N, *input_shape).
+    """Int8 inference + integer SNAP for float inputs (N, *input_shape), on the C core.
 
     Returns dequantized outputs ("logits", "probs", "tap{k}_a", "tap{k}_mu", "tap{k}_logvar" =
     true log σ², offset added), "pred" (argmax of the int8 logits), the integer SNAP values as
@@ -46,18 +45,13 @@ def int8_predict(d: str | Path, x: np.ndarray) -> dict[str, Any]:
     under "q16", the int8 codes under "codes" and, per extra calibrated variant, "variants".
     """
     from snapuq.export.convert import quantize_input
-    from snapuq.export.fixedpoint import snap_int
 
-    d = Path(d)
-    model, man = _load(d)
+    model, snap, man, variants = load_exported(d)
     inp = man["input"]
     x = np.asarray(x, np.float32).reshape(-1, *inp["shape"][1:])
-    codes: dict[str, list[np.ndarray]] = {k: [] for k in man["outputs"]}
-    for xi in x:
-        out = model.invoke(quantize_input(xi[None], inp["scale"], inp["zero_point"]))
-        for k, v in out.items():
-            codes[k].append(v.reshape(-1))
-    c = {k: np.stack(v) for k, v in codes.items()}
+    xq = quantize_input(x, inp["scale"], inp["zero_point"]).reshape(len(x), *inp["shape"][1:])
+    outs, r = snap.run(model, xq)
+    c = {k: v.reshape(len(x), -1) for k, v in outs.items()}
     res: dict[str, Any] = {}
     off = float(man["snap"]["float"]["logvar_offset"])
     logvar_names = {t["logvar"] for t in man["snap"]["taps"]}
@@ -65,14 +59,11 @@ def int8_predict(d: str | Path, x: np.ndarray) -> dict[str, Any]:
         o = man["outputs"][k]
         val = (v.astype(np.float64) - o["zero_point"]) * o["scale"]
         res[k] = val + off if k in logvar_names else val
-    res["pred"] = c["logits"].argmax(1)
-    r = snap_int(c, man["snap"])
+    res["pred"] = r["pred"]
     res.update(_as_float(r))
-    res["q16"] = {k: v for k, v in r.items() if k != "flag"}
+    res["q16"] = {k: v for k, v in r.items() if k not in ("flag", "pred")}
     res["codes"] = c
-    res["variants"] = {
-        name: _as_float(snap_int(c, s)) for name, s in (man.get("snap_variants") or {}).items()
-    }
+    res["variants"] = {name: _as_float(vs.score(c)) for name, vs in variants.items()}
     return res
 
 
@@ -84,6 +75,8 @@ def _as_float(r: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "m": r["m16"] * q,
         "z": r["Z16"] * q,
         "U": r["U16"] * q,
+        "p_err": r["P16"] * q,
+        "alarm": r["A16"] * q,
         "ebar": r["ebar16"] * q,
         "s": r["s16"] * q,
         "flag": r["flag"],

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import ModelFormatError, SnapuqError
-from snapuq.export.manifest import MANIFEST_FORMAT, MANIFEST_VERSION, check_manifest, output_map, sha256
+from snapuq.export.manifest import MANIFEST_FORMAT, MANIFEST_VERSION, check_manifest, sha256
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None, help="dataset directory (for datasets read from files)")
     p.add_argument("--n-rep", type=int, default=500, help="representative train samples for int8 calibration")
     p.add_argument(
-        "--n-check", type=int, default=20, help="test inputs checked reference vs TFLM after export"
+        "--n-check", type=int, default=20, help="test inputs checked C core vs TFLM after export"
     )
     p.add_argument("--no-c", action="store_true", help="do not write snapuq_model.{c,h}")
 
@@ -35,18 +35,20 @@ def export_model(
 ) -> dict[str, Any]:
     from tqdm import tqdm
 
+    from snapuq.ccore import CoreModel
     from snapuq.data import load_dataset
+    from snapuq.export.cgen import write_c_model
     from snapuq.export.convert import convert_keras, quantize_input
     from snapuq.export.fixedpoint import build_snap
-    from snapuq.export.reference import Int8Model
     from snapuq.export.tflm import TFLMInterpreter, arena_bytes
-    from snapuq.modeldir import load_model_dir
+    from snapuq.modeldir import ModelPaths, load_model_dir
 
     d = Path(d)
+    paths = ModelPaths(d)
     t0 = time.time()
     md = load_model_dir(d)
     if md.calib is None:
-        raise SnapuqError(f"{d}/calib.json: missing (the SNAP constants come from `snapuq train`)")
+        raise SnapuqError(f"{paths.calib}: missing (the SNAP constants come from `snapuq train`)")
     cfg = md.config
     ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)))
     rng = np.random.default_rng(int(cfg.get("seed", 0)))
@@ -59,10 +61,10 @@ def export_model(
     bar.update()
     flt = convert_keras(em, None, int8=False)
     bar.update()
-    outs = output_map(int8)
-    model = Int8Model(int8)
-    inp = model.input
-    if inp.quant is None:
+    model = CoreModel(int8)  # the one parse of the new model: the C core's loader
+    outs = model.output_map()
+    inp = model.inputs[0]
+    if inp.dtype != np.int8 or not inp.scale > 0:
         raise ModelFormatError("converted model has an unquantized input")
     calib = md.calib
     snap = build_snap(calib, outs)
@@ -72,16 +74,17 @@ def export_model(
             variants[name] = build_snap(calib, outs, variant=name)
     bar.update()
     x_chk = ds.x_test[: max(1, n_check)]
-    xq = [quantize_input(x, float(inp.quant.scale[0]), int(inp.quant.zero_point[0])) for x in x_chk]
+    xq = [quantize_input(x, inp.scale, inp.zero_point).reshape(inp.shape) for x in x_chk]
     arena = arena_bytes(int8, xq[0])
     bar.update()
     ip = TFLMInterpreter(int8)
     differing = 0
-    for x in xq:
-        r = model.invoke(x)
+    ours = model.predict(np.stack(xq))
+    for i, x in enumerate(xq):
         t = ip.invoke(x)
         differing += sum(
-            int(np.count_nonzero(v.reshape(-1) != t[outs[n]["index"]].reshape(-1))) for n, v in r.items()
+            int(np.count_nonzero(v[i].reshape(-1) != t[outs[n]["index"]].reshape(-1)))
+            for n, v in ours.items()
         )
     bar.update()
     bar.close()
@@ -92,21 +95,21 @@ def export_model(
         "dataset": cfg["dataset"],
         "backbone": cfg.get("backbone"),
         "model": {
-            "file": "model_int8.tflite",
+            "file": paths.INT8,
             "bytes": len(int8),
             "sha256": sha256(int8),
-            "float_file": "model_float.tflite",
+            "float_file": paths.FLOAT,
             "float_bytes": len(flt),
             "arena_bytes_tflm": arena,
-            "ops": sorted({op.name for op in model.model.operators}),
-            "n_ops": len(model.model.operators),
+            "ops": sorted(set(model.op_names())),
+            "n_ops": len(model.op_names()),
         },
         "input": {
             "shape": list(inp.shape),
             "dtype": "int8",
             "layout": "NHWC",
-            "scale": float(inp.quant.scale[0]),
-            "zero_point": int(inp.quant.zero_point[0]),
+            "scale": inp.scale,
+            "zero_point": inp.zero_point,
             "preprocessing": ds.meta.get("preprocessing", "float32 NHWC as returned by the dataset loader"),
             "quantize": "q = clamp(round_half_away(x / scale) + zero_point, -128, 127)",
         },
@@ -124,25 +127,21 @@ def export_model(
         "lut_bytes": 4 * 256 * len(snap["taps"]) + 4 * 513,
         "snap": snap,
         "snap_variants": variants,
-        "verify": {"n": len(xq), "differing_elements": differing, "oracle": "tflite-micro"},
+        "verify": {"n": len(xq), "differing_elements": differing, "oracle": "tflite-micro",
+                   "checked": "C core"},
     }
-    check_manifest(manifest, int8)
-    (d / "model_int8.tflite").write_bytes(int8)
-    (d / "model_float.tflite").write_bytes(flt)
-    (d / "snapuq.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    written = ["model_int8.tflite", "model_float.tflite", "snapuq.json"]
+    check_manifest(manifest, int8, model=model)
+    paths.int8.write_bytes(int8)
+    paths.float_tflite.write_bytes(flt)
+    paths.manifest.write_text(json.dumps(manifest, indent=1) + "\n")
+    written = [paths.INT8, paths.FLOAT, paths.MANIFEST]
     if write_c:
-        try:
-            from snapuq.export.cgen import write_c_model
-        except ImportError:
-            log("snapuq export: snapuq.export.cgen not available, no C files written")
-        else:
-            write_c_model(d, manifest, int8)
-            written += ["snapuq_model.c", "snapuq_model.h"]
+        write_c_model(d, manifest, int8)
+        written += [paths.C_SOURCE, paths.C_HEADER]
     log(
         f"wrote {', '.join(written)} to {d} ({time.time() - t0:.1f} s); "
         f"int8 {len(int8)} B, float {len(flt)} B, "
-        f"TFLM arena {arena} B, ref vs TFLM on {len(xq)} test inputs: {differing} differing elements"
+        f"TFLM arena {arena} B, C core vs TFLM on {len(xq)} test inputs: {differing} differing elements"
     )
     return manifest
 

@@ -1,10 +1,9 @@
-"""Integer SNAP-UQ exactly as docs/FIXED_POINT.md specifies it (the C core and the MicroPython
-twin compute the same integers), its float equivalent, and the host-side derivation of every
-fixed-point constant from calib.json and the int8 model's output quantization.
+"""The host side of the integer SNAP score (docs/FIXED_POINT.md): every fixed-point constant of
+the manifest's "snap" section, derived from calib.json and the int8 model's output quantization.
+The score itself is computed by the C core (snapuq_snap.c; on the host through snapuq.ccore)
+and by the MicroPython twin; tests/oracles/snap_spec.py transcribes the spec independently.
 
     snap = build_snap(calib, outputs)                  # the manifest's "snap" section
-    r = snap_int(outs_int8, snap)        # ebar16, s16, S16, F16, m16, Z16, U16 (Q16), flag
-    f = snap_float(outs_int8, snap, outputs)           # the same formulas in float64
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import numpy as np
 
 from snapuq.errors import ModelFormatError
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 T_MAX = (1 << 24) - 1
 EBAR_CAP = (1 << 31) - 1
 S_CAP_TAP = (1 << 30) - 1
@@ -25,6 +24,10 @@ Z_CLAMP = (1 << 20) - 1
 SIG_STEP_SHIFT = 11
 MAX_TAPS = 8
 MAX_D = 16384
+PERR_LUT_LEN = 257
+PERR_STEP_SHIFT = 8
+COMBINE_LOGISTIC = "logistic"
+COMBINE_PERR_ALARM = "perr_alarm"
 
 
 class FixedPointError(ModelFormatError):
@@ -189,9 +192,25 @@ def build_snap(
     b1m, b1n = encode_multiplier(b1, "beta1")
     b2m, b2n = encode_multiplier(b2, "beta2")
     u_thr = float(p.get("u_threshold", calib.get("u_threshold", 0.5)))
+    perr, alarm = p.get("perr"), p.get("alarm")
+    psec = asec = None
+    knots: list[float] | None = None
+    k_alarm: float | None = None
+    if perr and alarm:
+        knots = [float(v) for v in perr.get("knots", [])]
+        if len(knots) != PERR_LUT_LEN or not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in knots):
+            raise FixedPointError(f"calib.json: perr.knots must be {PERR_LUT_LEN} values in [0, 1]")
+        k_alarm = float(alarm.get("k", 0.0))
+        if not (math.isfinite(k_alarm) and 2.0**-16 <= k_alarm < 2.0**14):
+            raise FixedPointError(f"calib.json: alarm.k {k_alarm} outside [2^-16, 2^14)")
+        psec = {"lut": [int(round(v * 65536.0)) for v in knots], "step_shift": PERR_STEP_SHIFT}
+        asec = {"k_q16": int(round(k_alarm * 65536.0))}
     return {
         "spec_version": SPEC_VERSION,
         "variant": name,
+        "combine": COMBINE_PERR_ALARM if psec else COMBINE_LOGISTIC,
+        "perr": psec,
+        "alarm": asec,
         "taps": taps,
         "t_max": T_MAX,
         "ebar_cap": EBAR_CAP,
@@ -222,6 +241,8 @@ def build_snap(
             "hinge": dict(hinge) if hinge else None,
             "alpha": alpha,
             "beta": [b0, b1, b2],
+            "perr_knots": knots,
+            "alarm_k": k_alarm,
             "u_threshold": u_thr,
             "scales": {
                 t["name"]: {
@@ -233,178 +254,3 @@ def build_snap(
             },
         },
     }
-
-
-# ----------------------------------------------------------------------------------------------
-# the integer path (vectorized over a batch; int64 numpy, every intermediate within int64 by spec)
-
-
-def mul_shift(x: np.ndarray, m: int, n: int) -> np.ndarray:
-    x = np.asarray(x, dtype=np.int64)
-    if n == 0:
-        return x * np.int64(m)
-    return (x * np.int64(m) + np.int64(1 << (n - 1))) >> np.int64(n)
-
-
-def _codes(outs: dict[str, np.ndarray], name: str, n: int | None = None) -> np.ndarray:
-    if name not in outs:
-        raise FixedPointError(f"missing int8 output '{name}'")
-    v = np.asarray(outs[name])
-    if v.dtype != np.int8:
-        raise FixedPointError(f"output '{name}' must be int8 codes, got {v.dtype}")
-    v = v.reshape(v.shape[0] if v.ndim > 1 else 1, -1).astype(np.int64)
-    if n is not None and v.shape[1] != n:
-        raise FixedPointError(f"output '{name}' has {v.shape[1]} values, the manifest says {n}")
-    return v
-
-
-def confidence_q16(probs: np.ndarray, a_q16: int) -> np.ndarray:
-    p = np.sort(probs + 128, axis=1)
-    p1, p2 = p[:, -1], p[:, -2]
-    return 65536 - 256 * p1 + ((a_q16 * p2 + 128) >> 8)
-
-
-def sigmoid_q16(z16: np.ndarray, lut: list[int] | np.ndarray) -> np.ndarray:
-    t = np.asarray(lut, dtype=np.int64)
-    a = np.abs(z16)
-    i = a >> SIG_STEP_SHIFT
-    f = a & ((1 << SIG_STEP_SHIFT) - 1)
-    v = t[i] + (((t[i + 1] - t[i]) * f + (1 << (SIG_STEP_SHIFT - 1))) >> SIG_STEP_SHIFT)
-    return np.where(z16 >= 0, v, 65536 - v)
-
-
-def snap_int(outs: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Integer ē_ℓ (Q16), s_ℓ, S, F, m, z and U (all Q16 int64 arrays) and the abstain flag,
-    for a batch of int8 output codes (name -> (N, ...) int8)."""
-    taps = snap["taps"]
-    acc = None
-    ebars, ss = [], []
-    for tp in taps:
-        d = int(tp["d"])
-        qa, qm, qv = (_codes(outs, tp[r], d) for r in ("a", "mu", "logvar"))
-        lut = np.asarray(tp["inv_sigma_lut"], dtype=np.int64)
-        r = int(tp["lut_shift"])
-        delta = np.abs((qa - tp["z_a"]) * tp["k_a"] - (qm - tp["z_mu"]) * tp["k_mu"])
-        p = delta * lut[qv + 128]
-        t = np.minimum((p + (1 << (r - 1))) >> r if r else p, T_MAX)
-        e = np.sum(t * t, axis=1)
-        lam = np.sum(qv - tp["z_v"], axis=1)
-        ebar16 = np.minimum(e // (256 * d), EBAR_CAP)
-        s16 = np.abs(
-            mul_shift(ebar16, tp["p_m"], tp["p_n"]) + mul_shift(lam, tp["q_m"], tp["q_n"]) + tp["r_q16"]
-        )
-        s16 = np.minimum(s16, S_CAP_TAP)
-        term = s16 * np.int64(tp["w_q16"])
-        acc = term if acc is None else acc + term
-        ebars.append(ebar16)
-        ss.append(s16)
-    S16 = np.minimum((acc + (1 << 15)) >> 16, S_CAP)
-    h = snap.get("hinge")
-    if h:
-        dd = np.minimum(S16 - h["q_q16"], (1 << 31) - 1)
-        F16 = np.where(dd <= 0, 0, np.minimum(mul_shift(np.maximum(dd, 0), h["m"], h["n"]), (1 << 31) - 1))
-    else:
-        F16 = S16
-    probs = _codes(outs, snap["conf"].get("probs", "probs"))
-    m16 = confidence_q16(probs, int(snap["conf"]["a_q16"]))
-    lg = snap["logistic"]
-    z16 = lg["b0_q16"] + mul_shift(F16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
-    z16 = np.clip(z16, -Z_CLAMP, Z_CLAMP)
-    u16 = sigmoid_q16(z16, lg["sigmoid_lut"])
-    return {
-        "ebar16": np.stack(ebars, 1),
-        "s16": np.stack(ss, 1),
-        "S16": S16,
-        "F16": F16,
-        "m16": m16,
-        "Z16": z16,
-        "U16": u16,
-        "flag": u16 >= int(snap["u_threshold_q16"]),
-    }
-
-
-def snap_int_scalar(outs: dict[str, list[int]], snap: dict[str, Any]) -> dict[str, Any]:
-    """The same integers for one sample with plain Python ints and loops (the form the
-    MicroPython twin and the C core follow); used by the tests to pin the vectorized path."""
-
-    def ms(x: int, m: int, n: int) -> int:
-        return x * m if n == 0 else (x * m + (1 << (n - 1))) >> n
-
-    acc = 0
-    ebars = []
-    for tp in snap["taps"]:
-        qa, qm, qv = (list(outs[tp[r]]) for r in ("a", "mu", "logvar"))
-        lut, r = tp["inv_sigma_lut"], tp["lut_shift"]
-        e = lam = 0
-        for i in range(tp["d"]):
-            delta = abs((qa[i] - tp["z_a"]) * tp["k_a"] - (qm[i] - tp["z_mu"]) * tp["k_mu"])
-            p = delta * lut[qv[i] + 128]
-            t = min((p + (1 << (r - 1))) >> r if r else p, T_MAX)
-            e += t * t
-            lam += qv[i] - tp["z_v"]
-        ebar16 = min(e // (256 * tp["d"]), EBAR_CAP)
-        ebars.append(ebar16)
-        s16 = abs(ms(ebar16, tp["p_m"], tp["p_n"]) + ms(lam, tp["q_m"], tp["q_n"]) + tp["r_q16"])
-        acc += min(s16, S_CAP_TAP) * tp["w_q16"]
-    S16 = min((acc + (1 << 15)) >> 16, S_CAP)
-    h = snap.get("hinge")
-    if h:
-        dd = S16 - h["q_q16"]
-        F16 = 0 if dd <= 0 else min(ms(min(dd, (1 << 31) - 1), h["m"], h["n"]), (1 << 31) - 1)
-    else:
-        F16 = S16
-    pr = sorted(int(q) + 128 for q in outs[snap["conf"].get("probs", "probs")])
-    m16 = 65536 - 256 * pr[-1] + ((snap["conf"]["a_q16"] * pr[-2] + 128) >> 8)
-    lg = snap["logistic"]
-    z = lg["b0_q16"] + ms(F16, lg["b1_m"], lg["b1_n"]) + ms(m16, lg["b2_m"], lg["b2_n"])
-    z = max(-Z_CLAMP, min(Z_CLAMP, z))
-    t = lg["sigmoid_lut"]
-    a = abs(z)
-    i, f = a >> 11, a & 2047
-    v = t[i] + (((t[i + 1] - t[i]) * f + 1024) >> 11)
-    u = v if z >= 0 else 65536 - v
-    return {
-        "ebar16": ebars,
-        "S16": S16,
-        "F16": F16,
-        "m16": m16,
-        "Z16": z,
-        "U16": u,
-        "flag": u >= snap["u_threshold_q16"],
-    }
-
-
-# ----------------------------------------------------------------------------------------------
-# float equivalent on the dequantized int8 tensors
-
-
-def snap_float(
-    outs: dict[str, np.ndarray], snap: dict[str, Any], outputs: dict[str, dict[str, Any]]
-) -> dict[str, np.ndarray]:
-    fl = snap["float"]
-    off = float(fl["logvar_offset"])
-
-    def deq(name: str) -> np.ndarray:
-        o = outputs[name]
-        return (_codes(outs, name).astype(np.float64) - o["zero_point"]) * float(o["scale"])
-
-    S = 0.0
-    ebars = []
-    for k, tp in enumerate(snap["taps"]):
-        tc = fl["taps"][k]
-        a, mu = deq(tp["a"]), deq(tp["mu"])
-        lv = deq(tp["logvar"]) + off
-        eb = np.mean((a - mu) ** 2 * np.exp(-lv), axis=1)
-        lb = np.mean(lv, axis=1)
-        y = tc["c_e"] * eb + tc["c_l"] * lb
-        s = np.abs(y - tc["mean"]) / tc["sd"] if tc.get("two_sided") else y
-        S = S + fl["weights"][k] * s
-        ebars.append(eb)
-    h = fl["hinge"]
-    F = np.maximum(0.0, (S - h["q"]) / h["sd"]) if h else S
-    p = np.sort((_codes(outs, "probs").astype(np.float64) + 128) / 256.0, axis=1)
-    alpha = fl["alpha"]
-    m = alpha * (1 - p[:, -1]) + (1 - alpha) * (1 - (p[:, -1] - p[:, -2]))
-    b0, b1, b2 = fl["beta"]
-    z = b0 + b1 * F + b2 * m
-    return {"ebar": np.stack(ebars, 1), "S": S, "F": F, "m": m, "z": z, "U": 1.0 / (1.0 + np.exp(-z))}

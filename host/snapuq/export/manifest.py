@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from snapuq.ccore import CoreModel
 from snapuq.errors import ModelFormatError
-from snapuq.export.tflite_reader import read_tflite
+from snapuq.modeldir import ModelPaths
 
 MANIFEST_FORMAT = "snapuq-manifest"
 MANIFEST_VERSION = 1
@@ -19,19 +20,14 @@ def sha256(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
-def output_map(tflite_bytes: bytes) -> dict[str, dict[str, Any]]:
+def output_map(model: bytes | CoreModel) -> dict[str, dict[str, Any]]:
     """name -> {"index", "scale", "zero_point", "shape", "dtype"} in the model's output order,
     names from the signature (TFLite reorders outputs relative to the Keras dict)."""
-    from snapuq.export.reference import Int8Model
-
-    return {
-        k: {kk: v[kk] for kk in ("index", "scale", "zero_point", "shape", "dtype")}
-        for k, v in Int8Model(tflite_bytes).output_details().items()
-    }
+    return (model if isinstance(model, CoreModel) else CoreModel(model)).output_map()
 
 
 def load_manifest(d: str | Path) -> dict[str, Any]:
-    p = Path(d) / "snapuq.json"
+    p = ModelPaths(d).manifest
     try:
         m = json.loads(p.read_text())
     except FileNotFoundError:
@@ -45,28 +41,30 @@ def load_manifest(d: str | Path) -> dict[str, Any]:
     return m
 
 
-def check_manifest(manifest: dict[str, Any], tflite_bytes: bytes, where: str = "snapuq.json") -> None:
-    """One-line ModelFormatError unless the manifest describes exactly this .tflite."""
+def check_manifest(
+    manifest: dict[str, Any], tflite_bytes: bytes, where: str = "snapuq.json", model: CoreModel | None = None
+) -> CoreModel:
+    """One-line ModelFormatError unless the manifest describes exactly this .tflite; returns the
+    model as the C core loaded it (pass `model` when it is loaded already)."""
     mm = manifest.get("model") or {}
     if mm.get("sha256") and mm["sha256"] != sha256(tflite_bytes):
         raise ModelFormatError(
             f"{where} does not match the model: sha256 differs "
             f"(manifest {str(mm['sha256'])[:12]}, model {sha256(tflite_bytes)[:12]})"
         )
-    model = read_tflite(tflite_bytes)
-    inp = model.tensors[model.inputs[0]]
+    model = model if model is not None else CoreModel(tflite_bytes)
+    inp = model.inputs[0]
     mi = manifest.get("input") or {}
     if list(mi.get("shape", [])) != list(inp.shape):
         raise ModelFormatError(
             f"{where} does not match the model: input shape {mi.get('shape')} vs {list(inp.shape)}"
         )
     if (
-        inp.quant is None
-        or abs(float(mi.get("scale", 0)) - float(inp.quant.scale[0])) > 1e-12
-        or int(mi.get("zero_point", 999)) != int(inp.quant.zero_point[0])
+        abs(float(mi.get("scale", 0)) - inp.scale) > 1e-12
+        or int(mi.get("zero_point", 999)) != inp.zero_point
     ):
         raise ModelFormatError(f"{where} does not match the model: input quantization differs")
-    outs = output_map(tflite_bytes)
+    outs = model.output_map()
     mo = manifest.get("outputs") or {}
     if set(mo) != set(outs):
         raise ModelFormatError(f"{where} does not match the model: outputs {sorted(mo)} vs {sorted(outs)}")
@@ -88,3 +86,4 @@ def check_manifest(manifest: dict[str, Any], tflite_bytes: bytes, where: str = "
                     f"{where}: tap {tp.get('name')} names output {tp.get(role)!r} "
                     f"that the model does not have"
                 )
+    return model

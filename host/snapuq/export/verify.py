@@ -1,5 +1,6 @@
-"""`snapuq verify DIR [--n N]`: the numpy int8 reference vs the TFLM interpreter on N test
-inputs; prints the number of differing elements per output and exits 1 if any differ."""
+"""`snapuq verify DIR [--n N]`: the C core (the code the device runs, here built for the host) vs
+the TFLM interpreter (the independent oracle) on N test inputs; prints the number of differing
+elements per output and exits 1 if any differ."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from snapuq.errors import SnapuqError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", help="exported model directory (model_int8.tflite + snapuq.json)")
+    p.add_argument("dir", type=Path, help="exported model directory (model_int8.tflite + snapuq.json)")
     p.add_argument("--n", type=int, default=100, help="number of test inputs")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--random", action="store_true", help="random int8 inputs instead of the test split")
@@ -23,22 +24,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: bool = False) -> dict:
     from tqdm import tqdm
 
+    from snapuq.export import load_exported
     from snapuq.export.convert import quantize_input
-    from snapuq.export.manifest import check_manifest, load_manifest
-    from snapuq.export.reference import Int8Model
     from snapuq.export.tflm import TFLMInterpreter
+    from snapuq.modeldir import ModelPaths
 
-    d = Path(d)
     if n < 1:
         raise SnapuqError("--n must be >= 1")
-    p = d / "model_int8.tflite"
-    if not p.is_file():
-        raise SnapuqError(f"{p}: missing (run `snapuq export {d}` first)")
-    b = p.read_bytes()
-    man = load_manifest(d)
-    check_manifest(man, b, str(d / "snapuq.json"))
-    ref = Int8Model(b)
-    ip = TFLMInterpreter(b)
+    paths = ModelPaths(d)
+    model, _, man, _ = load_exported(paths.root)
+    ip = TFLMInterpreter(paths.int8.read_bytes())
     inp = man["input"]
     if random:
         rng = np.random.default_rng(0)
@@ -53,10 +48,11 @@ def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: boo
         source = f"{man['dataset']} test split"
     diff = {k: 0 for k in man["outputs"]}
     total = {k: 0 for k in man["outputs"]}
-    for x in tqdm(xs, desc="verify", unit="input"):
-        r = ref.invoke(x)
+    ours = model.predict(np.stack(xs))
+    for i, x in enumerate(tqdm(xs, desc="verify", unit="input")):
         t = ip.invoke(x)
-        for k, v in r.items():
+        for k in man["outputs"]:
+            v = ours[k][i]
             o = t[man["outputs"][k]["index"]]
             diff[k] += int(np.count_nonzero(v.reshape(-1) != o.reshape(-1)))
             total[k] += v.size
@@ -71,7 +67,7 @@ def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: boo
 
 def run(args: argparse.Namespace) -> int:
     res = verify(args.dir, args.n, args.data_dir, args.random)
-    print(f"numpy reference vs TFLM on {res['n']} inputs ({res['source']}):")
+    print(f"C core vs TFLM on {res['n']} inputs ({res['source']}):")
     for k in res["differing"]:
         print(f"  {k:<16} {res['differing'][k]:>8} differing of {res['elements'][k]} elements")
     print(f"total differing elements: {res['differing_total']}")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--segment", type=int, default=300, help="--stream: frames per segment")
     p.add_argument("--out", required=True, type=Path, help="result directory")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
-    p.add_argument("--retries", type=int, default=3, help="retries per input on timeouts / CRC errors")
+    p.add_argument("--retries", type=int, default=5,
+                   help="resends per input after a timeout, a damaged reply or a device error (default 5)")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds per device reply")
     icg = p.add_mutually_exclusive_group()
     icg.add_argument("--icount", dest="icount", action="store_true", default=True,
@@ -45,21 +47,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from snapuq.harness.runner import Options
     from snapuq.harness.runner import run as run_harness
+    from snapuq.io import read_json
 
     dataset = args.dataset
+    data_dir = args.data_dir
+    cfg_path = ModelPaths(args.model).config
+    if not args.model.is_dir():
+        raise SnapuqError(f"--model {args.model}: no such model directory")
+    cfg = read_json(cfg_path, "the model's config.json") if cfg_path.exists() else {}
+    if not isinstance(cfg, dict):
+        raise SnapuqError(f"{cfg_path}: expected a JSON object")
     if dataset is None:
-        cfg = args.model / "config.json"
-        if not cfg.exists():
-            raise SnapuqError(f"--dataset not given and {cfg} missing")
-        dataset = json.loads(cfg.read_text())["dataset"]
+        if "dataset" not in cfg:
+            raise SnapuqError(f"--dataset not given and {cfg_path} does not name one")
+        dataset = str(cfg["dataset"])
+    if data_dir is None and cfg.get("data_dir"):
+        data_dir = str(cfg["data_dir"])
     if args.power and not args.power.startswith("ppk2:"):
         raise SnapuqError(f"--power {args.power}: expected ppk2:PORT")
     opts = Options(port=args.port, model=args.model, dataset=dataset, split=args.split, out=args.out,
-                   limit=args.limit, start=args.start, data_dir=args.data_dir, resume=args.resume,
+                   limit=args.limit, start=args.start, data_dir=data_dir, resume=args.resume,
                    retries=args.retries, timeout=args.timeout, icount=args.icount, baud=args.baud,
                    check_outputs=args.check_outputs, build_dir=args.build_dir, power=args.power,
                    firmware=args.firmware, progress=args.progress, stream=args.stream,
@@ -83,8 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"harness: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("harness: interrupted (rerun with --resume to continue)", file=sys.stderr)
+        print("harness: interrupted; summary.json marked incomplete (rerun with --resume to continue)",
+              file=sys.stderr)
         return 130
+    except OSError as e:
+        print(f"harness: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
 """Client side of the firmware protocol (firmware/app/snapuq_proto.h, docs/FIRMWARE.md).
 
 Text commands end in ``%``; the device answers lines ``m-...`` / ``e-...`` and ends every
-command with ``m-ready``. Input tensors travel as binary frames: ``load N CRC32%`` followed by
-N raw bytes, CRC-32 as :func:`zlib.crc32`. After any error the client resynchronises with
-``%sync TOKEN%`` and waits for ``m-sync-TOKEN`` + ``m-ready``.
+command with ``m-ready lines=N``. Every line ends with ``*`` and the CRC-32 of the bytes before
+it (8 hex digits), so a reply damaged on the wire (a dropped, flipped or injected byte, a lost
+line) is told apart from a clean one: it raises :class:`TransportError`, and the caller resyncs
+and sends the same command again; a clean reply is never confused with a damaged one. Input
+tensors travel as binary frames: ``load N CRC32%`` followed by N raw bytes, CRC-32 as
+:func:`zlib.crc32`; the device echoes the CRC it received. After any error the client
+resynchronises: enough ``%`` to end any partial frame, then ``sync TOKEN%``, and waits for
+``m-sync-TOKEN`` + ``m-ready``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ class DeviceTimeout(DeviceError):
     """No complete reply within the timeout."""
 
 
+class TransportError(DeviceError):
+    """A reply damaged on the wire (CRC error, unparsable, lost line, unexpected reply): not the
+    device's answer to the command, so the command is resent after a resync."""
+
+
 class DeviceReplyError(DeviceError):
     """The device answered a command with an ``e-`` line."""
 
@@ -37,6 +47,29 @@ class DeviceReplyError(DeviceError):
         super().__init__(f"device rejected '{command}': {'; '.join(errors)}")
         self.command = command
         self.errors = errors
+
+
+_HEX = frozenset(b"0123456789abcdef")
+
+
+def check_line(raw: bytes) -> str | None:
+    """One received line (without its LF) -> its text when it ends in a correct ``*CRC32``,
+    else None. Never raises, whatever the bytes."""
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    star = raw.rfind(b"*")
+    if star < 0 or len(raw) - star != 9 or not _HEX.issuperset(raw[star + 1:]):
+        return None
+    body = raw[:star]
+    if zlib.crc32(body) != int(raw[star + 1:], 16):
+        return None
+    try:
+        text = body.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    if not text.startswith(("m-", "e-")) or not text.isprintable():
+        return None
+    return text
 
 
 def parse_kv(line: str) -> dict[str, Any]:
@@ -49,6 +82,8 @@ def parse_kv(line: str) -> dict[str, Any]:
             continue
         k, v = tok.split("=", 1)
         out[k] = _value(v)
+        if k == "crc":
+            out["crc_hex"] = v  # hex digits, kept as written (int() would misread 00001234)
     return out
 
 
@@ -65,15 +100,49 @@ def _value(v: str) -> Any:
 
 
 def parse_outputs(rep: Reply) -> dict[int, list[int]]:
-    """m-output idx=I name=N hex=... lines -> {I: [int8 codes]}."""
+    """m-output idx=I name=N hex=... lines -> {I: [int8 codes]}. A malformed line raises
+    TransportError."""
     out: dict[int, list[int]] = {}
     for ln in rep.lines:
         if not ln.startswith("m-output "):
             continue
         fields = dict(t.split("=", 1) for t in ln.split()[1:] if "=" in t)
-        raw = bytes.fromhex(fields.get("hex", ""))
-        out[int(fields["idx"])] = [b - 256 if b > 127 else b for b in raw]
+        try:
+            raw = bytes.fromhex(fields["hex"])
+            idx = int(fields["idx"])
+        except (KeyError, ValueError) as e:
+            raise TransportError(f"malformed output line {ln[:60]!r}: {e}") from None
+        if idx in out:
+            raise TransportError(f"output {idx} twice in one reply")
+        out[idx] = [b - 256 if b > 127 else b for b in raw]
     return out
+
+
+def parse_input_reply(reps: list[Reply], data: bytes, check_outputs: bool
+                      ) -> tuple[dict[str, Any], dict[str, Any], dict[int, list[int]] | None]:
+    """The four replies of one pipelined input (load, infer, results[, outputs]), already
+    CRC-checked line by line, -> (infer, results, outputs). Raises DeviceReplyError for a clean
+    ``e-`` answer and TransportError when a reply is not what the commands ask for (a reply of
+    another command, a load of other bytes, other counts)."""
+    names = ["load", "infer", "results", "outputs"][:len(reps)]
+    for c, r in zip(names, reps):
+        if r.errors:
+            raise DeviceReplyError(c, r.errors)
+    try:
+        load = reps[0].first("m-load-done")
+        crc = f"{zlib.crc32(data) & 0xFFFFFFFF:08x}"
+        if load.get("bytes") != len(data) or str(load.get("crc_hex")) != crc:
+            raise TransportError(f"device loaded other bytes ({load}) than sent "
+                                 f"({len(data)} bytes, crc {crc})")
+        inf = reps[1].first("m-infer")
+        if inf.get("n") != 1 or inf.get("w") != 0 or not isinstance(inf.get("ticks"), int) \
+                or not isinstance(inf.get("model_ticks"), int) or not isinstance(inf.get("snap_ticks"), int):
+            raise TransportError(f"unexpected infer reply {inf}")
+        res = reps[2].first("m-results")
+        outs = parse_outputs(reps[3]) if len(reps) > 3 else None
+    except DeviceError as e:
+        raise e if isinstance(e, TransportError) else TransportError(str(e)) from None
+    return inf, res, outs
 
 
 @dataclass
@@ -101,18 +170,23 @@ class Device:
         self._tokens = itertools.count(1)
         self.log = log
         self.boot_lines: list[str] = []
+        self.frame_fill = 0  # '%' sent before a sync: the largest input frame the device may hold
+        self.transport_faults = 0  # damaged replies seen
+        self.retry_log: list[str] = []  # why the current input was resent (filled by the runner)
 
     # ------------------------------------------------------------ low level
-    def _readline(self, deadline: float) -> str:
+    def _readraw(self, deadline: float) -> bytes:
+        """The next received line without its LF (raw bytes; not checked)."""
         while True:
             nl = self._buf.find(b"\n")
             if nl >= 0:
                 raw = bytes(self._buf[:nl])
                 del self._buf[: nl + 1]
-                line = raw.decode("ascii", "replace").strip("\r\x00 ")
                 if self.log is not None:
-                    self.log.append(line)
-                return line
+                    self.log.append(raw.decode("ascii", "replace").rstrip("\r"))
+                return raw
+            if len(self._buf) > self.MAX_LINE:
+                del self._buf[: len(self._buf) - self.MAX_LINE]  # endless garbage: keep the tail
             if time.monotonic() > deadline:
                 partial = bytes(self._buf)[:80]
                 raise DeviceTimeout(f"no reply line within {self.timeout:.1f} s (partial: {partial!r})")
@@ -125,19 +199,32 @@ class Device:
                 self._buf.extend(chunk)
             # pyserial's read returns b"" on its own timeout; loop until our deadline
 
+    MAX_LINE = 1 << 16
+
     def read_reply(self, timeout: float | None = None) -> Reply:
+        """Lines up to ``m-ready``, every one CRC-checked; TransportError on any damage."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         rep = Reply()
+        n = 0
         while True:
-            line = self._readline(deadline)
-            if not line:
-                continue
-            if line == "m-ready":
+            raw = self._readraw(deadline)
+            if not raw.strip(b"\r\x00 "):
+                continue  # an empty line carries nothing
+            line = check_line(raw)
+            if line is None:
+                self.transport_faults += 1
+                raise TransportError(f"damaged reply line {raw[:80]!r}")
+            if line == "m-ready" or line.startswith("m-ready "):
+                if parse_kv(line).get("lines") != n:
+                    self.transport_faults += 1
+                    raise TransportError(f"reply of {n} lines announced as '{line}' (a line was lost)")
                 return rep
+            n += 1
             if line.startswith("e-"):
                 rep.errors.append(line)
             elif line.startswith("m-boot"):
                 self.boot_lines.append(line)
+                rep.lines.append(line)
             else:
                 rep.lines.append(line)
 
@@ -152,28 +239,39 @@ class Device:
             raise DeviceReplyError(text, rep.errors)
         return rep
 
-    def sync(self, timeout: float = 5.0, attempts: int = 3) -> None:
-        """Bring the parser back to a clean state: '%' ends whatever partial command or frame
-        the device holds (a stalled binary frame ends by its own timeout), then sync TOKEN."""
+    def sync(self, timeout: float = 5.0, attempts: int = 4) -> None:
+        """Bring the parser back to a clean state: ``frame_fill`` + 1 '%' end whatever partial
+        command or input frame the device holds (in text mode a lone '%' is ignored; a longer
+        frame, e.g. a model upload, ends by the device's byte-gap timeout), then sync TOKEN.
+        Each attempt waits twice as long as the one before (an emulator under load counts
+        its byte-gap timeouts slowly)."""
         last: Exception | None = None
+        wait = timeout
         for _ in range(attempts):
             token = f"s{next(self._tokens)}"
+            want = f"m-sync-{token}"
             self._buf.clear()
             try:
                 self.ser.reset_input_buffer()
             except Exception:  # noqa: BLE001 - not every port implements it
                 pass
-            self.send(b"%sync " + token.encode() + b"%")
-            deadline = time.monotonic() + timeout
+            self.send(b"%" * (1 + self.frame_fill) + b"sync " + token.encode() + b"%")
+            deadline = time.monotonic() + wait
+            wait *= 2
             try:
                 while True:
-                    line = self._readline(deadline)
-                    if line == f"m-sync-{token}":
+                    raw = self._readraw(deadline)
+                    line = check_line(raw)
+                    if line == want:
                         break
+                    if line is None and raw.rstrip(b"\r") == want.encode():
+                        raise DeviceError("the device's replies carry no CRC: its firmware is older "
+                                          "than this harness; rebuild and flash it")
                 # the m-ready that closes the sync
-                while self._readline(deadline) != "m-ready":
-                    pass
-                return
+                while True:
+                    line = check_line(self._readraw(deadline))
+                    if line is not None and line.startswith("m-ready"):
+                        return
             except DeviceTimeout as e:
                 last = e
         raise DeviceError(f"device does not answer sync after {attempts} attempts ({last})")
@@ -228,17 +326,13 @@ class Device:
         self.send(cmds[0].encode() + b"%" + data + b"".join(c.encode() + b"%" for c in cmds[1:]))
         return cmds
 
-    def receive_input(self, cmds: list[str]) -> tuple[dict, dict, dict[int, list[int]] | None]:
+    def receive_input(self, cmds: list[str], data: bytes) -> tuple[dict, dict, dict[int, list[int]] | None]:
         reps = [self.read_reply() for _ in cmds]
-        for c, r in zip(cmds, reps):
-            if r.errors:
-                raise DeviceReplyError(c, r.errors)
-        outs = parse_outputs(reps[3]) if len(cmds) > 3 else None
-        return reps[1].first("m-infer"), reps[2].first("m-results"), outs
+        return parse_input_reply(reps, data, len(cmds) > 3)
 
     def run_input(self, data: bytes,
                   check_outputs: bool = True) -> tuple[dict, dict, dict[int, list[int]] | None]:
-        return self.receive_input(self.send_input(data, check_outputs))
+        return self.receive_input(self.send_input(data, check_outputs), data)
 
     def prof(self, on: bool | None = None) -> list[dict[str, Any]]:
         if on is not None:

@@ -9,17 +9,23 @@ instruction counts of an emulator without a pipeline model, not cycles of a real
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import fcntl
 import os
 import select
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 from snapuq.errors import DeviceError, SnapuqError
+from snapuq.modeldir import ModelPaths
 
 ROOT = Path(__file__).resolve().parents[3]
 FIRMWARE = ROOT / "firmware"
@@ -40,6 +46,8 @@ class QemuBoardSpec:
 BOARDS: dict[str, QemuBoardSpec] = {
     "m4": QemuBoardSpec("qemu_m4", "mps2-an386", "cortex-m4", "nucleo_l432kc"),
     "m7": QemuBoardSpec("qemu_m7", "mps2-an500", "cortex-m7", "nucleo_f767zi"),
+    # the STM32 port (firmware/port/stm32) on QEMU's STM32F405 (SYSCLK fixed at 168 MHz, no RCC/DWT model)
+    "stm32f405": QemuBoardSpec("qemu_stm32f405", "netduinoplus2", "cortex-m4", "stm32f405rg"),
 }
 
 
@@ -57,7 +65,7 @@ def _newest_source_mtime(model_dir: Path | None) -> float:
             if p.suffix in (".c", ".h", ".ld"):
                 newest = max(newest, p.stat().st_mtime)
     if model_dir is not None:
-        for f in ("snapuq_model.c", "snapuq_model.h"):
+        for f in (ModelPaths.C_SOURCE, ModelPaths.C_HEADER):
             if (model_dir / f).exists():
                 newest = max(newest, (model_dir / f).stat().st_mtime)
     return max(newest, (FIRMWARE / "Makefile").stat().st_mtime)
@@ -78,8 +86,8 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
     if shutil.which("arm-none-eabi-gcc") is None:
         raise SnapuqError("arm-none-eabi-gcc not found "
                           "(Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)")
-    if model_dir is not None and snap and not (model_dir / "snapuq_model.c").exists():
-        raise SnapuqError(f"{model_dir}/snapuq_model.c missing: run `snapuq export {model_dir}` first")
+    if model_dir is not None and snap and not ModelPaths(model_dir).c_source.exists():
+        raise SnapuqError(f"{ModelPaths(model_dir).c_source} missing: run `snapuq export {model_dir}` first")
     if not force and elf.exists() and elf.stat().st_mtime >= _newest_source_mtime(model_dir):
         return elf
     cmd = ["make", "-C", str(FIRMWARE), spec.name, f"BUILD={build_dir}", f"BUDGET={budget}",
@@ -98,6 +106,66 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
     if not quiet:
         print(proc.stdout)
     return elf
+
+
+_PR_SET_PDEATHSIG = 1
+_children: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
+
+
+def _die_with_parent_fn():
+    """A preexec_fn for Popen: the child gets SIGKILL when this process dies, however it dies
+    (SIGKILL included), via prctl(PR_SET_PDEATHSIG). Linux only; elsewhere None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def fn() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return fn
+
+
+def popen_owned(args: list[str], **kw) -> subprocess.Popen:
+    """subprocess.Popen for helper processes (QEMU, the host firmware) that must never outlive
+    us: its own process group (a Ctrl-C at the terminal reaches only us; we stop it), SIGKILL
+    on our death (PR_SET_PDEATHSIG), and a kill at interpreter exit."""
+    kw.setdefault("start_new_session", True)
+    proc = subprocess.Popen(args, preexec_fn=_die_with_parent_fn(), **kw)  # noqa: PLW1509
+    _children.add(proc)
+    return proc
+
+
+def kill_owned(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """Stop a helper process and its process group: SIGTERM, then SIGKILL."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except OSError:
+            proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
+            proc.wait(timeout=grace)
+
+
+@atexit.register
+def _kill_children() -> None:
+    for proc in list(_children):
+        try:
+            kill_owned(proc, grace=2.0)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
 
 
 def free_port() -> int:
@@ -123,9 +191,13 @@ class QemuProcess:
         if icount:
             args[1:1] = ["-icount", "shift=0"]
         self.args = args
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_listening()
+        self.proc = popen_owned(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        try:
+            self._wait_listening()
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def url(self) -> str:
@@ -151,13 +223,7 @@ class QemuProcess:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        kill_owned(self.proc)
         if self.proc.stdout:
             self.proc.stdout.close()
 
@@ -205,8 +271,8 @@ class PipeSerial:
     """pyserial-like wrapper over a host firmware process (stdin/stdout pipes)."""
 
     def __init__(self, exe: Path):
-        self.proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, bufsize=0)
+        self.proc = popen_owned([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, bufsize=0)
         self.timeout: float | None = 0.05
 
     def write(self, data: bytes) -> int:
@@ -233,6 +299,4 @@ class PipeSerial:
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if f:
                 f.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait(timeout=5)
+        kill_owned(self.proc)

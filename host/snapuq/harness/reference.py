@@ -1,10 +1,9 @@
-"""The host int8 reference the harness checks every device result against: the numpy
-TFLite-arithmetic model (snapuq.export.reference) and the integer SNAP spec
-(snapuq.export.fixedpoint, docs/FIXED_POINT.md)."""
+"""The host int8 reference the harness checks every device result against: the C core built for
+the host (snapuq.ccore: the same runtime and integer SNAP code the firmware runs, checked against
+TFLM by `snapuq verify` and the tests)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,26 +21,20 @@ class HostResult:
 
 class HostReference:
     def __init__(self, model_dir: Path):
-        from snapuq.export.reference import Int8Model
-        from snapuq.export.tflite_reader import read_tflite
+        from snapuq.export import load_exported
+        from snapuq.modeldir import ModelPaths
 
-        self.model_dir = Path(model_dir)
-        tfl_path = self.model_dir / "model_int8.tflite"
-        man_path = self.model_dir / "snapuq.json"
-        for p in (tfl_path, man_path):
-            if not p.exists():
-                raise ModelFormatError(f"{p} missing: run `snapuq export {self.model_dir}` first")
-        self.tflite = tfl_path.read_bytes()
-        self.manifest = json.loads(man_path.read_text())
-        self.graph = read_tflite(self.tflite)
-        self.model = Int8Model(self.tflite)
-        tin = self.graph.tensors[self.graph.inputs[0]]
-        if tin.quant is None:
-            raise ModelFormatError(f"{tfl_path}: input tensor has no quantization parameters")
+        paths = ModelPaths(model_dir)
+        self.model_dir = paths.root
+        self.model, self.snap, self.manifest, _ = load_exported(paths.root)
+        self.tflite = paths.int8.read_bytes()
+        tin = self.model.inputs[0]
+        if tin.dtype != np.int8:
+            raise ModelFormatError(f"{paths.int8}: input tensor is not quantized int8")
         self.in_shape = tuple(int(s) for s in tin.shape)
-        self.in_scale = float(tin.quant.scale[0])
-        self.in_zp = int(tin.quant.zero_point[0])
-        self.output_names = self.graph.output_names()
+        self.in_scale = tin.scale
+        self.in_zp = tin.zero_point
+        self.output_names = self.model.output_names
 
     @property
     def in_bytes(self) -> int:
@@ -55,13 +48,10 @@ class HostReference:
         return np.asarray(quantize_input(x, self.in_scale, self.in_zp), np.int8).reshape(self.in_shape)
 
     def run(self, xq: np.ndarray) -> HostResult:
-        from snapuq.export.fixedpoint import snap_int
-
-        outs = self.model.invoke(xq.reshape(self.in_shape))
+        outs, r = self.snap.run(self.model, np.asarray(xq, np.int8).reshape(self.in_shape))
         by_index = [np.asarray(outs[name], np.int8).reshape(-1) for name in self.output_names]
-        codes = {k: np.asarray(v, np.int8).reshape(1, -1) for k, v in outs.items()}
-        snap = normalize_snap(snap_int(codes, self.manifest["snap"]))
-        snap["pred"] = int(np.argmax(codes["logits"][0]))
+        snap = normalize_snap(r)
+        snap["pred"] = int(r["pred"][0])
         return HostResult(outputs=by_index, snap=snap)
 
 
@@ -70,9 +60,10 @@ def _scalar(v: Any) -> int:
 
 
 def normalize_snap(r: dict[str, Any]) -> dict[str, Any]:
-    """snap_int's Q16 arrays (batch of one) -> the device's result fields as Python ints:
-    ebar (per tap), z (per-tap score s_l), s (S), sf (F), m, u (U), flag."""
+    """The C core's Q16 arrays (batch of one) -> the device's result fields as Python ints:
+    ebar (per tap), z (per-tap score s_l), s (S), sf (F), m, u (U), pe (p_err), al (alarm), flag."""
     return {"ebar": [int(v) for v in np.asarray(r["ebar16"]).reshape(-1)],
             "z": [int(v) for v in np.asarray(r["s16"]).reshape(-1)],
             "s": _scalar(r["S16"]), "sf": _scalar(r["F16"]), "m": _scalar(r["m16"]),
-            "u": _scalar(r["U16"]), "flag": _scalar(r["flag"])}
+            "u": _scalar(r["U16"]), "pe": _scalar(r.get("P16", r["U16"])), "al": _scalar(r.get("A16", 0)),
+            "flag": _scalar(r["flag"])}

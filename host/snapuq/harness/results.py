@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from snapuq.errors import SnapuqError
+from snapuq.io import read_json, write_json
 
 
-def read_done(path: Path) -> dict[int, dict[str, Any]]:
-    """Complete, well-formed lines of an interrupted run, keyed by input index (first wins)."""
+def read_done(path: Path, recheck: bool = True) -> dict[int, dict[str, Any]]:
+    """Complete, well-formed lines of an interrupted run, keyed by input index (first wins).
+    With recheck, suspect lines are left out so that the input runs again: a recorded mismatch
+    and any line not from a CRC-checked reply (``"checked": true``, older harnesses)."""
     done: dict[int, dict[str, Any]] = {}
     if not path.exists():
         return done
@@ -24,8 +27,11 @@ def read_done(path: Path) -> dict[int, dict[str, Any]]:
                 rec = json.loads(raw)
             except ValueError:
                 continue
-            if isinstance(rec, dict) and isinstance(rec.get("i"), int) and rec["i"] not in done:
-                done[rec["i"]] = rec
+            if not isinstance(rec, dict) or not isinstance(rec.get("i"), int) or rec["i"] in done:
+                continue
+            if recheck and (rec.get("match") is not True or rec.get("checked") is not True):
+                continue
+            done[rec["i"]] = rec
     return done
 
 
@@ -61,8 +67,15 @@ def check_run_meta(out: Path, meta: dict[str, Any], resume: bool) -> None:
     """run.json pins what a resumed run must match (model, dataset, split, limit, board)."""
     p = out / "run.json"
     if resume and p.exists():
-        old = json.loads(p.read_text())
+        old = read_json(p)
+        if not isinstance(old, dict):
+            raise SnapuqError(f"--resume: {p}: expected a JSON object")
         diff = {k: (old.get(k), v) for k, v in meta.items() if old.get(k) != v}
         if diff:
             raise SnapuqError(f"--resume: {p} was written for a different run: {diff}")
-    p.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    elif not resume:
+        # a fresh run in a used directory: the old run's files go first, so that the directory
+        # never mixes two runs (results.jsonl is rewritten by ResultsWriter)
+        for name in ("summary.json", "energy.json"):
+            (out / name).unlink(missing_ok=True)
+    write_json(p, meta, sort_keys=True)

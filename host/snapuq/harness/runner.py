@@ -3,7 +3,7 @@ write results.jsonl incrementally and summary.json (DESIGN §3 contract)."""
 
 from __future__ import annotations
 
-import json
+import hashlib
 import statistics
 import sys
 import time
@@ -16,9 +16,8 @@ import numpy as np
 
 from snapuq.errors import DeviceError, SnapuqError
 from snapuq.harness.energy import board_power
-from snapuq.harness.protocol import Device
+from snapuq.harness.protocol import Device, DeviceReplyError, TransportError
 from snapuq.harness.qemu import (
-    INSTR_PER_TICK_ICOUNT,
     QemuProcess,
     board_spec,
     build_firmware,
@@ -26,8 +25,10 @@ from snapuq.harness.qemu import (
 )
 from snapuq.harness.reference import HostReference
 from snapuq.harness.results import ResultsWriter, check_run_meta
+from snapuq.io import check_out_dir, read_json, write_json
+from snapuq.modeldir import ModelPaths
 
-SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "flag")
+SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "pe", "al", "flag")
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Options:
     start: int = 0
     data_dir: str | None = None
     resume: bool = False
-    retries: int = 3
+    retries: int = 5
     timeout: float = 20.0
     icount: bool = True
     baud: int = 115200
@@ -77,7 +78,8 @@ class Counter:
 
     def cycles(self, ticks: int) -> int:
         if self.icount:
-            return int(ticks) * INSTR_PER_TICK_ICOUNT
+            # -icount shift=0: 1 ns of virtual time per instruction, whatever the emulated SYSCLK
+            return int(ticks) * 1_000_000_000 // self.hz
         if self.unit == "cycles":
             return int(round(int(ticks) * self.cpu_hz / self.hz))
         return int(ticks)
@@ -91,6 +93,10 @@ class Counter:
                 return cycles / bp.clock_hz * 1e6, (
                     f"model: QEMU instructions / {bp.clock_hz // 1_000_000} MHz of {bp.mcu}, "
                     "1 instruction per cycle")
+            # an emulated part that stands for itself (qemu_stm32f405): its own emulated SYSCLK
+            return cycles / self.cpu_hz * 1e6, (
+                f"model: QEMU instructions / {self.cpu_hz // 1_000_000} MHz emulated SYSCLK, "
+                "1 instruction per cycle")
         if self.unit == "host_ns":
             return cycles / 1000.0, "host wall time"
         return None, "not available (QEMU without -icount)"
@@ -125,6 +131,27 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
     return x[opts.start:end], y[opts.start:end], (seg[opts.start:end] if seg is not None else None)
 
 
+class ModelMismatchError(SnapuqError):
+    """The firmware runs another model than --model (a user error, not a device fault)."""
+
+
+def check_model_identity(prof: dict[str, Any], tflite: bytes, model_dir: Path) -> None:
+    """Refuse a firmware built for another model: the firmware reports the sha256 of the flatbuffer
+    it runs (`profile` model_sha256=...), the host hashes --model's model_int8.tflite."""
+    host_sha = hashlib.sha256(tflite).hexdigest()
+    dev_sha = str(prof.get("model_sha256", ""))
+    dev_name = prof.get("model", "?")
+    if not dev_sha:
+        raise ModelMismatchError(
+            f"the firmware (model '{dev_name}') does not report its model's sha256: rebuild and flash it "
+            f"from this checkout for --model {model_dir} (sha256 {host_sha[:16]})")
+    if dev_sha != host_sha:
+        raise ModelMismatchError(
+            f"the firmware runs model '{dev_name}' (sha256 {dev_sha[:16]}) but --model {model_dir} is "
+            f"sha256 {host_sha[:16]}: build and flash the firmware for it "
+            "(platformio.ini custom_snapuq_model, or make -C firmware MODEL=...)")
+
+
 def compare(host_outs: list[np.ndarray], host_snap: dict[str, Any], dev_outs: dict[int, list[int]] | None,
             dev_res: dict[str, Any]) -> list[str]:
     diff: list[str] = []
@@ -144,33 +171,105 @@ def compare(host_outs: list[np.ndarray], host_snap: dict[str, Any], dev_outs: di
     return diff
 
 
-def _one(dev: Device, xq: bytes, opts: Options, ref: HostReference,
-         xq_arr: np.ndarray) -> tuple[dict, dict, dict[int, list[int]] | None, int, Any]:
-    """One input with retries; the host reference runs while the device works."""
+class InputFailed(DeviceError):
+    """One input got no clean reply within its retries."""
+
+
+def _one(dev: Device, xq: bytes, opts: Options, ref: HostReference, xq_arr: np.ndarray,
+         host: Any = None) -> tuple[dict, dict, dict[int, list[int]] | None, int, Any]:
+    """One input with retries; the host reference runs while the device works. A damaged reply
+    (TransportError), a timeout or an e- line (e.g. e-crc of a frame damaged on its way to the
+    device) -> resync and send the same input again."""
     last: Exception | None = None
-    host = None
     for attempt in range(opts.retries + 1):
         try:
             cmds = dev.send_input(xq, opts.check_outputs)
             if host is None:
                 host = ref.run(xq_arr)
-            inf, res, outs = dev.receive_input(cmds)
+            inf, res, outs = dev.receive_input(cmds, xq)
             return inf, res, outs, attempt, host
-        except DeviceError as e:
+        except (TransportError, DeviceReplyError, DeviceError) as e:
             last = e
-            dev.sync()
-    raise DeviceError(f"input failed after {opts.retries + 1} attempts: {last}")
+            dev.retry_log.append(f"{type(e).__name__}: {str(e)[:100]}")
+            try:
+                dev.sync()
+            except DeviceError as e2:  # the sync itself was hit: the next attempt syncs again
+                last = e2
+                dev.retry_log.append(f"sync: {str(e2)[:100]}")
+    raise InputFailed(f"input failed after {opts.retries + 1} attempts: {last}")
+
+
+def _checked(dev: Device, xq: bytes, opts: Options, ref: HostReference,
+             xq_arr: np.ndarray) -> tuple[dict, dict, dict[int, list[int]] | None, int, Any, list[str]]:
+    """An input's clean reply and its differences from the host. A difference is recorded only
+    when a second clean reply to the same input says the same (the device is deterministic; two
+    clean replies that disagree mean the command line was damaged: try again)."""
+    inf, res, outs, retried, host = _one(dev, xq, opts, ref, xq_arr)
+    diff = compare(host.outputs, host.snap, outs, res)
+    for _ in range(opts.retries + 1):
+        if not diff:
+            break
+        inf2, res2, outs2, r2, _h = _one(dev, xq, opts, ref, xq_arr, host)
+        retried += 1 + r2
+        if (res2, outs2) == (res, outs):
+            break
+        inf, res, outs = inf2, res2, outs2
+        diff = compare(host.outputs, host.snap, outs, res)
+    return inf, res, outs, retried, host, diff
+
+
+def check_options(opts: Options) -> None:
+    """Every numeric option in range, before any work."""
+    if opts.limit is not None and opts.limit < 1:
+        raise SnapuqError(f"--limit must be >= 1 (omit it for the whole split), got {opts.limit}")
+    if opts.start < 0:
+        raise SnapuqError(f"--start must be >= 0, got {opts.start}")
+    if opts.retries < 0:
+        raise SnapuqError(f"--retries must be >= 0, got {opts.retries}")
+    if not opts.timeout > 0:
+        raise SnapuqError(f"--timeout must be > 0 seconds, got {opts.timeout}")
+    if opts.baud <= 0:
+        raise SnapuqError(f"--baud must be > 0, got {opts.baud}")
+    if opts.stream and not 1 <= opts.severity <= 5:
+        raise SnapuqError(f"--severity must be in 1..5, got {opts.severity}")
+    if opts.stream and opts.segment < 1:
+        raise SnapuqError(f"--segment must be >= 1, got {opts.segment}")
+    if opts.firmware is not None:
+        check_elf(Path(opts.firmware))
+
+
+def check_elf(path: Path) -> None:
+    if not path.is_file():
+        raise SnapuqError(f"--firmware {path}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(20)
+    if head[:4] != b"\x7fELF":
+        raise SnapuqError(f"--firmware {path}: not an ELF image (build one with make -C firmware or pio run)")
+    if len(head) < 20 or head[4] != 1 or int.from_bytes(head[18:20], "little") != 40:
+        raise SnapuqError(f"--firmware {path}: not a 32-bit ARM ELF image")
+
+
+class _Stop(Exception):
+    """SIGTERM / SIGHUP while the harness runs."""
 
 
 def run(opts: Options) -> dict[str, Any]:
+    import signal
+
+    check_options(opts)
     model_dir = Path(opts.model)
-    cfg_path = model_dir / "config.json"
-    seed = int(json.loads(cfg_path.read_text()).get("seed", 0)) if cfg_path.exists() else 0
+    if not model_dir.is_dir():
+        raise SnapuqError(f"--model {model_dir}: no such model directory")
+    out = check_out_dir(opts.out)
+    cfg_path = ModelPaths(model_dir).config
+    seed = int(read_json(cfg_path).get("seed", 0) or 0) if cfg_path.exists() else 0
     ref = HostReference(model_dir)
     x, y, seg = _load_split(opts, seed)
     if len(x) == 0:
         raise SnapuqError(f"{opts.dataset}/{opts.split}: no inputs selected")
-    out = Path(opts.out)
+    if int(np.prod(x.shape[1:])) != ref.in_bytes:
+        raise SnapuqError(f"dataset {opts.dataset} inputs have shape {tuple(x.shape[1:])}, the model "
+                          f"{model_dir} expects {ref.in_shape[1:]}")
     out.mkdir(parents=True, exist_ok=True)
     board_label = opts.port
     if opts.port.startswith("qemu:"):
@@ -181,30 +280,93 @@ def run(opts: Options) -> dict[str, Any]:
         meta["stream"] = {"severity": opts.severity, "segment": opts.segment}
     check_run_meta(out, meta, opts.resume)
 
+    def _term(signum: int, _frame: Any) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            old[sig] = signal.signal(sig, _term)
+        except ValueError:  # not the main thread (tests): no handlers
+            pass
+    state: dict[str, Any] = {}
+    try:
+        return _run(opts, model_dir, ref, x, y, seg, out, board_label, state)
+    except (KeyboardInterrupt, _Stop) as e:
+        _incomplete(out, opts, state, f"interrupted ({e or 'SIGINT'})")
+        raise KeyboardInterrupt from None
+    except InputFailed as e:
+        _incomplete(out, opts, state, str(e))
+        raise
+    except (DeviceError, OSError) as e:
+        qemu = state.get("qemu")
+        if qemu is not None and not qemu.alive():
+            msg = (f"QEMU exited (status {qemu.proc.returncode}) during the run: "
+                   f"{len(state['writer'].done) if 'writer' in state else 0} of {len(x)} inputs done; "
+                   "rerun with --resume to continue")
+            _incomplete(out, opts, state, msg)
+            raise DeviceError(msg) from None
+        if "writer" in state:
+            _incomplete(out, opts, state, str(e))
+        if isinstance(e, OSError):
+            raise DeviceError(f"serial port {opts.port}: {e}") from None
+        raise
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def _incomplete(out: Path, opts: Options, state: dict[str, Any], why: str) -> None:
+    """summary.json of an interrupted run: what is done so far, marked incomplete."""
+    if "writer" not in state:
+        return
+    try:
+        state["writer"].close()
+    except OSError:
+        pass
+    write_summary(out, state["writer"].done, state.get("stats", {}), state.get("prof", {}),
+                  state["counter"], opts, complete=False, note=why, n_total=state.get("n_total"))
+
+
+def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: np.ndarray,
+         seg: list[str] | None, out: Path, board_label: str, state: dict[str, Any]) -> dict[str, Any]:
     with ExitStack() as stack:
         qemu = None
         url = opts.port
         if opts.port.startswith("qemu:"):
             spec = board_spec(opts.port)
             elf = Path(opts.firmware) if opts.firmware else build_firmware(spec, model_dir, opts.build_dir)
-            if not elf.exists():
-                raise SnapuqError(f"--firmware {elf}: no such file")
             qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount))
+            state["qemu"] = qemu
             url = qemu.url
         ser = open_serial(url, opts.baud)
         dev = Device(ser, timeout=opts.timeout)
+        dev.frame_fill = ref.in_bytes
         stack.callback(dev.close)
-        dev.wait_boot(timeout=20.0)
+        try:
+            dev.wait_boot(timeout=20.0)
+        except DeviceError as e:
+            if opts.firmware and qemu is not None:
+                raise DeviceError(f"--firmware {opts.firmware}: the board does not answer ({e}); "
+                                  "is it a snapuq firmware for this board?") from None
+            raise
         prof = dev.profile()
         if not prof.get("loaded"):
-            raise DeviceError(f"the firmware has no model loaded: {prof} (boot: {dev.boot_lines})")
+            # the boot banner went out before we connected: loading the built-in model again
+            # repeats the firmware's own reason (e.g. e-arena need=62816 have=43840 ...)
+            errs = dev.command("model builtin", check=False).errors
+            raise DeviceError(f"the firmware on {board_label} has no model loaded"
+                              + (f": {'; '.join(errs)}" if errs else ""))
+        check_model_identity(prof, ref.tflite, model_dir)
         if int(prof.get("in_bytes", -1)) != ref.in_bytes:
             raise DeviceError(f"device input is {prof.get('in_bytes')} bytes, host model {ref.in_bytes}: "
-                              "the firmware was built for another model")
+                              "the firmware was built for another model (rebuild it, or drop --firmware)")
         board = str(prof.get("board", board_label))
         counter = Counter(prof, board, opts.icount)
+        state.update(prof=prof, counter=counter, stats=dev.stats(), n_total=int(len(x)))
 
         writer = ResultsWriter(out / "results.jsonl", opts.resume)
+        state["writer"] = writer
         stack.callback(writer.close)
         todo = [i for i in range(len(x)) if (opts.start + i) not in writer.done]
         bar = None
@@ -219,18 +381,21 @@ def run(opts: Options) -> dict[str, Any]:
             xq = ref.quantize(x[i])
             if qemu is not None and not qemu.alive():
                 raise DeviceError("qemu exited during the run")
-            inf, res, outs, retried, host = _one(dev, xq.tobytes(), opts, ref, xq)
-            diff = compare(host.outputs, host.snap, outs, res)
+            dev.retry_log = []
+            inf, res, outs, retried, host, diff = _checked(dev, xq.tobytes(), opts, ref, xq)
             ticks = int(inf["ticks"])
             rec = {"i": opts.start + i, "label": int(y[i]), "pred": res.get("pred"),
                    "pred_host": host.snap.get("pred"), "u": res.get("u"), "s": res.get("s"),
                    "sf": res.get("sf"), "m": res.get("m"), "ebar": res.get("ebar"), "flag": res.get("flag"),
+                   "p_err": res.get("pe"), "alarm": res.get("al"),
                    "ticks": ticks, "cycles": counter.cycles(ticks),
                    "model_cycles": counter.cycles(int(inf["model_ticks"])),
                    "snap_cycles": counter.cycles(int(inf["snap_ticks"])), "cycles_unit": counter.unit,
-                   "match": not diff, "diff": diff, "retries": retried}
+                   "match": not diff, "diff": diff, "retries": retried, "checked": True}
             if seg is not None:
                 rec["segment"] = seg[i]
+            if dev.retry_log:
+                rec["retry_reasons"] = dev.retry_log
             writer.write(rec)
             new += 1
             if bar is not None:
@@ -238,12 +403,15 @@ def run(opts: Options) -> dict[str, Any]:
             if opts.stop_after is not None and new >= opts.stop_after:
                 return {"stopped_after": new}
         stats = dev.stats()
+        state["stats"] = stats
+        transport_faults = dev.transport_faults
 
-    return write_summary(out, writer.done, stats, prof, counter, opts)
+    return write_summary(out, writer.done, stats, prof, counter, opts, transport_faults=transport_faults)
 
 
 def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, Any], prof: dict[str, Any],
-                  counter: Counter, opts: Options) -> dict[str, Any]:
+                  counter: Counter, opts: Options, complete: bool = True, note: str | None = None,
+                  n_total: int | None = None, transport_faults: int | None = None) -> dict[str, Any]:
     recs = [done[i] for i in sorted(done)]
     n = len(recs)
     cyc = [r["cycles"] for r in recs]
@@ -266,6 +434,7 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
                        f"/ {bp.clock_hz // 1_000_000} MHz ({bp.mcu}; {bp.source})")
     correct = sum(1 for r in recs if r["pred"] == r["label"])
     summary = {
+        "complete": complete,
         "n": n,
         "board": board,
         "mismatches_vs_host": sum(1 for r in recs if not r["match"]),
@@ -284,11 +453,19 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
         "energy_source": energy_source,
         "energy_note": energy_note,
         "counter": prof.get("counter"),
+        "clock": prof.get("clock"),
+        "cpu_hz": prof.get("cpu_hz"),
+        "model_sha256": prof.get("model_sha256"),
         "kernels": prof.get("kernels"),
         "retries": sum(int(r.get("retries", 0)) for r in recs),
         "u_flagged_frac": (sum(1 for r in recs if r.get("flag")) / n) if n else 0.0,
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if transport_faults is not None:
+        summary["transport_faults"] = transport_faults  # damaged replies seen (and retried) in this session
+    if not complete:
+        summary["incomplete_reason"] = note
+        summary["n_planned"] = n_total
     if any("segment" in r for r in recs):  # --stream: the device's U per segment, clean vs corrupted
         segs: dict[str, dict[str, Any]] = {}
         for r in recs:
@@ -302,5 +479,5 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
                 "flagged_frac": g["flagged"] / g["n"]}
             for k, g in segs.items()
         }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(out / "summary.json", summary)
     return summary

@@ -35,10 +35,7 @@ def load_data(name: str, data_dir: str | None, seed: int):
     """snapuq.data.load_dataset (digits embedded; mnist / fashion_mnist / cifar10 from --data-dir)."""
     from snapuq.data import load_dataset
 
-    try:
-        return load_dataset(name, data_dir, seed)
-    except ModuleNotFoundError as e:
-        raise DatasetError(f"dataset '{name}': loader not available ({e})") from None
+    return load_dataset(name, data_dir, seed)
 
 
 def uncert_int8_scores(model, z: np.ndarray, lam: float) -> np.ndarray:

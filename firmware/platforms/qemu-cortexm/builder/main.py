@@ -1,4 +1,4 @@
-"""PlatformIO builder for the QEMU MPS2 boards: compiles the env's sources (build_src_filter)
+"""PlatformIO builder for the QEMU boards (MPS2 Cortex-M4/M7, netduinoplus2 = STM32F405): compiles the env's sources (build_src_filter)
 with the system arm-none-eabi-gcc, links with firmware/ld/<board>.ld; `-t upload` (or `-t exec`)
 boots the image in qemu-system-arm with the UART on this terminal."""
 
@@ -22,11 +22,15 @@ env.Replace(
     SIZECHECKCMD="$SIZETOOL -A -d $SOURCES",
     SIZEPRINTCMD="$SIZETOOL -B -d $SOURCES",
 )
+sysclk = int(board.get("build.qemu_sysclk_hz", 0))
 env.Append(
     ASFLAGS=cpu_flags,
     CCFLAGS=cpu_flags + ["-O2", "-g", "-ffunction-sections", "-fdata-sections", "-fno-common"],
     CPPDEFINES=[("SNAPUQ_BOARD", board.get("build.snapuq_board"))]
-    + ([("SNAPUQ_CPU_M7", 1)] if board.get("build.cpu") == "cortex-m7" else []),
+    + ([("SNAPUQ_CPU_M7", 1)] if board.get("build.cpu") == "cortex-m7" else [])
+    # boards whose emulator has no clock controller model: the fixed SYSCLK QEMU runs them at
+    + ([("SNAPUQ_QEMU_SYSCLK_HZ", f"{sysclk}u"), ("SNAPUQ_QEMU_SYSCLK_MHZ", sysclk // 1_000_000)]
+       if sysclk else []),
     LINKFLAGS=cpu_flags + ["-nostartfiles", "-Wl,--gc-sections", "--specs=nano.specs", "-L" + ld_dir],
     LIBS=["c", "gcc", "nosys"],
 )

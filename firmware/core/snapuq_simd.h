@@ -1,0 +1,168 @@
+/*
+ * snapuq_simd.h - internal: the few Armv7E-M DSP instructions the DSP kernels use, as static
+ * inline functions (not a public header).
+ *
+ * On a core with the DSP extension (__ARM_FEATURE_DSP: Cortex-M4/M7/M33/M55) each function is one
+ * instruction written as inline assembly, including the rotated forms (SXTB16 / SXTAB16 with
+ * ROR #8) that C cannot express as one instruction. Elsewhere (host builds, tests) they are
+ * portable C with the instructions' exact semantics, so the same kernels run and are tested
+ * everywhere.
+ *
+ *   sxtb16(x)          lanes (int16)x[7:0], (int16)x[23:16]
+ *   sxtb16_ror8(x)     lanes (int16)x[15:8], (int16)x[31:24]
+ *   sxtab16(a, x)      a + sxtb16(x), lane-wise modulo 2^16
+ *   sxtab16_ror8(a, x) a + sxtb16_ror8(x), lane-wise modulo 2^16
+ *   smlad(x, y, acc)   acc + x.lo*y.lo + x.hi*y.hi (int32, wraps)
+ *   smlabb / smlatt    acc + x.lo*y.lo / acc + x.hi*y.hi (int32, wraps)
+ *   smlabt / smlatb    acc + x.lo*y.hi / acc + x.hi*y.lo (int32, wraps)
+ *   sadd16(x, y)       lane-wise 16-bit add modulo 2^16
+ *   max_s8x4(x, y)     lane-wise signed 8-bit maximum (SSUB8 + SEL)
+ */
+#ifndef SNAPUQ_SIMD_H
+#define SNAPUQ_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* one unaligned-safe 32-bit load (a single LDR on Cortex-M3/M4/M7/M33) */
+static inline uint32_t snapuq_ld4(const int8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline void snapuq_st4(int8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && defined(__GNUC__)
+#define SNAPUQ_SIMD_NATIVE 1
+
+static inline uint32_t snapuq_sxtb16(uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtb16 %0, %1" : "=r"(r) : "r"(x));
+    return r;
+}
+static inline uint32_t snapuq_sxtb16_ror8(uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+static inline uint32_t snapuq_sxtab16(uint32_t a, uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtab16 %0, %1, %2" : "=r"(r) : "r"(a), "r"(x));
+    return r;
+}
+static inline uint32_t snapuq_sxtab16_ror8(uint32_t a, uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(a), "r"(x));
+    return r;
+}
+static inline int32_t snapuq_smlad(uint32_t x, uint32_t y, int32_t acc)
+{
+    int32_t r;
+    __asm__("smlad %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(y), "r"(acc));
+    return r;
+}
+static inline int32_t snapuq_smlabb(uint32_t x, uint32_t y, int32_t acc)
+{
+    int32_t r;
+    __asm__("smlabb %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(y), "r"(acc));
+    return r;
+}
+static inline int32_t snapuq_smlatt(uint32_t x, uint32_t y, int32_t acc)
+{
+    int32_t r;
+    __asm__("smlatt %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(y), "r"(acc));
+    return r;
+}
+static inline uint32_t snapuq_sadd16(uint32_t x, uint32_t y)
+{
+    uint32_t r;
+    __asm__("sadd16 %0, %1, %2" : "=r"(r) : "r"(x), "r"(y));
+    return r;
+}
+static inline uint32_t snapuq_max_s8x4(uint32_t x, uint32_t y)
+{
+    uint32_t r;
+    /* SSUB8 sets GE[i] where x[i] >= y[i]; SEL then picks x there, y elsewhere */
+    __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(x), "r"(y) : "cc");
+    return r;
+}
+
+#else
+#define SNAPUQ_SIMD_NATIVE 0
+
+static inline uint32_t snapuq_lane16(int32_t v)
+{
+    return (uint32_t)v & 0xFFFFu;
+}
+static inline int32_t snapuq_lo16(uint32_t x)
+{
+    return (int32_t)(int16_t)(uint16_t)(x & 0xFFFFu);
+}
+static inline int32_t snapuq_hi16(uint32_t x)
+{
+    return (int32_t)(int16_t)(uint16_t)(x >> 16);
+}
+static inline uint32_t snapuq_sxtb16(uint32_t x)
+{
+    return snapuq_lane16((int8_t)(uint8_t)(x & 0xFFu)) | (snapuq_lane16((int8_t)(uint8_t)((x >> 16) & 0xFFu)) << 16);
+}
+static inline uint32_t snapuq_sxtb16_ror8(uint32_t x)
+{
+    return snapuq_sxtb16((x >> 8) | (x << 24));
+}
+static inline uint32_t snapuq_sadd16(uint32_t x, uint32_t y)
+{
+    return ((x + y) & 0xFFFFu) | ((((x >> 16) + (y >> 16)) & 0xFFFFu) << 16);
+}
+static inline uint32_t snapuq_sxtab16(uint32_t a, uint32_t x)
+{
+    return snapuq_sadd16(a, snapuq_sxtb16(x));
+}
+static inline uint32_t snapuq_sxtab16_ror8(uint32_t a, uint32_t x)
+{
+    return snapuq_sadd16(a, snapuq_sxtb16_ror8(x));
+}
+static inline int32_t snapuq_smlad(uint32_t x, uint32_t y, int32_t acc)
+{
+    const int32_t p0 = snapuq_lo16(x) * snapuq_lo16(y);
+    const int32_t p1 = snapuq_hi16(x) * snapuq_hi16(y);
+    return (int32_t)((uint32_t)acc + (uint32_t)p0 + (uint32_t)p1);
+}
+static inline int32_t snapuq_smlabb(uint32_t x, uint32_t y, int32_t acc)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)(snapuq_lo16(x) * snapuq_lo16(y)));
+}
+static inline int32_t snapuq_smlatt(uint32_t x, uint32_t y, int32_t acc)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)(snapuq_hi16(x) * snapuq_hi16(y)));
+}
+static inline uint32_t snapuq_max_s8x4(uint32_t x, uint32_t y)
+{
+    uint32_t r = 0;
+    int i;
+    for (i = 0; i < 32; i += 8) {
+        const int32_t a = (int8_t)(uint8_t)((x >> i) & 0xFFu);
+        const int32_t b = (int8_t)(uint8_t)((y >> i) & 0xFFu);
+        r |= ((uint32_t)(uint8_t)(int8_t)(a >= b ? a : b)) << i;
+    }
+    return r;
+}
+#endif
+
+/* both 16-bit lanes set to v (v in int16 range) */
+static inline uint32_t snapuq_dup16(int32_t v)
+{
+    const uint32_t l = (uint32_t)v & 0xFFFFu;
+    return l | (l << 16);
+}
+
+#endif /* SNAPUQ_SIMD_H */

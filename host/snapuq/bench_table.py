@@ -1,0 +1,645 @@
+"""`snapuq bench --table`: the seed paper's deployment table, measured as firmware.
+
+board x workload x method -> flash, peak RAM (static + arena + stack), instructions per inference,
+modelled latency and energy, and the UQ columns of `snapuq eval` for the same models.
+
+Methods, each its own firmware image linked with the board's real budgets (the QEMU linker scripts carry
+the STM32F767ZI 2 MB / 512 KB and STM32L432KC 256 KB / 64 KB limits):
+  BASE   the backbone alone (D/variants/base.tflite), no heads, no SNAP core
+  SNAP   the exported model with its heads + the integer SNAP score (D/snapuq_model.c)
+  EE-ens the early-exit model (D/variants/ee.tflite), firmware sums the exits' int8 softmax outputs
+  DEEP   M members (D/variants/deep_k.tflite) linked into one image, run in turn on one arena,
+         their int8 softmax outputs summed on the device
+MC dropout is not in the table: the exported int8 graphs have no dropout (TFLite drops it at
+conversion) and the runtime has no masked-activation operator, so T passes would be T identical runs.
+
+"OOM" comes from a real failure: the link (`region FLASH/RAM overflowed`; the needed size is then read
+from the same image linked without a budget) or the firmware's arena check at boot (`e-arena`,
+needed vs available pool). Instructions are QEMU instruction counts (-icount shift=0); latency and energy
+are a model: instructions at one per cycle at the board's clock, times the datasheet run power.
+Every run is checked: the device's outputs (or summed softmax) against TFLM on the same inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snapuq.errors import SnapuqError
+
+ROOT = Path(__file__).resolve().parents[2]
+FIRMWARE = ROOT / "firmware"
+METHODS = ("base", "snap", "ee", "deep")
+METHOD_LABEL = {"base": "BASE", "snap": "SNAP-UQ", "ee": "EE-ens", "deep": "DEEP"}
+EVAL_METHOD = {"base": "msp", "snap": "snap", "ee": "ee_ensemble", "deep": "deep_ensemble"}
+WORKLOADS = {"digits": "models/digits", "keywords": "models/keywords", "resnet8": "models/resnet8"}
+MC_DROPOUT_NOTE = (
+    "not measured: the int8 graphs carry no dropout (removed at conversion) and the runtime "
+    "has no masked-activation operator; T passes would be T identical inferences"
+)
+
+# Paper (SNAP-UQ, ICLR 2026, Table: MCU deployment): flash KB, peak RAM KB, latency ms, energy mJ.
+PAPER = {
+    ("big", "keywords"): {
+        "base": (220, 84, 60, 2.1),
+        "ee": (360, 132, 85, 3.0),
+        "deep": (290, 108, 70, 2.5),
+        "snap": (182, 70, 52, 1.7),
+    },
+    ("small", "resnet8"): {
+        "base": (180, 92, 260, 9.5),
+        "ee": None,
+        "deep": None,
+        "snap": (158, 85, 178, 6.4),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Board:
+    key: str
+    label: str
+    qemu: str  # make target of the QEMU image with this board's budgets
+    real: str  # make target of the real board
+    machine: str
+    flash: int
+    ram: int
+
+
+BOARDS = {
+    "big": Board(
+        "big", "Big-MCU (STM32F767ZI, M7)", "qemu_m7", "nucleo_f767zi", "mps2-an500", 2048 * 1024, 512 * 1024
+    ),
+    "small": Board(
+        "small",
+        "Small-MCU (STM32L432KC, M4)",
+        "qemu_m4",
+        "nucleo_l432kc",
+        "mps2-an386",
+        256 * 1024,
+        64 * 1024,
+    ),
+}
+
+
+def add_arguments(p) -> None:
+    g = p.add_argument_group("--table (the paper's deployment table)")
+    g.add_argument(
+        "--table", action="store_true", help="board x workload x method table as firmware (JSON + md)"
+    )
+    g.add_argument(
+        "--workloads",
+        default="digits,keywords",
+        help="comma list of model names (models/NAME) or paths (default digits,keywords; resnet8 is "
+        "the Small-MCU CIFAR workload)",
+    )
+    g.add_argument("--table-boards", default="big,small", help="comma list: big, small")
+    g.add_argument("--methods", default=",".join(METHODS), help="comma list of base, snap, ee, deep")
+    g.add_argument("--check-inputs", type=int, default=3, help="inputs checked device vs TFLM per image")
+    g.add_argument(
+        "--data-dir", default=None, help="dataset folder (check inputs; random int8 inputs without it)"
+    )
+    g.add_argument("--no-real-link", action="store_true", help="skip linking the real-board images")
+    g.add_argument(
+        "--export-variants",
+        metavar="DIR",
+        default=None,
+        help="only convert DIR's base / ee / deep variants to int8 (D/variants/) and exit",
+    )
+
+
+# ------------------------------------------------------------------ building
+
+_OVERFLOW = re.compile(r"region `(FLASH|RAM)' overflowed by (\d+) bytes")
+
+
+def _make(target: str, args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-C", str(FIRMWARE), target, *args], capture_output=True, text=True)
+
+
+def _size(elf: Path) -> dict[str, int]:
+    out = subprocess.run(["arm-none-eabi-size", "-A", str(elf)], capture_output=True, text=True).stdout
+    sec = {}
+    for ln in out.splitlines():
+        parts = ln.split()
+        if len(parts) >= 2 and parts[0].startswith(".") and parts[1].isdigit():
+            sec[parts[0]] = int(parts[1])
+    return sec
+
+
+def make_args(method: str, model_dir: Path, files: list[Path], build: Path, variant: str) -> list[str]:
+    a = [f"BUILD={build}", f"VARIANT={variant}"]
+    if method == "snap":
+        return a + [f"MODEL={model_dir.resolve()}", "SNAP=1"]
+    a += ["SNAP=0", "BLOB=" + " ".join(str(f.resolve()) for f in files)]
+    if method in ("ee", "deep"):
+        a.append("ENSEMBLE=1")
+    return a
+
+
+def image_dir(board_target: str, method: str, build: Path, variant: str, full: bool = False) -> Path:
+    return build / (
+        board_target + ("_full" if full else "") + ("" if method == "snap" else "_nosnap") + variant
+    )
+
+
+def build_image(
+    board: Board, target: str, method: str, model_dir: Path, files: list[Path], build: Path, variant: str
+) -> dict[str, Any]:
+    """Link one image; on overflow, link it again without a budget to read what it would need."""
+    args = make_args(method, model_dir, files, build, variant)
+    proc = _make(target, args)
+    elf = image_dir(target, method, build, variant) / "firmware.elf"
+    if proc.returncode == 0:
+        return {"ok": True, "elf": str(elf)}
+    text = proc.stdout + proc.stderr
+    over = _OVERFLOW.findall(text)
+    if not over and "does not fit the board" not in text:
+        tail = "\n".join(text.strip().splitlines()[-12:])
+        raise SnapuqError(f"firmware build failed (make {target} {' '.join(args)}):\n{tail}")
+    res: dict[str, Any] = {
+        "ok": False,
+        "link_error": sorted({f"region {r} overflowed by {n} bytes" for r, n in over}),
+    }
+    # the same objects linked with the whole QEMU memory: what the image needs
+    if target.startswith("qemu_"):
+        full = _make(target, args + ["BUDGET=full"])
+        felf = image_dir(target, method, build, variant, full=True) / "firmware.elf"
+        if full.returncode == 0:
+            s = _size(felf)
+            stack = board_stack(board)
+            res["needed"] = {
+                "flash": s.get(".text", 0) + s.get(".ARM.exidx", 0) + s.get(".data", 0),
+                "ram_static": s.get(".data", 0) + s.get(".bss", 0),
+                "ram_static_plus_stack": s.get(".data", 0) + s.get(".bss", 0) + stack,
+            }
+    res["available"] = {"flash": board.flash, "ram": board.ram}
+    return res
+
+
+def board_stack(board: Board) -> int:
+    ld = (FIRMWARE / "ld" / ("qemu_m4.ld" if board.key == "small" else "qemu_m7.ld")).read_text()
+    m = re.search(r"SNAPUQ_STACK_SIZE\s*=\s*(\d+)K", ld)
+    return int(m.group(1)) * 1024 if m else 0
+
+
+# ------------------------------------------------------------------ running
+
+
+def _expected(files: list[Path], method: str, xq: np.ndarray) -> dict[str, Any]:
+    from snapuq.export.tflm import TFLMInterpreter
+
+    outs: list[list[np.ndarray]] = []
+    details: list[list[dict]] = []
+    for f in files:
+        ip = TFLMInterpreter(f.read_bytes())
+        outs.append(ip.invoke(xq))
+        details.append([ip.output_details(i) for i in range(ip.n_outputs)])
+    if method in ("base", "snap"):
+        return {"outputs": [o.reshape(-1).astype(int).tolist() for o in outs[0]]}
+    psum = None
+    for o_list, d_list in zip(outs, details):
+        for o, det in zip(o_list, d_list):
+            if np.dtype(det["dtype"]) != np.int8:
+                continue
+            zp = int(det["quantization_parameters"]["zero_points"][0])
+            v = o.reshape(-1).astype(np.int64) - zp
+            psum = v if psum is None else psum + v
+    assert psum is not None
+    return {"psum": psum.tolist(), "pred": int(np.argmax(psum))}
+
+
+def run_image(
+    board: Board, elf: Path, method: str, files: list[Path], inputs: list[np.ndarray], repeats: int
+) -> dict[str, Any]:
+    from snapuq.harness.protocol import Device
+    from snapuq.harness.qemu import INSTR_PER_TICK_ICOUNT, QemuProcess, board_spec, open_serial
+
+    spec = board_spec("qemu:" + board.qemu.split("_")[1])
+    res: dict[str, Any] = {}
+    with QemuProcess(spec, elf, icount=True) as q:
+        dev = Device(open_serial(q.url), timeout=120)
+        try:
+            dev.wait_boot(timeout=30)
+            prof = dev.profile()
+            stats = dev.stats()
+            if not int(prof.get("loaded", 0)):
+                # single models fall back to loading straight into the input tensor (no staging copy);
+                # ensembles keep the input in a staging buffer beside the shared arena
+                staging = int(stats.get("input", 0)) if method in ("ee", "deep") else 0
+                need = ((int(stats["arena"]) + 15) // 16) * 16 + staging
+                return {
+                    "ok": False,
+                    "oom_arena": {
+                        "needed": need,
+                        "available": int(stats["pool"]),
+                        "arena": int(stats["arena"]),
+                        "ram_static": int(stats["ram_static"]),
+                        "stack_reserved": int(stats["stack_size"]),
+                        "ram_budget": int(stats["ram_size"]),
+                    },
+                }
+            mism, checked = 0, 0
+            for x in inputs:
+                exp = _expected(files, method, x)
+                dev.load_input(x.astype(np.int8).tobytes())
+                dev.infer(1, 0)
+                if "psum" in exp:
+                    r = dev.results()
+                    got = r.get("psum")
+                    got = [got] if isinstance(got, int) else got
+                    mism += int(got != exp["psum"]) + int(int(r.get("pred", -1)) != exp["pred"])
+                else:
+                    outs = dev.outputs()
+                    for i, e in enumerate(exp["outputs"]):
+                        g = outs.get(i)
+                        mism += len(e) if g is None else int(np.count_nonzero(np.array(g) != np.array(e)))
+                checked += 1
+            if int(stats.get("direct_input", 0)):
+                # the input tensor is the upload buffer: one load per inference
+                tot = {"ticks": 0, "model_ticks": 0, "snap_ticks": 0, "switch_ticks": 0}
+                for _ in range(repeats):
+                    dev.load_input(inputs[0].astype(np.int8).tobytes())
+                    r1 = dev.infer(1, 0)
+                    for key in tot:
+                        tot[key] += int(r1.get(key, 0))
+                inf = tot
+            else:
+                inf = dev.infer(repeats, 1, timeout=600)
+            stats = dev.stats()
+        finally:
+            dev.close()
+    k = INSTR_PER_TICK_ICOUNT
+    res.update(
+        {
+            "ok": True,
+            "checked_inputs": checked,
+            "mismatches_vs_tflm": mism,
+            "instructions": {
+                "total": int(inf["ticks"]) * k / repeats,
+                "model": int(inf["model_ticks"]) * k / repeats,
+                "snap_score": int(inf["snap_ticks"]) * k / repeats,
+                "member_switch": int(inf.get("switch_ticks", 0)) * k / repeats,
+            },
+            "flash": int(stats["flash"]),
+            "ram": {
+                "static": int(stats["ram_static"]),
+                "arena": int(stats["arena"]),
+                "input": 0 if int(stats.get("direct_input", 0)) else int(stats["input"]),
+                "direct_input": int(stats.get("direct_input", 0)),
+                "stack_peak": int(stats["stack_peak"]),
+                "peak": int(stats["ram_peak"]),
+                "budget": int(stats["ram_size"]),
+                "pool": int(stats["pool"]),
+                "model_struct": int(stats["model_struct"]),
+            },
+        }
+    )
+    return res
+
+
+# ------------------------------------------------------------------ inputs, eval
+
+
+def check_inputs(
+    model_dir: Path, n: int, data_dir: str | None, seed: int = 0
+) -> tuple[list[np.ndarray], str]:
+    man = json.loads((model_dir / "snapuq.json").read_text())
+    inp = man["input"]
+    shape = tuple(inp["shape"])
+    try:
+        from snapuq.data import load_dataset
+        from snapuq.export.convert import quantize_input
+
+        cfg = json.loads((model_dir / "config.json").read_text())
+        ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)))
+        xs = [
+            quantize_input(ds.x_test[i][None], inp["scale"], inp["zero_point"]).reshape(shape)
+            for i in range(n)
+        ]
+        return xs, f"first {n} test inputs of {cfg['dataset']}"
+    except Exception as e:  # noqa: BLE001 - any dataset problem: fall back to random inputs
+        rng = np.random.default_rng(seed)
+        xs = [rng.integers(-128, 128, size=shape, dtype=np.int64).astype(np.int8) for _ in range(n)]
+        return xs, f"{n} seeded random int8 inputs (dataset not available: {str(e).splitlines()[0][:80]})"
+
+
+def eval_columns(model_dir: Path) -> tuple[dict[str, dict[str, Any]], str]:
+    p = model_dir / "eval" / "metrics.json"
+    if not p.is_file():
+        return {}, f"no {p} (run `snapuq eval {model_dir} --report {model_dir}/eval`)"
+    m = json.loads(p.read_text())
+    cols: dict[str, dict[str, Any]] = {}
+    for meth, name in EVAL_METHOD.items():
+        r = (m.get("methods") or {}).get(name)
+        if not r:
+            continue
+        det = (m.get("details") or {}).get(name) or {}
+        cols[meth] = {
+            "auroc_ok_vs_err": r.get("auroc_ok_vs_err"),
+            "auroc_id_vs_ood": r.get("auroc_id_vs_ood"),
+            "auroc_idok_vs_ood": det.get("auroc_idok_vs_ood"),
+            "cid_auprc": r.get("cid_auprc"),
+            "cid_delay": r.get("cid_delay"),
+            "eval_method": name,
+        }
+    src = (
+        f"{p}: snapuq eval of the same training run (float Keras models; n_test={m.get('n_test')}, "
+        f"n_ood={m.get('n_ood')}, OOD={m.get('ood_source')})"
+    )
+    return cols, src
+
+
+# ------------------------------------------------------------------ the table
+
+
+def _resolve_workload(w: str) -> Path:
+    p = Path(WORKLOADS.get(w, w))
+    if not p.is_absolute():
+        p = ROOT / p if not p.exists() else p
+    if not (p / "snapuq.json").is_file():
+        raise SnapuqError(f"workload '{w}': {p}/snapuq.json missing (train + export the model first)")
+    return p
+
+
+def measure_cell(
+    board: Board,
+    method: str,
+    model_dir: Path,
+    variants: dict[str, Any] | None,
+    build: Path,
+    inputs: list[np.ndarray],
+    repeats: int,
+    real_link: bool,
+) -> dict[str, Any]:
+    from snapuq.bench_variants import variant_files
+
+    if method == "snap":
+        files = [model_dir / "model_int8.tflite"]
+    else:
+        if variants is None or method not in variants["methods"]:
+            return {
+                "status": "missing",
+                "reason": f"no {method} variant (snapuq bench --export-variants {model_dir})",
+            }
+        files = variant_files(model_dir, variants, method)
+    variant = f"_{model_dir.name}_{method}"
+    cell: dict[str, Any] = {
+        "members": len(files) if method == "deep" else 1,
+        "model_bytes": sum(f.stat().st_size for f in files),
+    }
+    link = build_image(board, board.qemu, method, model_dir, files, build, variant)
+    if real_link:
+        rl = build_image(board, board.real, method, model_dir, files, build, variant)
+        cell["real_board_link"] = "ok" if rl["ok"] else "; ".join(rl.get("link_error") or ["failed"])
+    if not link["ok"]:
+        cell.update(
+            {
+                "status": "OOM",
+                "oom_source": "link",
+                "link_error": link["link_error"],
+                "needed": link.get("needed"),
+                "available": link["available"],
+            }
+        )
+        return cell
+    run = run_image(board, Path(link["elf"]), method, files, inputs, repeats)
+    if not run["ok"]:
+        cell.update({"status": "OOM", "oom_source": "arena check (e-arena at boot)", **run["oom_arena"]})
+        return cell
+    cell.update({"status": "ok", **{k: v for k, v in run.items() if k != "ok"}})
+    return cell
+
+
+def _energy(board: Board, instr: float) -> tuple[float, float, str]:
+    from snapuq.harness.energy import board_power
+
+    bp = board_power(board.real)
+    assert bp is not None
+    ms = instr / bp.clock_hz * 1e3
+    return ms, bp.energy_uj(instr) / 1e3, f"{bp.source}; {bp.clock_hz / 1e6:.0f} MHz, 1 instruction per cycle"
+
+
+def run_table(args) -> int:
+    from snapuq.bench_variants import load_variants
+
+    t_start = time.time()
+    out = Path(args.out) if args.out else ROOT / "build" / "bench" / "table.json"
+    build = Path(args.build_dir) if args.build_dir else ROOT / "build" / "bench-table"
+    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    boards = [b.strip() for b in args.table_boards.split(",") if b.strip()]
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for b in boards:
+        if b not in BOARDS:
+            raise SnapuqError(f"--table-boards: unknown board '{b}' (big, small)")
+    for m in methods:
+        if m not in METHODS:
+            raise SnapuqError(f"--methods: unknown method '{m}' ({', '.join(METHODS)})")
+    dirs = {w: _resolve_workload(w) for w in workloads}
+    total = len(workloads) * len(boards) * len(methods)
+    rows: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
+    i = 0
+    for w, d in dirs.items():
+        variants = load_variants(d)
+        inputs, in_src = check_inputs(d, args.check_inputs, args.data_dir)
+        uq, uq_src = eval_columns(d)
+        man = json.loads((d / "snapuq.json").read_text())
+        meta[w] = {
+            "model_dir": str(d),
+            "dataset": man.get("dataset"),
+            "backbone": man.get("backbone"),
+            "check_inputs": in_src,
+            "uq_source": uq_src,
+            "arena_tflm": {m: v["arena_bytes_tflm"] for m, v in (variants or {}).get("methods", {}).items()},
+            "arena_tflm_snap": man["model"].get("arena_bytes_tflm"),
+        }
+        for b in boards:
+            board = BOARDS[b]
+            for m in methods:
+                i += 1
+                t0 = time.time()
+                print(
+                    f"[{i}/{total}] {w} {b} {METHOD_LABEL[m]}: build + run ...", file=sys.stderr, flush=True
+                )
+                cell = measure_cell(board, m, d, variants, build, inputs, args.repeats, not args.no_real_link)
+                cell.update(
+                    {
+                        "board": b,
+                        "board_label": board.label,
+                        "workload": w,
+                        "method": m,
+                        "method_label": METHOD_LABEL[m],
+                    }
+                )
+                if cell["status"] == "ok":
+                    ms, mj, src = _energy(board, cell["instructions"]["total"])
+                    cell["model"] = {"latency_ms": ms, "energy_mj": mj, "source": "model: " + src}
+                if m in uq:
+                    cell["uq"] = uq[m]
+                if (b, w) in PAPER:
+                    pv = PAPER[(b, w)].get(m)
+                    cell["paper"] = (
+                        "OOM"
+                        if pv is None
+                        else dict(zip(("flash_kb", "ram_kb", "latency_ms", "energy_mj"), pv))
+                    )
+                rows.append(cell)
+                print(f"    {_summary(cell)} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    report = {
+        "format": 1,
+        "instructions_unit": "QEMU instructions per inference (-icount shift=0), not cycles",
+        "latency_energy": "model: instructions / board clock (1 instruction per cycle) x datasheet run power",
+        "mc_dropout": MC_DROPOUT_NOTE,
+        "workloads": meta,
+        "rows": rows,
+        "seconds": round(time.time() - t_start, 1),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out, json.dumps(report, indent=1) + "\n")
+    md = out.with_suffix(".md")
+    _atomic_write(md, markdown(report))
+    print(markdown(report))
+    print(f"bench --table: wrote {out} and {md} ({report['seconds']:.0f} s)")
+    return 0
+
+
+def _atomic_write(p: Path, text: str) -> None:
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(p)
+
+
+def _kb(b: float | None) -> str:
+    return "—" if b is None else f"{b / 1024:.1f}"
+
+
+def _summary(c: dict[str, Any]) -> str:
+    if c["status"] == "ok":
+        return (
+            f"flash {_kb(c['flash'])} KB, peak RAM {_kb(c['ram']['peak'])} KB, "
+            f"{c['instructions']['total'] / 1e6:.2f} M instr, mismatches {c['mismatches_vs_tflm']}"
+        )
+    if c["status"] == "OOM":
+        return "OOM: " + _oom_text(c)
+    return c.get("reason", c["status"])
+
+
+def _oom_text(c: dict[str, Any]) -> str:
+    if c.get("oom_source") == "link":
+        need = c.get("needed") or {}
+        av = c["available"]
+        parts = list(c["link_error"])
+        if need:
+            parts.append(
+                f"needs flash {need['flash']} B / static RAM + stack {need['ram_static_plus_stack']} B, "
+                f"has {av['flash']} / {av['ram']} B"
+            )
+        return "link: " + "; ".join(parts)
+    return (
+        f"arena check: needs {c['needed']} B of pool (arena {c['arena']} + input), has {c['available']} B "
+        f"(RAM {c['ram_budget']} B - static {c['ram_static']} B - stack {c['stack_reserved']} B)"
+    )
+
+
+def _f(v: Any, fmt: str = "{:.2f}") -> str:
+    return "—" if v is None else fmt.format(v)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "| board | workload | method | flash KB | peak RAM KB (static+arena+stack) | instr/inf (QEMU) "
+        "| latency ms (model) | energy mJ (model) | AUROC ✓/✗ | AUROC ID/OOD | CID AUPRC | delay "
+        "| device vs TFLM |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in report["rows"]:
+        uq = c.get("uq") or {}
+        uqc = [
+            _f(uq.get("auroc_ok_vs_err")),
+            _f(uq.get("auroc_id_vs_ood")),
+            _f(uq.get("cid_auprc")),
+            _f(uq.get("cid_delay"), "{:.0f}"),
+        ]
+        head = [
+            c["board_label"],
+            c["workload"],
+            c["method_label"] + (f" (M={c['members']})" if c["method"] == "deep" else ""),
+        ]
+        if c["status"] == "ok":
+            r = c["ram"]
+            ram = (
+                f"{_kb(r['peak'])} ({_kb(r['static'])}+{_kb(r['arena'] + r['input'])}+{_kb(r['stack_peak'])})"
+            )
+            lines.append(
+                "| "
+                + " | ".join(
+                    head
+                    + [
+                        _kb(c["flash"]),
+                        ram,
+                        f"{c['instructions']['total']:,.0f}",
+                        _f(c["model"]["latency_ms"]),
+                        _f(c["model"]["energy_mj"], "{:.3f}"),
+                    ]
+                    + uqc
+                    + [f"{c['mismatches_vs_tflm']} on {c['checked_inputs']}"]
+                )
+                + " |"
+            )
+        elif c["status"] == "OOM":
+            lines.append(
+                "| " + " | ".join(head + ["**OOM**", _oom_text(c), "—", "—", "—"] + uqc + ["—"]) + " |"
+            )
+        else:
+            lines.append(
+                "| "
+                + " | ".join(head + [c["status"], c.get("reason", ""), "—", "—", "—"] + uqc + ["—"])
+                + " |"
+            )
+    lines += [
+        "",
+        f"Instructions: {report['instructions_unit']}. Latency/energy: {report['latency_energy']}.",
+        f"MC dropout: {report['mc_dropout']}.",
+    ]
+    for w, m in report["workloads"].items():
+        lines.append(
+            f"- {w}: {m['dataset']} / {m['backbone']}; check inputs: {m['check_inputs']}; "
+            f"UQ: {m['uq_source']}"
+        )
+    lines += ["", arena_markdown(report)]
+    return "\n".join(lines) + "\n"
+
+
+def arena_markdown(report: dict[str, Any]) -> str:
+    """Our planned arena (persistent tables + activations) vs TFLM's smallest working arena, per model."""
+    out = [
+        "| workload | method | our arena B | TFLM arena B | ours / TFLM | member switch instr/inf |",
+        "|---|---|---|---|---|---|",
+    ]
+    seen: set[tuple[str, str]] = set()
+    for c in report["rows"]:
+        key = (c["workload"], c["method"])
+        if key in seen or c["status"] != "ok":
+            continue
+        seen.add(key)
+        meta = report["workloads"].get(c["workload"], {})
+        tflm = (meta.get("arena_tflm") or {}).get(c["method"])
+        t = max(tflm) if isinstance(tflm, list) and tflm else None
+        if t is None and c["method"] == "snap":
+            t = meta.get("arena_tflm_snap")
+        ours = c["ram"]["arena"]
+        sw = c["instructions"].get("member_switch") or 0
+        out.append(
+            f"| {c['workload']} | {c['method_label']} | {ours} | {t if t else '—'} | "
+            f"{_f(ours / t if t else None)} | {f'{sw:,.0f}' if sw else '—'} |"
+        )
+    return "\n".join(out) + "\n"

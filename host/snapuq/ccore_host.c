@@ -1,0 +1,465 @@
+/*
+ * ccore_host.c - host-only entry points that snapuq.ccore calls through ctypes.
+ *
+ * Compiled together with the C core (firmware/core, shipped in the package as snapuq/c) into one
+ * shared library. It owns the memory the core leaves to its caller (model struct, arena, SNAP
+ * config and LUTs) with malloc, which the core itself never uses, and loops over a batch so that
+ * Python pays one ctypes call per batch instead of one per tensor.
+ *
+ * Model: snapuq_host_model_open() copies the .tflite bytes (the core reads them in place), loads
+ * them and sets an arena; snapuq_host_model_run() runs N records (all inputs concatenated in
+ * model order) and writes every output of every record, concatenated in model order.
+ *
+ * SNAP: snapuq_host_snap_open() reads a flat little-endian int32 config (layout in
+ * snapuq/ccore.py, snap_config_words()); snapuq_host_snap_score() scores N records of model
+ * outputs (the layout run() writes) given each output's byte offset inside a record;
+ * snapuq_host_model_run_snap() runs and scores in one pass through snapuq_snap_score_model(),
+ * the device's own path. Result rows are int32, fields named by snapuq_host_snap_fields().
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapuq_runtime.h"
+#include "snapuq_snap.h"
+
+#define HOST_ERR_LEN 160
+#define HOST_CONFIG_VERSION 2
+
+typedef struct {
+    snapuq_model_t model;
+    uint8_t *tflite;
+    uint8_t *arena;
+    size_t arena_bytes;
+    char error[HOST_ERR_LEN];
+} host_model_t;
+
+typedef struct {
+    snapuq_snap_config_t cfg;
+    snapuq_snap_params_t params;
+    int32_t luts[SNAPUQ_MAX_TAPS][SNAPUQ_SNAP_LUT_LEN];
+    int32_t sigmoid[SNAPUQ_SIGMOID_LUT_LEN];
+    int32_t perr[SNAPUQ_PERR_LUT_LEN];
+} host_snap_t;
+
+static void set_err(char *dst, size_t len, const char *what, const char *detail)
+{
+    if (dst != NULL && len > 0) {
+        snprintf(dst, len, "%s%s%s", what, detail[0] ? ": " : "", detail);
+    }
+}
+
+/* ------------------------------------------------------------------------------- model */
+
+void snapuq_host_model_close(void *handle)
+{
+    host_model_t *h = (host_model_t *)handle;
+    if (h != NULL) {
+        free(h->arena);
+        free(h->tflite);
+        free(h);
+    }
+}
+
+void *snapuq_host_model_open(const uint8_t *tflite, size_t len, char *err, size_t err_len)
+{
+    host_model_t *h = (host_model_t *)calloc(1, sizeof(host_model_t));
+    snapuq_status_t st;
+    size_t need = 0;
+    if (h == NULL || (h->tflite = (uint8_t *)malloc(len ? len : 1)) == NULL) {
+        set_err(err, err_len, "out of memory", "");
+        snapuq_host_model_close(h);
+        return NULL;
+    }
+    memcpy(h->tflite, tflite, len);
+    st = snapuq_model_init(&h->model, h->tflite, len);
+    if (st != SNAPUQ_OK) {
+        set_err(err, err_len, snapuq_status_str(st), snapuq_model_error(&h->model));
+        snapuq_host_model_close(h);
+        return NULL;
+    }
+    snapuq_model_arena_size(&h->model, &need);
+    h->arena_bytes = need;
+    /* aligned_alloc is C11; over-allocate and align by hand */
+    h->arena = (uint8_t *)malloc(need + SNAPUQ_ARENA_ALIGN);
+    if (h->arena == NULL) {
+        set_err(err, err_len, "out of memory", "arena");
+        snapuq_host_model_close(h);
+        return NULL;
+    }
+    {
+        uintptr_t p = (uintptr_t)h->arena;
+        uint8_t *aligned = h->arena + ((SNAPUQ_ARENA_ALIGN - p % SNAPUQ_ARENA_ALIGN) % SNAPUQ_ARENA_ALIGN);
+        st = snapuq_model_set_arena(&h->model, aligned, need);
+    }
+    if (st != SNAPUQ_OK) {
+        set_err(err, err_len, snapuq_status_str(st), snapuq_model_error(&h->model));
+        snapuq_host_model_close(h);
+        return NULL;
+    }
+    return h;
+}
+
+const char *snapuq_host_model_error(const void *handle)
+{
+    const host_model_t *h = (const host_model_t *)handle;
+    return h == NULL ? "no model" : h->error;
+}
+
+size_t snapuq_host_model_arena_bytes(const void *handle)
+{
+    return handle == NULL ? 0 : ((const host_model_t *)handle)->arena_bytes;
+}
+
+int snapuq_host_model_count(const void *handle, int outputs)
+{
+    const host_model_t *h = (const host_model_t *)handle;
+    if (h == NULL) {
+        return -1;
+    }
+    return outputs ? snapuq_model_output_count(&h->model) : snapuq_model_input_count(&h->model);
+}
+
+/* desc[0..7] = type, ndim, dims[4], elements, bytes; *scale, *zero_point, *name (in the model) */
+int snapuq_host_model_info(const void *handle, int outputs, int index, int32_t *desc, float *scale,
+                           int32_t *zero_point, const char **name)
+{
+    const host_model_t *h = (const host_model_t *)handle;
+    snapuq_tensor_info_t ti;
+    snapuq_status_t st;
+    int k;
+    if (h == NULL || index < 0 || index > 0xffff) {
+        return SNAPUQ_ERR_ARG;
+    }
+    st = outputs ? snapuq_model_output_info(&h->model, (uint16_t)index, &ti)
+                 : snapuq_model_input_info(&h->model, (uint16_t)index, &ti);
+    if (st != SNAPUQ_OK) {
+        return (int)st;
+    }
+    desc[0] = (int32_t)ti.type;
+    desc[1] = ti.ndim;
+    for (k = 0; k < SNAPUQ_MAX_DIMS; k++) {
+        desc[2 + k] = k < ti.ndim ? ti.dims[k] : 0;
+    }
+    desc[6] = (int32_t)ti.elements;
+    desc[7] = (int32_t)ti.bytes;
+    *scale = ti.scale;
+    *zero_point = ti.zero_point;
+    *name = ti.name;
+    return SNAPUQ_OK;
+}
+
+/* Number of operators; *names receives the builtin name of operator `index` (NULL: count only). */
+int snapuq_host_model_op(const void *handle, int index, const char **name)
+{
+    const host_model_t *h = (const host_model_t *)handle;
+    int32_t code = 0;
+    if (h == NULL) {
+        return -1;
+    }
+    if (name != NULL) {
+        if (index < 0 || index >= snapuq_model_op_count(&h->model) ||
+            snapuq_model_op_code(&h->model, (uint16_t)index, &code) != SNAPUQ_OK) {
+            return -1;
+        }
+        *name = snapuq_builtin_name(code);
+    }
+    return snapuq_model_op_count(&h->model);
+}
+
+static int run_one(host_model_t *h, const uint8_t *x, uint8_t *y)
+{
+    snapuq_status_t st;
+    snapuq_tensor_info_t ti;
+    uint16_t i, n_in = snapuq_model_input_count(&h->model), n_out = snapuq_model_output_count(&h->model);
+    for (i = 0; i < n_in; i++) {
+        snapuq_model_input_info(&h->model, i, &ti);
+        if ((st = snapuq_model_set_input(&h->model, i, x, ti.bytes)) != SNAPUQ_OK) {
+            return (int)st;
+        }
+        x += ti.bytes;
+    }
+    if ((st = snapuq_model_invoke(&h->model)) != SNAPUQ_OK) {
+        set_err(h->error, sizeof h->error, snapuq_status_str(st), snapuq_model_error(&h->model));
+        return (int)st;
+    }
+    if (y != NULL) {
+        for (i = 0; i < n_out; i++) {
+            snapuq_model_output_info(&h->model, i, &ti);
+            if ((st = snapuq_model_get_output(&h->model, i, y, ti.bytes)) != SNAPUQ_OK) {
+                return (int)st;
+            }
+            y += ti.bytes;
+        }
+    }
+    return SNAPUQ_OK;
+}
+
+static size_t record_bytes(const host_model_t *h, int outputs)
+{
+    snapuq_tensor_info_t ti;
+    size_t total = 0;
+    uint16_t i, n = outputs ? snapuq_model_output_count(&h->model) : snapuq_model_input_count(&h->model);
+    for (i = 0; i < n; i++) {
+        if (outputs) {
+            snapuq_model_output_info(&h->model, i, &ti);
+        } else {
+            snapuq_model_input_info(&h->model, i, &ti);
+        }
+        total += ti.bytes;
+    }
+    return total;
+}
+
+/* Run n records: x holds n * (all input bytes), y receives n * (all output bytes). */
+int snapuq_host_model_run(void *handle, const uint8_t *x, size_t n, uint8_t *y)
+{
+    host_model_t *h = (host_model_t *)handle;
+    size_t r, in_b, out_b;
+    int st;
+    if (h == NULL || x == NULL || y == NULL) {
+        return SNAPUQ_ERR_ARG;
+    }
+    in_b = record_bytes(h, 0);
+    out_b = record_bytes(h, 1);
+    for (r = 0; r < n; r++) {
+        if ((st = run_one(h, x + r * in_b, y + r * out_b)) != SNAPUQ_OK) {
+            return st;
+        }
+    }
+    return SNAPUQ_OK;
+}
+
+/* -------------------------------------------------------------------------------- SNAP */
+
+/* Names of the int32 fields of one result row; a trailing '*' marks a per-tap field. */
+const char *snapuq_host_snap_fields(void)
+{
+    return "ebar16*,s16*,S16,F16,m16,P16,A16,Z16,U16,pred,flag";
+}
+
+static int row_len(uint8_t n_taps)
+{
+    return 2 * n_taps + 9;
+}
+
+static void fill_row(const snapuq_snap_result_t *res, uint8_t n_taps, int32_t *row)
+{
+    uint8_t k;
+    int m = 0;
+    for (k = 0; k < n_taps; k++) {
+        row[m++] = res->ebar16[k];
+    }
+    for (k = 0; k < n_taps; k++) {
+        row[m++] = res->s16[k];
+    }
+    row[m++] = res->S16;
+    row[m++] = res->F16;
+    row[m++] = res->m16;
+    row[m++] = res->P16;
+    row[m++] = res->A16;
+    row[m++] = res->Z16;
+    row[m++] = res->U16;
+    row[m++] = res->pred;
+    row[m++] = res->flag;
+}
+
+typedef struct {
+    const int32_t *p;
+    size_t left;
+    int short_read;
+} words_t;
+
+static int32_t next_word(words_t *w)
+{
+    if (w->left == 0) {
+        w->short_read = 1;
+        return 0;
+    }
+    w->left--;
+    return *w->p++;
+}
+
+void snapuq_host_snap_close(void *handle)
+{
+    free(handle);
+}
+
+/* Config words (int32): version, n_taps, n_classes, variant, hinge, conf_a_q16, out_logits,
+ * out_probs; per tap: d, out_a, out_mu, out_logvar, z_a, z_mu, z_v, k_a, k_mu, lut_shift, p_m,
+ * p_n, q_m, q_n, r_q16, lut[256]; params: w_q16[n_taps], hinge_q_q16, hinge_m, hinge_n, b0_q16,
+ * b1_m, b1_n, b2_m, b2_n, u_threshold_q16; sigmoid_lut[513]; combine (0 logistic, 1 perr_alarm),
+ * alarm_k_q16, perr_lut[257] (FIXED_POINT.md v2 step 8). */
+void *snapuq_host_snap_open(const int32_t *words, size_t n_words, char *err, size_t err_len)
+{
+    host_snap_t *s = (host_snap_t *)calloc(1, sizeof(host_snap_t));
+    snapuq_snap_config_t *c;
+    words_t w;
+    int32_t v, i;
+    uint8_t k;
+    if (s == NULL) {
+        set_err(err, err_len, "out of memory", "");
+        return NULL;
+    }
+    c = &s->cfg;
+    w.p = words;
+    w.left = n_words;
+    w.short_read = 0;
+    if ((v = next_word(&w)) != HOST_CONFIG_VERSION) {
+        set_err(err, err_len, "SNAP config", "unknown layout version");
+        free(s);
+        return NULL;
+    }
+    c->spec_version = SNAPUQ_SNAP_SPEC_VERSION;
+    v = next_word(&w);
+    if (v < 1 || v > SNAPUQ_MAX_TAPS) {
+        set_err(err, err_len, "SNAP config", "tap count out of range");
+        free(s);
+        return NULL;
+    }
+    c->n_taps = (uint8_t)v;
+    c->n_classes = (uint16_t)next_word(&w);
+    c->variant = (uint8_t)next_word(&w);
+    c->hinge = (uint8_t)next_word(&w);
+    c->conf_a_q16 = next_word(&w);
+    c->out_logits = (int16_t)next_word(&w);
+    c->out_probs = (int16_t)next_word(&w);
+    for (k = 0; k < c->n_taps; k++) {
+        snapuq_snap_tap_t *t = &c->taps[k];
+        t->d = (uint16_t)next_word(&w);
+        t->out_a = (int16_t)next_word(&w);
+        t->out_mu = (int16_t)next_word(&w);
+        t->out_logvar = (int16_t)next_word(&w);
+        t->z_a = next_word(&w);
+        t->z_mu = next_word(&w);
+        t->z_v = next_word(&w);
+        t->k_a = next_word(&w);
+        t->k_mu = next_word(&w);
+        t->lut_shift = next_word(&w);
+        t->p_m = next_word(&w);
+        t->p_n = next_word(&w);
+        t->q_m = next_word(&w);
+        t->q_n = next_word(&w);
+        t->r_q16 = next_word(&w);
+        for (i = 0; i < SNAPUQ_SNAP_LUT_LEN; i++) {
+            s->luts[k][i] = next_word(&w);
+        }
+        t->inv_sigma_lut = s->luts[k];
+    }
+    for (k = 0; k < c->n_taps; k++) {
+        c->defaults.w_q16[k] = next_word(&w);
+    }
+    c->defaults.hinge_q_q16 = next_word(&w);
+    c->defaults.hinge_m = next_word(&w);
+    c->defaults.hinge_n = next_word(&w);
+    c->defaults.b0_q16 = next_word(&w);
+    c->defaults.b1_m = next_word(&w);
+    c->defaults.b1_n = next_word(&w);
+    c->defaults.b2_m = next_word(&w);
+    c->defaults.b2_n = next_word(&w);
+    c->defaults.u_threshold_q16 = next_word(&w);
+    for (i = 0; i < SNAPUQ_SIGMOID_LUT_LEN; i++) {
+        s->sigmoid[i] = next_word(&w);
+    }
+    c->sigmoid_lut = s->sigmoid;
+    c->combine = (uint8_t)next_word(&w);
+    c->defaults.alarm_k_q16 = next_word(&w);
+    for (i = 0; i < SNAPUQ_PERR_LUT_LEN; i++) {
+        s->perr[i] = next_word(&w);
+    }
+    c->perr_lut = c->combine == SNAPUQ_COMBINE_PERR_ALARM ? s->perr : NULL;
+    if (w.short_read || w.left != 0) {
+        set_err(err, err_len, "SNAP config", w.short_read ? "too few words" : "too many words");
+        free(s);
+        return NULL;
+    }
+    if (snapuq_snap_check(c) != SNAPUQ_OK || snapuq_snap_params_init(c, &s->params) != SNAPUQ_OK) {
+        set_err(err, err_len, "SNAP config", "rejected by snapuq_snap_check()");
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int snapuq_host_snap_row_len(const void *handle)
+{
+    return handle == NULL ? -1 : row_len(((const host_snap_t *)handle)->cfg.n_taps);
+}
+
+/* Score n records of int8 model outputs. Each record is rec_bytes long; output j starts at
+ * offsets[j] (j < n_offsets) inside it. rows receives n * row_len int32. */
+int snapuq_host_snap_score(const void *handle, const int8_t *records, size_t rec_bytes, size_t n,
+                           const uint32_t *offsets, size_t n_offsets, int32_t *rows)
+{
+    const host_snap_t *s = (const host_snap_t *)handle;
+    const snapuq_snap_config_t *c;
+    size_t r;
+    uint8_t k;
+    if (s == NULL || records == NULL || offsets == NULL || rows == NULL) {
+        return SNAPUQ_ERR_ARG;
+    }
+    c = &s->cfg;
+    if (c->out_logits < 0 || (size_t)c->out_logits >= n_offsets || c->out_probs < 0 ||
+        (size_t)c->out_probs >= n_offsets) {
+        return SNAPUQ_ERR_ARG;
+    }
+    for (k = 0; k < c->n_taps; k++) {
+        const snapuq_snap_tap_t *t = &c->taps[k];
+        if (t->out_a < 0 || (size_t)t->out_a >= n_offsets || t->out_mu < 0 ||
+            (size_t)t->out_mu >= n_offsets || t->out_logvar < 0 || (size_t)t->out_logvar >= n_offsets) {
+            return SNAPUQ_ERR_ARG;
+        }
+    }
+    for (r = 0; r < n; r++) {
+        const int8_t *rec = records + r * rec_bytes;
+        snapuq_snap_inputs_t in;
+        snapuq_snap_result_t res;
+        snapuq_status_t st;
+        memset(&in, 0, sizeof in);
+        in.logits = rec + offsets[c->out_logits];
+        in.probs = rec + offsets[c->out_probs];
+        for (k = 0; k < c->n_taps; k++) {
+            in.a[k] = rec + offsets[c->taps[k].out_a];
+            in.mu[k] = rec + offsets[c->taps[k].out_mu];
+            in.logvar[k] = rec + offsets[c->taps[k].out_logvar];
+        }
+        if ((st = snapuq_snap_score(c, &s->params, &in, &res)) != SNAPUQ_OK) {
+            return (int)st;
+        }
+        fill_row(&res, c->n_taps, rows + r * (size_t)row_len(c->n_taps));
+    }
+    return SNAPUQ_OK;
+}
+
+/* Run n records through the model and score each with snapuq_snap_score_model() (the device's
+ * path); y (may be NULL) receives the outputs as in snapuq_host_model_run(). */
+int snapuq_host_model_run_snap(void *model, const void *snap, const uint8_t *x, size_t n, uint8_t *y,
+                               int32_t *rows)
+{
+    host_model_t *h = (host_model_t *)model;
+    const host_snap_t *s = (const host_snap_t *)snap;
+    size_t r, in_b, out_b;
+    int st;
+    if (h == NULL || s == NULL || x == NULL || rows == NULL) {
+        return SNAPUQ_ERR_ARG;
+    }
+    in_b = record_bytes(h, 0);
+    out_b = record_bytes(h, 1);
+    for (r = 0; r < n; r++) {
+        snapuq_snap_result_t res;
+        if ((st = run_one(h, x + r * in_b, y == NULL ? NULL : y + r * out_b)) != SNAPUQ_OK) {
+            return st;
+        }
+        if ((st = (int)snapuq_snap_score_model(&s->cfg, &s->params, &h->model, &res)) != SNAPUQ_OK) {
+            return st;
+        }
+        fill_row(&res, s->cfg.n_taps, rows + r * (size_t)row_len(s->cfg.n_taps));
+    }
+    return SNAPUQ_OK;
+}
+
+const char *snapuq_host_status_str(int status)
+{
+    return snapuq_status_str((snapuq_status_t)status);
+}

@@ -1,0 +1,312 @@
+"""`snapuq eval DIR --seeds 0,1,2 --report RDIR`: one model per seed (trained with DIR's options when its
+directory is missing), one full eval per seed, and the mean and sd over seeds of every metric, so that no
+claim rests on one seed.
+
+Model directories: DIR for its own seed (config.json "seed"), DIR_seed{S} next to it for the others.
+Per-seed reports go to RDIR/seed{S}/; RDIR/metrics.json holds "per_seed" (each seed's metrics.json),
+"mean" and "sd" (method -> metric -> value, sd with ddof 1), "checks" (per seed: the issue-17 criteria) and
+RDIR/report.md the mean ± sd table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+
+from snapuq.errors import SnapuqError
+
+# metrics aggregated per method: the contract keys plus the details that claims are made on
+DETAIL_KEYS = ("shift_auroc_mean", "cid_false_alarm_rate", "auroc_idok_vs_ood", "accuracy")
+SNAP_KEYS = ("ece_p_err", "ece_U", "auroc_ok_vs_err_p_err", "test_alarm_rate")
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(t) for t in str(text).split(",") if t.strip()]
+    except ValueError as e:
+        raise SnapuqError(f"--seeds must be comma-separated integers, got '{text}'") from e
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise SnapuqError(f"--seeds must list distinct non-negative integers, got '{text}'")
+    return seeds
+
+
+def seed_dir(d: Path, cfg: dict, seed: int) -> Path:
+    return d if int(cfg.get("seed", 0)) == seed else d.parent / f"{d.name}_seed{seed}"
+
+
+def train_argv(
+    d: Path, cfg: dict, calib: dict | None, seed: int, out: Path, data_dir: str | None
+) -> list[str]:
+    """`snapuq train` arguments that rebuild DIR's model with another seed."""
+    a = ["--dataset", str(cfg["dataset"]), "--out", str(out), "--seed", str(seed), "--no-progress"]
+    if data_dir:
+        a += ["--data-dir", str(data_dir)]
+    for key, flag in (
+        ("epochs", "--epochs"),
+        ("backbone", "--backbone"),
+        ("rank", "--rank"),
+        ("qat_frac", "--qat-frac"),
+        ("lambda_ss", "--lambda-ss"),
+        ("lambda_reg", "--lambda-reg"),
+        ("eps", "--eps"),
+        ("floor", "--floor"),
+        ("nll", "--nll"),
+        ("cov_rank", "--cov-rank"),
+        ("variant", "--variant"),
+    ):
+        if cfg.get(key) is not None:
+            a += [flag, str(cfg[key])]
+    if cfg.get("taps"):
+        a += ["--taps", ",".join(t["layer"] for t in cfg["taps"])]
+    a.append("--detach" if cfg.get("detach", True) else "--no-detach")
+    if cfg.get("frozen_backbone") is False:
+        a.append("--joint")
+    if not (d / "baselines").exists():
+        a.append("--no-baselines")
+    best = (
+        (calib or {})
+        if (calib or {}).get("variant") == "best"
+        else ((calib or {}).get("variants") or {}).get("best")
+    )
+    fit = (best or {}).get("fit") or {}
+    if fit.get("alpha") is not None:
+        a += ["--alpha", str(fit["alpha"])]
+    if fit.get("hinge_quantile_requested") is not None:
+        a += ["--hinge-q", str(fit["hinge_quantile_requested"])]
+    return a
+
+
+def _mean_sd(vals: list) -> tuple[float | None, float | None, int]:
+    v = np.array([x for x in vals if x is not None and np.isfinite(x)], np.float64)
+    if v.size == 0:
+        return None, None, 0
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, int(v.size)
+
+
+def _method_values(m: dict, name: str) -> dict:
+    from snapuq.evaluate import CONTRACT_KEYS
+
+    row = dict(m["methods"].get(name, {}))
+    det = m.get("details", {}).get(name, {})
+    for k in DETAIL_KEYS + (SNAP_KEYS if name == "snap" else ()):
+        if k in det:
+            row[k] = det[k]
+    return {k: row.get(k) for k in (*CONTRACT_KEYS, *DETAIL_KEYS, *(SNAP_KEYS if name == "snap" else ()))}
+
+
+def seed_checks(m: dict) -> dict:
+    """The issue-17 criteria for one seed's metrics.json."""
+    meth = m["methods"]
+    det = m.get("details", {})
+    base = [n for n in meth if n != "snap" and meth[n].get("auroc_ok_vs_err") is not None]
+
+    def best_of(key: str, src: str = "methods") -> float | None:
+        vals = [
+            (meth[n] if src == "methods" else det.get(n, {})).get(key)
+            for n in base
+            if (meth[n] if src == "methods" else det.get(n, {})).get(key) is not None
+        ]
+        return max(vals) if vals else None
+
+    snap, sd = meth.get("snap", {}), det.get("snap", {})
+    c: dict = {}
+    tc, dc = m.get("test_check") or {}, m.get("dev_check") or {}
+    c["test_U_minus_msp_auroc_ok_vs_err"] = tc.get("delta")
+    c["dev_U_minus_msp_auroc_ok_vs_err"] = dc.get("delta")
+    ts = meth.get("temp_scaling", {}).get("ece")
+    c["ece_p_err"], c["ece_U"], c["ece_temp_scaling"] = sd.get("ece_p_err"), sd.get("ece_U"), ts
+    c["shift_auroc_mean_snap"] = sd.get("shift_auroc_mean")
+    c["shift_auroc_mean_best_baseline"] = best_of("shift_auroc_mean", "details")
+    c["auroc_id_vs_ood_snap"] = snap.get("auroc_id_vs_ood")
+    c["auroc_id_vs_ood_best_baseline"] = best_of("auroc_id_vs_ood")
+    c["cid_false_alarm_snap"] = sd.get("cid_false_alarm_rate")
+    c["cid_false_alarm_msp"] = det.get("msp", {}).get("cid_false_alarm_rate")
+    return c
+
+
+def criteria(per_seed_checks: dict) -> dict:
+    """Mean over seeds and pass/fail of each criterion (None when a figure is missing)."""
+    cs = list(per_seed_checks.values())
+
+    def mean(k):
+        return _mean_sd([c.get(k) for c in cs])[0]
+
+    def ge(a, b, margin=0.0):
+        return None if a is None or b is None else bool(a >= b + margin - 1e-12)
+
+    out = {
+        "U_ge_msp_test_every_seed": all(
+            c.get("test_U_minus_msp_auroc_ok_vs_err") is not None
+            and c["test_U_minus_msp_auroc_ok_vs_err"] >= -1e-12
+            for c in cs
+        ),
+        "U_ge_msp_dev_every_seed": all(
+            c.get("dev_U_minus_msp_auroc_ok_vs_err") is None or c["dev_U_minus_msp_auroc_ok_vs_err"] >= -1e-12
+            for c in cs
+        ),
+    }
+    for k in (
+        "test_U_minus_msp_auroc_ok_vs_err",
+        "ece_p_err",
+        "ece_U",
+        "ece_temp_scaling",
+        "shift_auroc_mean_snap",
+        "shift_auroc_mean_best_baseline",
+        "auroc_id_vs_ood_snap",
+        "auroc_id_vs_ood_best_baseline",
+        "cid_false_alarm_snap",
+        "cid_false_alarm_msp",
+    ):
+        out[f"mean_{k}"] = mean(k)
+    ts = out["mean_ece_temp_scaling"]
+    out["ece_p_err_le_temp_plus_0.01"] = ge(None if ts is None else ts + 0.01, out["mean_ece_p_err"])
+    out["shift_ge_best_baseline_plus_0.05"] = ge(
+        out["mean_shift_auroc_mean_snap"], out["mean_shift_auroc_mean_best_baseline"], 0.05
+    )
+    out["ood_ge_best_baseline"] = ge(
+        out["mean_auroc_id_vs_ood_snap"], out["mean_auroc_id_vs_ood_best_baseline"]
+    )
+    out["cid_false_alarm_le_msp"] = ge(out["mean_cid_false_alarm_msp"], out["mean_cid_false_alarm_snap"])
+    return out
+
+
+def aggregate(per_seed: dict[int, dict]) -> dict:
+    first = next(iter(per_seed.values()))
+    names = list(first["methods"])
+    mean: dict = {}
+    sd: dict = {}
+    for n in names:
+        rows = [_method_values(m, n) for m in per_seed.values()]
+        mean[n], sd[n] = {}, {}
+        for k in rows[0]:
+            mu, s, _ = _mean_sd([r.get(k) for r in rows])
+            mean[n][k], sd[n][k] = mu, s
+    checks = {str(s): seed_checks(m) for s, m in per_seed.items()}
+    return {
+        "dataset": first["dataset"],
+        "seeds": [int(s) for s in per_seed],
+        "n_test": first["n_test"],
+        "accuracy": {
+            "float": _mean_sd([m["accuracy"]["float"] for m in per_seed.values()])[0],
+            "int8": _mean_sd([m["accuracy"].get("int8") for m in per_seed.values()])[0],
+        },
+        "methods": mean,
+        "sd": sd,
+        "checks": checks,
+        "criteria": criteria(checks),
+        "per_seed": {str(s): m for s, m in per_seed.items()},
+    }
+
+
+def _pm(mu, s, nd=3) -> str:
+    if mu is None:
+        return "n/a"
+    return f"{mu:.{nd}f} ± {s:.{nd}f}" if s is not None else f"{mu:.{nd}f}"
+
+
+def write_report(rdir: Path, agg: dict) -> None:
+    from snapuq.report import COLUMNS
+
+    seeds = ",".join(str(s) for s in agg["seeds"])
+    L = [f"# snapuq eval: {agg['dataset']}, seeds {seeds} (mean ± sd over seeds)", ""]
+    L.append(
+        f"- test inputs per seed: {agg['n_test']}; accuracy float {_pm(agg['accuracy']['float'], None, 4)}"
+    )
+    cols = [
+        *COLUMNS,
+        ("cid_false_alarm_rate", "CID false alarm ↓", 3),
+        ("shift_auroc_mean", "shift AUROC", 3),
+    ]
+    L += ["", "| method | " + " | ".join(c[1] for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    for n, row in agg["methods"].items():
+        L.append(
+            f"| {'**' + n + '**' if n == 'snap' else n} | "
+            + " | ".join(_pm(row.get(k), agg["sd"][n].get(k), nd) for k, _, nd in cols)
+            + " |"
+        )
+    s = agg["methods"].get("snap", {})
+    sd = agg["sd"].get("snap", {})
+    if s:
+        L += [
+            "",
+            f"SNAP p_err: ECE {_pm(s.get('ece_p_err'), sd.get('ece_p_err'))}, "
+            f"AUROC ✓/✗ {_pm(s.get('auroc_ok_vs_err_p_err'), sd.get('auroc_ok_vs_err_p_err'))}; "
+            f"ECE of U {_pm(s.get('ece_U'), sd.get('ece_U'))}; test inputs with alarm > 0: "
+            f"{_pm(s.get('test_alarm_rate'), sd.get('test_alarm_rate'))}",
+        ]
+    L += [
+        "",
+        "## Per seed",
+        "",
+        "| seed | U−MSP ✓/✗ test | U−MSP ✓/✗ dev | ECE p_err | ECE temp | shift SNAP | "
+        "shift best baseline | ID/OOD SNAP | ID/OOD best baseline | CID FA SNAP | CID FA MSP |",
+        "|" + "---|" * 11,
+    ]
+    for seed, c in agg["checks"].items():
+        keys = (
+            "test_U_minus_msp_auroc_ok_vs_err",
+            "dev_U_minus_msp_auroc_ok_vs_err",
+            "ece_p_err",
+            "ece_temp_scaling",
+            "shift_auroc_mean_snap",
+            "shift_auroc_mean_best_baseline",
+            "auroc_id_vs_ood_snap",
+            "auroc_id_vs_ood_best_baseline",
+            "cid_false_alarm_snap",
+            "cid_false_alarm_msp",
+        )
+        L.append(
+            f"| {seed} | "
+            + " | ".join(
+                "n/a" if c.get(k) is None else f"{c[k]:+.4f}" if "minus" in k else f"{c[k]:.4f}" for k in keys
+            )
+            + " |"
+        )
+    L += ["", "## Criteria (issue 17)", ""]
+    for k, v in agg["criteria"].items():
+        L.append(f"- {k}: {v if not isinstance(v, float) else round(v, 4)}")
+    L += ["", "Per-seed reports: " + ", ".join(f"[seed {s}](seed{s}/report.md)" for s in agg["seeds"])]
+    (Path(rdir) / "report.md").write_text("\n".join(L) + "\n")
+
+
+def run_seeds(args: argparse.Namespace) -> int:
+    from snapuq import evaluate as E
+    from snapuq import train as T
+    from snapuq.calibrate import write_json_atomic
+
+    seeds = parse_seeds(args.seeds)
+    d = Path(args.model_dir)
+    E._check_model_dir(d)
+    cfg = json.loads((d / "config.json").read_text())
+    calib = json.loads((d / "calib.json").read_text()) if (d / "calib.json").exists() else None
+    rdir = Path(args.report)
+    rdir.mkdir(parents=True, exist_ok=True)
+    per_seed: dict[int, dict] = {}
+    for s in seeds:
+        ds = seed_dir(d, cfg, s)
+        if not (ds / "config.json").is_file():
+            argv = train_argv(d, cfg, calib, s, ds, args.data_dir)
+            print(f"snapuq eval: seed {s}: training {ds} (snapuq train {' '.join(argv)})")
+            tp = argparse.ArgumentParser()
+            T.add_arguments(tp)
+            T.run(tp.parse_args(argv))
+        a = copy.copy(args)
+        a.model_dir, a.report, a.seed, a.seeds = str(ds), str(rdir / f"seed{s}"), s, None
+        rc = E.run(a)
+        if rc:
+            return rc
+        per_seed[s] = json.loads((rdir / f"seed{s}" / "metrics.json").read_text())
+    agg = aggregate(per_seed)
+    write_json_atomic(rdir / "metrics.json", E._jsonable(agg))
+    write_report(rdir, agg)
+    cr = agg["criteria"]
+    print(
+        f"snapuq eval: seeds {','.join(map(str, seeds))}: U>=MSP on test at every seed "
+        f"{cr['U_ge_msp_test_every_seed']}, ECE p_err {cr['mean_ece_p_err']} vs temp "
+        f"{cr['mean_ece_temp_scaling']}; report in {rdir / 'report.md'}"
+    )
+    return 0

@@ -1,0 +1,301 @@
+/*
+ * kernel_prop.c - property test of the DSP kernels against the reference kernels.
+ *
+ * Random CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED cases (shapes, strides, dilations,
+ * paddings, channel counts that are and are not multiples of 4, more channels than one
+ * accumulation chunk, offsets, activation ranges, per-channel multipliers and shifts of both signs,
+ * INT32_MIN multipliers) run through snapuq_*_dsp and snapuq_*_ref; every output byte must agree.
+ * The reference kernels are themselves checked against tflite-micro by the model tests, so this
+ * extends TFLM bit-exactness to the DSP kernels over far more shapes than the model tests build.
+ *
+ * Host build: the SIMD helpers are portable C (tests the blocking, tap ranges and chunking).
+ * Cortex-M build (tests/c/qemu_semihost/): the inline-assembly paths themselves, run on QEMU.
+ *
+ *   kernel_prop [cases] [seed]   prints "kernel_prop: ok <cases>" or the first difference
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapuq_kernels.h"
+
+#ifdef KP_SEMIHOST
+void kp_puts(const char *s);
+#else
+#include <stdio.h>
+static void kp_puts(const char *s)
+{
+    fputs(s, stdout);
+}
+#endif
+
+static uint32_t rng_state = 1u;
+
+static uint32_t rnd(void)
+{
+    /* xorshift32 */
+    uint32_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    rng_state = x;
+    return x;
+}
+
+static int32_t range(int32_t lo, int32_t hi) /* inclusive */
+{
+    return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1));
+}
+
+#define MAX_IN 16384
+#define MAX_F 65536
+#define MAX_OUT 16384
+#define MAX_C 96
+
+static int8_t in_buf[MAX_IN], f_buf[MAX_F], out_ref[MAX_OUT], out_dsp[MAX_OUT];
+static int32_t bias[MAX_C], mult[MAX_C], shift[MAX_C];
+
+static void fill(int8_t *p, int32_t n)
+{
+    int32_t i;
+    /* sometimes saturated data, to reach the extremes of the int16 lanes */
+    const int32_t mode = range(0, 3);
+    for (i = 0; i < n; i++) {
+        p[i] = mode == 0 ? (int8_t)(rnd() & 1u ? 127 : -128) : (int8_t)(rnd() & 0xFFu);
+    }
+}
+
+static void quant(int32_t n)
+{
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        bias[i] = range(-40000, 40000);
+        mult[i] = (int32_t)(0x40000000u + (rnd() & 0x3FFFFFFFu));
+        shift[i] = range(-14, 2);
+        if (range(0, 60) == 0) {
+            mult[i] = INT32_MIN; /* never produced by TFLite, still handled exactly */
+        }
+        if (range(0, 40) == 0) {
+            mult[i] = range(0, 5);
+        }
+    }
+}
+
+static char *put_int(char *p, int32_t v)
+{
+    char t[12];
+    int n = 0;
+    uint32_t u = v < 0 ? (uint32_t)0 - (uint32_t)v : (uint32_t)v;
+    if (v < 0) {
+        *p++ = '-';
+    }
+    do {
+        t[n++] = (char)('0' + u % 10u);
+        u /= 10u;
+    } while (u != 0u);
+    while (n > 0) {
+        *p++ = t[--n];
+    }
+    return p;
+}
+
+static int report(const char *what, int32_t case_no, const int32_t *dims, int nd, int32_t n)
+{
+    char line[256];
+    char *p = line;
+    int32_t i, d = 0, first = -1;
+    for (i = 0; i < n; i++) {
+        if (out_ref[i] != out_dsp[i]) {
+            d++;
+            if (first < 0) {
+                first = i;
+            }
+        }
+    }
+    if (d == 0) {
+        return 0;
+    }
+    memcpy(p, "kernel_prop: FAIL ", 18);
+    p += 18;
+    while (*what) {
+        *p++ = *what++;
+    }
+    *p++ = ' ';
+    p = put_int(p, case_no);
+    *p++ = ':';
+    for (i = 0; i < nd; i++) {
+        *p++ = ' ';
+        p = put_int(p, dims[i]);
+    }
+    memcpy(p, " differ=", 8);
+    p += 8;
+    p = put_int(p, d);
+    memcpy(p, " first=", 7);
+    p += 7;
+    p = put_int(p, first);
+    *p++ = '\n';
+    *p = 0;
+    kp_puts(line);
+    return 1;
+}
+
+static int conv_case(int32_t case_no, int depthwise)
+{
+    snapuq_conv_args_t a;
+    int32_t in_n, f_n, out_n, eff_h, eff_w;
+    memset(&a, 0, sizeof a);
+    a.batches = range(1, 2);
+    a.in_h = range(1, 10);
+    a.in_w = range(1, 10);
+    a.k_h = range(1, 5);
+    a.k_w = range(1, 5);
+    a.stride_h = range(1, 3);
+    a.stride_w = range(1, 3);
+    a.dil_h = range(0, 3) == 0 ? range(2, 3) : 1;
+    a.dil_w = range(0, 3) == 0 ? range(2, 3) : 1;
+    if (depthwise) {
+        a.depth_mult = range(0, 4) == 0 ? 2 : 1;
+        a.in_c = range(0, 1) ? 4 * range(1, 24) : range(1, 40);
+        if (a.in_c * a.depth_mult > MAX_C) {
+            a.in_c = MAX_C / a.depth_mult;
+        }
+        a.out_c = a.in_c * a.depth_mult;
+    } else {
+        a.depth_mult = 1;
+        switch (range(0, 3)) {
+        case 0:
+            a.in_c = range(1, 3);
+            break;
+        case 1:
+            a.in_c = range(1, 24);
+            break;
+        default:
+            a.in_c = 4 * range(1, 16);
+            break;
+        }
+        a.out_c = range(0, 2) == 0 ? range(33, 80) : range(1, 40);
+    }
+    eff_h = (a.k_h - 1) * a.dil_h + 1;
+    eff_w = (a.k_w - 1) * a.dil_w + 1;
+    a.pad_h = range(0, eff_h - 1);
+    a.pad_w = range(0, eff_w - 1);
+    if (a.in_h + 2 * a.pad_h < eff_h) {
+        a.pad_h = (eff_h - a.in_h + 1) / 2;
+    }
+    if (a.in_w + 2 * a.pad_w < eff_w) {
+        a.pad_w = (eff_w - a.in_w + 1) / 2;
+    }
+    a.out_h = (a.in_h + 2 * a.pad_h - eff_h) / a.stride_h + 1;
+    a.out_w = (a.in_w + 2 * a.pad_w - eff_w) / a.stride_w + 1;
+    in_n = a.batches * a.in_h * a.in_w * a.in_c;
+    f_n = depthwise ? a.k_h * a.k_w * a.out_c : a.out_c * a.k_h * a.k_w * a.in_c;
+    out_n = a.batches * a.out_h * a.out_w * a.out_c;
+    if (in_n > MAX_IN || f_n > MAX_F || out_n > MAX_OUT || a.out_h < 1 || a.out_w < 1) {
+        return -1; /* skipped, drawn again */
+    }
+    fill(in_buf, in_n);
+    fill(f_buf, f_n);
+    quant(a.out_c);
+    a.in = in_buf;
+    a.filter = f_buf;
+    a.bias = range(0, 5) == 0 ? NULL : bias;
+    a.mult = mult;
+    a.shift = shift;
+    a.in_offset = range(-127, 128);
+    a.out_offset = range(-128, 127);
+    a.act_min = range(0, 1) ? -128 : range(-128, 0);
+    a.act_max = range(0, 1) ? 127 : range(a.act_min, 127);
+    memset(out_ref, 0x55, (size_t)out_n);
+    memset(out_dsp, 0x2A, (size_t)out_n);
+    a.out = out_ref;
+    if (depthwise) {
+        snapuq_dwconv_ref(&a);
+    } else {
+        snapuq_conv_ref(&a);
+    }
+    a.out = out_dsp;
+    if (depthwise) {
+        snapuq_dwconv_dsp(&a);
+    } else {
+        snapuq_conv_dsp(&a);
+    }
+    {
+        const int32_t dims[] = {a.batches, a.in_h, a.in_w, a.in_c, a.out_c, a.k_h, a.k_w, a.stride_h,
+                                a.stride_w, a.dil_h, a.dil_w, a.pad_h, a.pad_w, a.depth_mult};
+        return report(depthwise ? "dwconv" : "conv", case_no, dims, 14, out_n);
+    }
+}
+
+static int fc_case(int32_t case_no)
+{
+    snapuq_fc_args_t a;
+    int32_t out_n;
+    memset(&a, 0, sizeof a);
+    a.batches = range(1, 3);
+    a.depth = range(0, 1) ? 4 * range(1, 64) : range(1, 300);
+    a.out_c = range(1, MAX_C);
+    out_n = a.batches * a.out_c;
+    if (a.batches * a.depth > MAX_IN || a.depth * a.out_c > MAX_F) {
+        return -1;
+    }
+    fill(in_buf, a.batches * a.depth);
+    fill(f_buf, a.depth * a.out_c);
+    quant(a.out_c);
+    a.in = in_buf;
+    a.filter = f_buf;
+    a.bias = range(0, 5) == 0 ? NULL : bias;
+    a.mult = mult;
+    a.shift = shift;
+    a.in_offset = range(-127, 128);
+    a.out_offset = range(-128, 127);
+    a.act_min = range(0, 1) ? -128 : range(-128, 0);
+    a.act_max = range(0, 1) ? 127 : range(a.act_min, 127);
+    memset(out_ref, 0x55, (size_t)out_n);
+    memset(out_dsp, 0x2A, (size_t)out_n);
+    a.out = out_ref;
+    snapuq_fc_ref(&a);
+    a.out = out_dsp;
+    snapuq_fc_dsp(&a);
+    {
+        const int32_t dims[] = {a.batches, a.depth, a.out_c};
+        return report("fc", case_no, dims, 3, out_n);
+    }
+}
+
+int kernel_prop_main(int32_t cases, uint32_t seed);
+
+int kernel_prop_main(int32_t cases, uint32_t seed)
+{
+    int32_t i = 0, fails = 0;
+    char line[64];
+    char *p = line;
+    rng_state = seed != 0u ? seed : 1u;
+    while (i < cases) {
+        const int32_t kind = range(0, 2);
+        const int r = kind == 0 ? conv_case(i, 0) : (kind == 1 ? conv_case(i, 1) : fc_case(i));
+        if (r < 0) {
+            continue;
+        }
+        fails += r;
+        i++;
+        if (fails >= 5) {
+            break;
+        }
+    }
+    memcpy(p, fails ? "kernel_prop: failed " : "kernel_prop: ok ", fails ? 20 : 16);
+    p += fails ? 20 : 16;
+    p = put_int(p, fails ? fails : i);
+    *p++ = '\n';
+    *p = 0;
+    kp_puts(line);
+    return fails ? 1 : 0;
+}
+
+#ifndef KP_SEMIHOST
+int main(int argc, char **argv)
+{
+    const int32_t cases = argc > 1 ? (int32_t)atol(argv[1]) : 2000;
+    const uint32_t seed = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 1u;
+    return kernel_prop_main(cases, seed);
+}
+#endif

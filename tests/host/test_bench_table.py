@@ -1,0 +1,139 @@
+"""snapuq bench --table machinery: the ensemble firmware (members run in turn, softmax summed on the device)
+against TFLM, the OOM parsing and the markdown layout. The QEMU runs of the full table are `snapuq bench
+--table` itself (minutes); here the firmware runs as a host process (seconds)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snapuq.bench_table import _OVERFLOW, _expected, markdown, measure_cell
+from snapuq.harness.protocol import Device
+from snapuq.harness.qemu import ROOT, PipeSerial
+
+VARIANTS = ROOT / "models" / "digits" / "variants"
+BUILD = ROOT / "build" / "test-bench-table"
+
+
+def _host_fw(files: list[Path], variant: str) -> Path:
+    cmd = [
+        "make",
+        "-C",
+        str(ROOT / "firmware"),
+        "host",
+        f"BUILD={BUILD}",
+        "SNAP=0",
+        "ENSEMBLE=1",
+        "BLOB=" + " ".join(str(f) for f in files),
+        f"VARIANT={variant}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return BUILD / f"host_nosnap{variant}" / "snapuq_fw"
+
+
+@pytest.mark.skipif(not (VARIANTS / "deep_1.tflite").exists(), reason="models/digits/variants not exported")
+@pytest.mark.parametrize("kind", ["deep", "ee"])
+def test_ensemble_firmware_sums_softmax_like_tflm(kind: str) -> None:
+    files = (
+        [VARIANTS / "deep_0.tflite", VARIANTS / "deep_1.tflite"]
+        if kind == "deep"
+        else [VARIANTS / "ee.tflite"]
+    )
+    exe = _host_fw(files, f"_t{kind}")
+    dev = Device(PipeSerial(exe), timeout=30)
+    try:
+        dev.wait_boot(timeout=10)
+        prof = dev.profile()
+        assert int(prof["loaded"]) == 1 and int(prof["members"]) == len(files)
+        rng = np.random.default_rng(1)
+        for _ in range(3):
+            x = rng.integers(-128, 128, size=(8, 8, 1)).astype(np.int8)
+            exp = _expected(files, kind, x)
+            dev.load_input(x.tobytes())
+            inf = dev.infer(2, 0)
+            r = dev.results()
+            assert r["psum"] == exp["psum"] and int(r["pred"]) == exp["pred"]
+            # two members: one switch per member per inference, counted apart
+            assert (int(inf["switch_ticks"]) >= 0) and int(r["terms"]) == (2 if kind == "deep" else 3)
+    finally:
+        dev.close()
+        ser = dev.ser
+        if isinstance(ser, PipeSerial):
+            ser.close()
+
+
+def test_overflow_message_parsed() -> None:
+    text = "ld: region `FLASH' overflowed by 173524 bytes\nld: region `RAM' overflowed by 12 bytes"
+    assert _OVERFLOW.findall(text) == [("FLASH", "173524"), ("RAM", "12")]
+
+
+def test_missing_variant_is_reported_not_measured(tmp_path: Path) -> None:
+    from snapuq.bench_table import BOARDS
+
+    c = measure_cell(BOARDS["small"], "deep", tmp_path, None, tmp_path, [], 1, False)
+    assert c["status"] == "missing" and "export-variants" in c["reason"]
+
+
+def test_markdown_rows() -> None:
+    ok = {
+        "status": "ok",
+        "board_label": "Small-MCU",
+        "workload": "w",
+        "method": "snap",
+        "method_label": "SNAP-UQ",
+        "members": 1,
+        "flash": 2048,
+        "ram": {"peak": 4096, "static": 1024, "arena": 2000, "input": 48, "stack_peak": 1024},
+        "instructions": {"total": 123456.0},
+        "model": {"latency_ms": 1.5, "energy_mj": 0.01},
+        "mismatches_vs_tflm": 0,
+        "checked_inputs": 3,
+        "uq": {"auroc_ok_vs_err": 0.9, "cid_delay": 12.0},
+    }
+    oom = {
+        "status": "OOM",
+        "board_label": "Small-MCU",
+        "workload": "w",
+        "method": "deep",
+        "method_label": "DEEP",
+        "members": 5,
+        "oom_source": "link",
+        "link_error": ["region FLASH overflowed by 10 bytes"],
+        "needed": {"flash": 262154, "ram_static_plus_stack": 100},
+        "available": {"flash": 262144, "ram": 65536},
+    }
+    arena = {
+        "status": "OOM",
+        "board_label": "Small-MCU",
+        "workload": "w",
+        "method": "ee",
+        "method_label": "EE-ens",
+        "members": 1,
+        "oom_source": "arena check",
+        "needed": 70000,
+        "available": 40000,
+        "arena": 69000,
+        "ram_budget": 65536,
+        "ram_static": 9000,
+        "stack_reserved": 8192,
+    }
+    md = markdown(
+        {
+            "rows": [ok, oom, arena],
+            "instructions_unit": "u",
+            "latency_energy": "m",
+            "mc_dropout": "x",
+            "workloads": {},
+        }
+    )
+    lines = md.splitlines()
+    assert lines[2].startswith(
+        "| Small-MCU | w | SNAP-UQ | 2.0 | 4.0 (1.0+2.0+1.0) | 123,456 | 1.50 | 0.010 | 0.90"
+    )
+    assert "**OOM**" in lines[3] and "262154" in lines[3] and "(M=5)" in lines[3]
+    assert "needs 70000 B of pool" in lines[4] and "has 40000 B" in lines[4]
+    assert all(ln.count("|") == lines[0].count("|") for ln in lines[2:5])

@@ -1,0 +1,96 @@
+"""`snapuq eval --seeds`: seed parsing, the training arguments rebuilt from DIR's config, and the mean / sd /
+criteria aggregation over per-seed metrics.json files (no training here: the files are synthetic)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from snapuq import cli
+from snapuq.errors import SnapuqError
+from snapuq.evaluate import CONTRACT_KEYS
+from snapuq.multiseed import aggregate, parse_seeds, seed_dir, train_argv, write_report
+
+
+def _metrics(seed: int) -> dict:
+    def row(v):
+        return {k: v for k in CONTRACT_KEYS}
+
+    methods = {"snap": row(0.9 + 0.01 * seed), "msp": row(0.8), "temp_scaling": row(0.8), "energy": row(0.85)}
+    methods["temp_scaling"]["ece"] = 0.02
+    details = {
+        n: {"shift_auroc_mean": v["auroc_ok_vs_err"], "cid_false_alarm_rate": 0.01, "accuracy": 0.95}
+        for n, v in methods.items()
+    }
+    details["snap"].update(
+        ece_p_err=0.015 + 0.001 * seed, ece_U=0.02, auroc_ok_vs_err_p_err=0.9, test_alarm_rate=0.0
+    )
+    return {
+        "dataset": "digits",
+        "n_test": 100,
+        "accuracy": {"float": 0.95, "int8": 0.94},
+        "methods": methods,
+        "details": details,
+        "dev_check": {"delta": 0.0, "ok": True},
+        "test_check": {"delta": 0.001 * seed - 0.0005, "ok": seed > 0},
+    }
+
+
+def test_parse_seeds():
+    assert parse_seeds("0,1, 2") == [0, 1, 2]
+    for bad in ("", "a,b", "1,1", "-1"):
+        with pytest.raises(SnapuqError):
+            parse_seeds(bad)
+
+
+def test_aggregate_mean_sd_and_criteria(tmp_path: Path):
+    agg = aggregate({s: _metrics(s) for s in (0, 1, 2)})
+    assert agg["seeds"] == [0, 1, 2]
+    assert agg["methods"]["snap"]["auroc_ok_vs_err"] == pytest.approx(0.91)
+    assert agg["sd"]["snap"]["auroc_ok_vs_err"] == pytest.approx(0.01)
+    assert agg["sd"]["msp"]["ece"] == pytest.approx(0.0, abs=1e-12)
+    assert agg["methods"]["snap"]["ece_p_err"] == pytest.approx(0.016)
+    c = agg["criteria"]
+    assert c["U_ge_msp_test_every_seed"] is False  # seed 0 is below MSP
+    assert c["U_ge_msp_dev_every_seed"] is True
+    assert c["ece_p_err_le_temp_plus_0.01"] is True
+    assert c["shift_ge_best_baseline_plus_0.05"] is True  # 0.91 vs energy 0.85
+    assert c["cid_false_alarm_le_msp"] is True
+    assert agg["checks"]["1"]["shift_auroc_mean_best_baseline"] == 0.85
+    write_report(tmp_path, agg)
+    rep = (tmp_path / "report.md").read_text()
+    assert "0.910 ± 0.010" in rep and "CID false alarm" in rep and "seed1/report.md" in rep
+
+
+def test_train_argv_rebuilds_the_options(tmp_path: Path):
+    d = tmp_path / "M"
+    d.mkdir()
+    cfg = {"dataset": "digits", "seed": 0, "epochs": 3, "rank": 32, "nll": "huber", "detach": True,
+           "frozen_backbone": True, "taps": [{"layer": "relu1"}, {"layer": "relu3"}], "variant": "best"}
+    calib = {"variant": "best", "fit": {"alpha": 1.0, "hinge_quantile_requested": 0.999}}
+    assert seed_dir(d, cfg, 0) == d and seed_dir(d, cfg, 2) == tmp_path / "M_seed2"
+    a = train_argv(d, cfg, calib, 2, tmp_path / "M_seed2", None)
+    s = " ".join(a)
+    assert "--seed 2" in s and "--epochs 3" in s and "--nll huber" in s and "--taps relu1,relu3" in s
+    assert "--hinge-q 0.999" in s and "--no-baselines" in s and "--detach" in s
+    # the train parser accepts every argument
+    import argparse
+
+    from snapuq import train as T
+
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    ns = p.parse_args(a)
+    assert ns.seed == 2 and ns.rank == 32 and ns.hinge_q == 0.999
+
+
+def test_eval_seeds_bad_list(tmp_path: Path, capsys):
+    d = tmp_path / "M"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"dataset": "digits"}))
+    (d / "model.keras").write_bytes(b"x")
+    assert cli.main(["eval", str(d), "--report", str(tmp_path / "R"), "--seeds", "1,x"]) == 1
+    err = capsys.readouterr().err
+    assert "--seeds" in err and "Traceback" not in err

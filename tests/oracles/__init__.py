@@ -1,0 +1,1 @@
+"""Independent implementations the product is checked against (never imported by host/)."""
