@@ -13,7 +13,7 @@ step() { echo; echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 
 step "train: cnn4 + SNAP heads + baselines on digits"
 $SNAPUQ train --dataset digits --out "$OUT/model"
-step "export: full-int8 model + manifest + C arrays; verify numpy reference vs TFLM"
+step "export: full-int8 model + manifest + C arrays; verify the C core vs TFLM"
 $SNAPUQ export "$OUT/model"
 $SNAPUQ verify "$OUT/model" --n 100
 step "eval: SNAP and the 12 baselines (host, float + int8 reference)"

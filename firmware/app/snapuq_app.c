@@ -21,8 +21,10 @@
 #define SNAPUQ_APP_FIT_CAPACITY 256u
 #endif
 #ifndef SNAPUQ_APP_MONITOR_MAX
-#define SNAPUQ_APP_MONITOR_MAX 128u
+#define SNAPUQ_APP_MONITOR_MAX 128 /* largest monitor window (the Small-MCU builds use 32) */
 #endif
+#define SNAPUQ_APP_STR2(x) #x
+#define SNAPUQ_APP_STR(x) SNAPUQ_APP_STR2(x)
 #ifndef SNAPUQ_APP_ENS_MAX_CLASSES
 #define SNAPUQ_APP_ENS_MAX_CLASSES 32u
 #endif
@@ -820,7 +822,8 @@ static void cmd_monitor(snapuq_proto_t *p, int argc, char **argv)
             snapuq_proto_parse_i64(argv[2], &thr) != 0 || snapuq_proto_parse_i64(argv[3], &ref) != 0 ||
             snapuq_proto_parse_i64(argv[4], &h) != 0 || thr < INT32_MIN || thr > INT32_MAX ||
             ref < INT32_MIN || ref > INT32_MAX) {
-            snapuq_proto_error(p, "args", "monitor W(1..128) THRESHOLD CUSUM_REF CUSUM_H");
+            snapuq_proto_error(p, "args",
+                               "monitor W(1.." SNAPUQ_APP_STR(SNAPUQ_APP_MONITOR_MAX) ") THRESHOLD CUSUM_REF CUSUM_H");
             return;
         }
         st = snapuq_monitor_init(&app.monitor, app.monitor_ring, w, (int32_t)thr, (int32_t)ref, h);

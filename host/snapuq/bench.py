@@ -40,37 +40,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from snapuq.bench_table import add_arguments as table_arguments
 
     table_arguments(p)
+    from snapuq.bench_kernels import add_arguments as kernel_arguments
+
+    kernel_arguments(p)
 
 
 def graph_split(tflite: bytes) -> dict[str, Any]:
-    """Operators and constant bytes of the backbone (ancestors of logits/probs) vs the heads."""
-    from snapuq.export.tflite_reader import read_tflite
+    """Operators and constant bytes of the backbone (ancestors of logits/probs) vs the heads.
 
-    g = read_tflite(tflite)
-    names = g.output_names()
-    want = {t for n, t in zip(names, g.outputs) if n in ("logits", "probs")}
+    The C core's loader validates the file first (bounds, vtables, shapes); the graph edges are
+    then read with the `tflite` schema package."""
+    import tflite as tfl
+
+    from snapuq.ccore import CoreModel
+
+    names = CoreModel(tflite).output_names
+    m = tfl.Model.GetRootAsModel(tflite, 0)
+    sg = m.Subgraphs(0)
+    outs = [int(t) for t in sg.OutputsAsNumpy()]
+    want = {t for n, t in zip(names, outs) if n in ("logits", "probs")}
     if not want:
         raise SnapuqError("model has no 'logits' output")
-    producer = {t: op.index for op in g.operators for t in op.outputs}
+    ops = [sg.Operators(i) for i in range(sg.OperatorsLength())]
+    op_in = [[int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else [] for op in ops]
+    producer = {int(t): k for k, op in enumerate(ops) for t in op.OutputsAsNumpy()}
     backbone: set[int] = set()
     stack = list(want)
     while stack:
         t = stack.pop()
         if t in producer and producer[t] not in backbone:
-            op = g.operators[producer[t]]
-            backbone.add(op.index)
-            stack.extend(i for i in op.inputs if i >= 0)
-    heads = {op.index for op in g.operators} - backbone
+            backbone.add(producer[t])
+            stack.extend(i for i in op_in[producer[t]] if i >= 0)
+    heads = set(range(len(ops))) - backbone
 
-    def const_bytes(ops: set[int]) -> set[int]:
-        return {i for o in ops for i in g.operators[o].inputs if i >= 0 and g.tensors[i].data is not None}
+    def nbytes(t: int) -> int:
+        return int(m.Buffers(sg.Tensors(t).Buffer()).DataLength())
+
+    def const_bytes(sel: set[int]) -> set[int]:
+        return {i for o in sel for i in op_in[o] if i >= 0 and nbytes(i) > 0}
 
     cb, ch = const_bytes(backbone), const_bytes(heads)
-    nbytes = {i: int(g.tensors[i].data.nbytes) for i in cb | ch}
     return {"backbone_ops": sorted(backbone), "head_ops": sorted(heads),
-            "backbone_weight_bytes": sum(nbytes[i] for i in cb),
-            "head_only_weight_bytes": sum(nbytes[i] for i in ch - cb),
-            "n_ops": len(g.operators)}
+            "backbone_weight_bytes": sum(nbytes(i) for i in cb),
+            "head_only_weight_bytes": sum(nbytes(i) for i in ch - cb),
+            "n_ops": len(ops)}
 
 
 def _symbol_sizes(elf: Path) -> dict[str, int]:
@@ -157,6 +170,10 @@ def run(args: argparse.Namespace) -> int:
 
         export_variants(Path(args.export_variants), args.data_dir)
         return 0
+    if getattr(args, "kernels", False):
+        from snapuq.bench_kernels import run_kernels
+
+        return run_kernels(args)
     if getattr(args, "table", False):
         from snapuq.bench_table import run_table
 

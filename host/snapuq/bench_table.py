@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRMWARE = ROOT / "firmware"
@@ -312,14 +313,14 @@ def run_image(
 def check_inputs(
     model_dir: Path, n: int, data_dir: str | None, seed: int = 0
 ) -> tuple[list[np.ndarray], str]:
-    man = json.loads((model_dir / "snapuq.json").read_text())
+    man = json.loads(ModelPaths(model_dir).manifest.read_text())
     inp = man["input"]
     shape = tuple(inp["shape"])
     try:
         from snapuq.data import load_dataset
         from snapuq.export.convert import quantize_input
 
-        cfg = json.loads((model_dir / "config.json").read_text())
+        cfg = json.loads(ModelPaths(model_dir).config.read_text())
         ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)))
         xs = [
             quantize_input(ds.x_test[i][None], inp["scale"], inp["zero_point"]).reshape(shape)
@@ -365,8 +366,8 @@ def _resolve_workload(w: str) -> Path:
     p = Path(WORKLOADS.get(w, w))
     if not p.is_absolute():
         p = ROOT / p if not p.exists() else p
-    if not (p / "snapuq.json").is_file():
-        raise SnapuqError(f"workload '{w}': {p}/snapuq.json missing (train + export the model first)")
+    if not ModelPaths(p).manifest.is_file():
+        raise SnapuqError(f"workload '{w}': {ModelPaths(p).manifest} missing (train + export the model)")
     return p
 
 
@@ -383,7 +384,7 @@ def measure_cell(
     from snapuq.bench_variants import variant_files
 
     if method == "snap":
-        files = [model_dir / "model_int8.tflite"]
+        files = [ModelPaths(model_dir).int8]
     else:
         if variants is None or method not in variants["methods"]:
             return {
@@ -452,7 +453,7 @@ def run_table(args) -> int:
         variants = load_variants(d)
         inputs, in_src = check_inputs(d, args.check_inputs, args.data_dir)
         uq, uq_src = eval_columns(d)
-        man = json.loads((d / "snapuq.json").read_text())
+        man = json.loads(ModelPaths(d).manifest.read_text())
         meta[w] = {
             "model_dir": str(d),
             "dataset": man.get("dataset"),

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 VARIANTS_FORMAT = 1
 
@@ -75,7 +76,7 @@ def export_variants(
     t0 = time.time()
     md = load_model_dir(d)
     cfg = md.config
-    bdir = d / "baselines"
+    bdir = ModelPaths(d).baselines
     if not (bdir / "early_exit.keras").is_file() or not (bdir / "ensemble_0.keras").is_file():
         raise SnapuqError(f"{bdir}: no trained baselines (train without --no-baselines)")
     ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)))
@@ -120,7 +121,7 @@ def export_variants(
             f"baselines/ensemble_{k}.keras + softmax",
         )
         k += 1
-    snap = d / "model_int8.tflite"
+    snap = ModelPaths(d).int8
     if snap.is_file():
         sb = snap.read_bytes()
         methods["snap"] = {

@@ -29,6 +29,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 from snapuq.score import SnapScorer, confidence_proxy, per_tap_stat, perr_map, sigmoid, softmax, tap_stats
 
 
@@ -38,6 +39,8 @@ def holdout_shift(x: np.ndarray, seed: int = 0) -> np.ndarray:
     contrast, weather, ...) permutes spatial blocks, so the evaluated shifts stay unseen by the fit."""
     rng = np.random.default_rng(seed + 104729)
     x = np.asarray(x, np.float32)
+    if x.ndim != 4:
+        return _holdout_shift_1d(x, rng)
     n, h, w, c = x.shape
     b = 2 if min(h, w) <= 16 else 4
     gh, gw = h // b, w // b
@@ -56,6 +59,25 @@ def holdout_shift(x: np.ndarray, seed: int = 0) -> np.ndarray:
     lam = 0.3
     out = (1 - lam) * out + lam * rng.uniform(0, 1, size=out.shape).astype(np.float32)
     return np.clip(out, 0.0, 1.0).astype(np.float32)
+
+
+def _holdout_shift_1d(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The same family for sensor windows (N, T, C) and feature vectors (N, F): blocks of the time (feature)
+    axis (8 blocks) permuted at random and mixed with uniform noise over each channel's range. No sensor
+    corruption (noise, spikes, drift, gain, dropout, warp, axis rotation) permutes time blocks."""
+    shape = x.shape
+    x3 = x.reshape(shape[0], shape[1], -1)
+    n, t, _ = x3.shape
+    nb = max(2, min(8, t // 2))
+    b = t // nb
+    out = x3.copy()
+    for i in range(n):
+        blocks = out[i, : nb * b].reshape(nb, b, -1)[rng.permutation(nb)]
+        out[i, : nb * b] = blocks.reshape(nb * b, -1)
+    lo, hi = x3.min(axis=(0, 1)), x3.max(axis=(0, 1))
+    lam = 0.3
+    out = (1 - lam) * out + lam * rng.uniform(lo, hi, size=out.shape)
+    return out.reshape(shape).astype(np.float32)
 
 
 def fit_logistic(
@@ -373,28 +395,33 @@ def run(args: argparse.Namespace) -> int:
     from snapuq.evaluate import load
 
     d = Path(args.model_dir)
+    paths = ModelPaths(d)
     md = load(d)
     cfg = md.config
     variant = args.variant or str((md.calib or {}).get("variant", cfg.get("variant", "best")))
     ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
     calib = calibrate_model_dir(md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant)
-    write_json_atomic(d / "calib.json", calib)
+    write_json_atomic(paths.calib, calib)
     best = calib if calib.get("variant") == "best" else calib["variants"]["best"]
     fit = best["fit"]
     print(
-        f"snapuq calibrate: {d / 'calib.json'}: hinge quantile {best['hinge']['quantile']} "
+        f"snapuq calibrate: {paths.calib}: hinge quantile {best['hinge']['quantile']} "
         f"(tried {', '.join(str(t['quantile']) for t in fit['hinge_quantiles_tried'])}), alarm k "
         f"{best['alarm']['k']:.3g}, dev ECE(p_err) {fit['dev_ece_p_err']:.4f}"
     )
     print(f"snapuq calibrate: {check_line(fit['dev_check'])}")
     if not fit["dev_check"]["ok"]:
         print(f"snapuq calibrate: warning: {fit['dev_check']['hint']}")
-    if (d / "snapuq.json").exists() and not args.no_export:
+    if paths.manifest.exists() and not args.no_export:
         from snapuq.export.cli import export_model
 
         print(f"snapuq calibrate: {d}: refreshing the int8 export with the new constants")
         export_model(d, data_dir=args.data_dir)
-    return 0 if fit["dev_check"]["ok"] else 1
+        if paths.blob.exists():
+            from snapuq.micropython import make_blob
 
+            make_blob(d)
+            print(f"snapuq calibrate: refreshed {paths.blob}")
+    return 0 if fit["dev_check"]["ok"] else 1
 
 __all__ = ["confidence_proxy", "dev_check", "fit_calibration", "fit_logistic", "fit_perr", "holdout_shift"]

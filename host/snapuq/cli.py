@@ -33,7 +33,14 @@ def _load(name: str):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="snapuq", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="snapuq",
+        description="Single-pass uncertainty (SNAP-UQ) for TinyML: train a Keras model with SNAP heads, "
+        "export it to int8 + C, verify the C core against TFLite Micro, evaluate, and run it on "
+        "microcontrollers, QEMU and MicroPython.",
+        epilog="`snapuq COMMAND --help` describes each command. Typical flow: train -> export -> verify "
+        "-> eval -> harness / micropython. docs/ARCHITECTURE.md shows how the pieces fit.",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_mod, help_) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_)

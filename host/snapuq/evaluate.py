@@ -45,6 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-ood", type=int, default=500, help="OOD inputs (default 500)")
     p.add_argument("--severity", type=int, default=3, help="corruption severity of the CID stream (1-5)")
     p.add_argument("--segment", type=int, default=300, help="frames per stream segment (default 300)")
+    p.add_argument(
+        "--ood", default=None, metavar="PATH",
+        help="OOD inputs for your own data: an .npz (x_ood or x) or a folder of images / WAV clips "
+        "(default: the data set's own OOD source; none: ID-vs-OOD metrics skipped with a note)",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--seeds",
@@ -52,6 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S0,S1,...",
         help="train (when missing) and evaluate one model per seed with DIR's training options; model dirs "
         "DIR (its own seed) and DIR_seed{S}; RDIR/seed{S}/ per seed, RDIR/metrics.json with mean and sd",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="--seeds: reuse RDIR/seed{S}/metrics.json when newer than that seed's model and calib.json",
     )
 
 
@@ -124,9 +134,27 @@ def load(d: Path):
 
 
 def _corruption_api(ds):
-    """(names, corrupt(x, idx, name, severity, seed)) for a dataset: the image corruptions of
-    snapuq.data.corruptions, or for audio datasets (raw test waves kept in ds.meta) the waveform corruptions
-    of snapuq.data.corruptions_audio turned into features."""
+    """(names, corrupt(x, idx, name, severity, seed)) for a dataset, chosen by modality: the sensor
+    corruptions of snapuq.data.corruptions_sensor for 1-D windows / vectors of your own data, the image
+    corruptions of snapuq.data.corruptions, or for audio datasets (raw test waves kept in ds.meta) the
+    waveform corruptions of snapuq.data.corruptions_audio turned into features."""
+    modality = (getattr(ds, "meta", None) or {}).get("modality")
+    if modality in ("sensor", "vector"):  # your own 1-D data: Sensor-C
+        from snapuq.data import corruptions_sensor as CS
+
+        def apply_sensor(x, idx, name, severity, seed):
+            return CS.corrupt_sensor(x, name, severity, seed=seed)
+
+        return CS.sensor_corruption_names(), apply_sensor
+    if modality == "image" and not (ds.meta or {}).get("waves"):  # your own images: MNIST-C / CIFAR-10-C sets
+        from snapuq.data import corruptions as C
+
+        cn = C.CIFAR10_C if ds.input_shape[-1] == 3 else C.MNIST_C
+
+        def apply_image(x, idx, name, severity, seed):
+            return C.corrupt(x, name, severity=severity, seed=seed)
+
+        return list(cn), apply_image
     if (getattr(ds, "meta", None) or {}).get("waves"):
         from snapuq.data import corruptions_audio as A
 
@@ -208,8 +236,19 @@ def run(args: argparse.Namespace) -> int:
     if args.limit:
         x_test, y_test = x_test[: args.limit], y_test[: args.limit]
     n_ood = min(args.n_ood, args.limit) if args.limit else args.n_ood
+    ood_note = None
     with timer("load_ood"):
-        x_ood = np.asarray(load_ood(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed), np.float32)
+        if getattr(args, "ood", None):
+            from snapuq.data.user import load_ood_path
+
+            x_ood = load_ood_path(args.ood, ds, n=n_ood, seed=args.seed)
+            ds.meta["ood"] = f"--ood {args.ood}"
+        else:
+            x_ood = load_ood(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed)
+            x_ood = np.asarray(x_ood, np.float32)
+    if len(x_ood) == 0:
+        ood_note = "no OOD inputs (the data has no x_ood, no --ood PATH given): ID-vs-OOD metrics skipped"
+        print(f"snapuq eval: note: {ood_note}")
     with timer("build_stream"):
         cnames, corrupt = _corruption_api(ds)
         st = S.build_stream(
@@ -289,7 +328,7 @@ def run(args: argparse.Namespace) -> int:
         "methods": {n: methods_out[n] for n in names},
     }
     out["n_ood"] = int(len(x_ood))
-    out["ood_source"] = _ood_source(ds, cfg["dataset"])
+    out["ood_source"] = ood_note or _ood_source(ds, cfg["dataset"])
     out["stream"] = {
         "frames": len(st),
         "window": S.WINDOW,

@@ -195,12 +195,12 @@ def host_reference(tfl: bytes, man: dict[str, Any], x: np.ndarray) -> tuple[dict
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     sub = ap.add_subparsers(dest="mp_cmd", required=True, metavar="{blob,push}")
     b = sub.add_parser("blob", help="write model.snapuq for an exported model directory")
-    b.add_argument("model_dir")
-    b.add_argument("--out")
+    b.add_argument("model_dir", help="exported model directory (snapuq export)")
+    b.add_argument("--out", help="blob path (default: MODEL_DIR/model.snapuq)")
     p = sub.add_parser("push", help="copy model + test inputs to a board with mpremote and print U(x)")
-    p.add_argument("model_dir")
+    p.add_argument("model_dir", help="exported model directory (snapuq export)")
     p.add_argument("--port", required=True, help="mpremote device (e.g. /dev/ttyACM0, socket://host:port)")
-    p.add_argument("--n", type=int, default=5)
+    p.add_argument("--n", type=int, default=5, help="number of test inputs to score on the board")
     p.add_argument("--twin", action="store_true", help="also copy the pure-MicroPython snapuq.py")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
 
 # metrics aggregated per method: the contract keys plus the details that claims are made on
 DETAIL_KEYS = ("shift_auroc_mean", "cid_false_alarm_rate", "auroc_idok_vs_ood", "accuracy")
@@ -65,7 +66,7 @@ def train_argv(
     a.append("--detach" if cfg.get("detach", True) else "--no-detach")
     if cfg.get("frozen_backbone") is False:
         a.append("--joint")
-    if not (d / "baselines").exists():
+    if not ModelPaths(d).baselines.exists():
         a.append("--no-baselines")
     best = (
         (calib or {})
@@ -281,25 +282,32 @@ def run_seeds(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     d = Path(args.model_dir)
     E._check_model_dir(d)
-    cfg = json.loads((d / "config.json").read_text())
-    calib = json.loads((d / "calib.json").read_text()) if (d / "calib.json").exists() else None
+    cfg = json.loads(ModelPaths(d).config.read_text())
+    calib = json.loads(ModelPaths(d).calib.read_text()) if ModelPaths(d).calib.exists() else None
     rdir = Path(args.report)
     rdir.mkdir(parents=True, exist_ok=True)
     per_seed: dict[int, dict] = {}
     for s in seeds:
         ds = seed_dir(d, cfg, s)
-        if not (ds / "config.json").is_file():
+        if not ModelPaths(ds).config.is_file():
             argv = train_argv(d, cfg, calib, s, ds, args.data_dir)
             print(f"snapuq eval: seed {s}: training {ds} (snapuq train {' '.join(argv)})")
             tp = argparse.ArgumentParser()
             T.add_arguments(tp)
             T.run(tp.parse_args(argv))
-        a = copy.copy(args)
-        a.model_dir, a.report, a.seed, a.seeds = str(ds), str(rdir / f"seed{s}"), s, None
-        rc = E.run(a)
-        if rc:
-            return rc
-        per_seed[s] = json.loads((rdir / f"seed{s}" / "metrics.json").read_text())
+        mj = rdir / f"seed{s}" / "metrics.json"
+        inputs = [ds / f for f in ("model.keras", "calib.json", "config.json") if (ds / f).exists()]
+        if getattr(args, "resume", False) and mj.exists() and all(
+            mj.stat().st_mtime > f.stat().st_mtime for f in inputs
+        ):
+            print(f"snapuq eval: seed {s}: reusing {mj} (newer than the model and its calibration)")
+        else:
+            a = copy.copy(args)
+            a.model_dir, a.report, a.seed, a.seeds = str(ds), str(rdir / f"seed{s}"), s, None
+            rc = E.run(a)
+            if rc:
+                return rc
+        per_seed[s] = json.loads(mj.read_text())
     agg = aggregate(per_seed)
     write_json_atomic(rdir / "metrics.json", E._jsonable(agg))
     write_report(rdir, agg)

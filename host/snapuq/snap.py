@@ -142,6 +142,19 @@ class QDense(layers.Dense):
         return self.activation(y) if self.activation is not None else y
 
 
+def _tap_vector(t, name: str):
+    """The tap vector of a feature map: global average over the spatial axes of (N, H, W, C) or the time
+    axis of (N, T, C) (TFLite MEAN); a (N, C) activation (an MLP's hidden layer) is used as it is."""
+    rank = len(t.shape)
+    if rank == 4:
+        return layers.GlobalAveragePooling2D(name=name)(t)
+    if rank == 3:
+        return layers.GlobalAveragePooling1D(name=name)(t)
+    if rank == 2:
+        return layers.Identity(name=name)(t)
+    raise ValueError(f"tap tensor {name} has rank {rank}; expected (N, C), (N, T, C) or (N, H, W, C)")
+
+
 def add_heads(
     backbone: keras.Model,
     taps: list[str],
@@ -151,22 +164,24 @@ def add_heads(
     floor: str = "hard",
     detach: bool = True,
     cov_rank: int = 0,
+    feat: str = "feat",
 ) -> keras.Model:
-    """The SNAP model: backbone + one head per tap. Outputs (dict): "logits", "probs", "feat",
+    """The SNAP model: backbone + one head per tap. Outputs (dict): "logits", "probs", "feat" (the output of
+    layer `feat`, the penultimate features),
     "tap{k}_a", "tap{k}_mu", "tap{k}_logvar", "tap{k}_lvr", and with cov_rank > 0 the low-rank covariance
     factor "tap{k}_B" (N, d, cov_rank) (float-only option: Sigma = diag(sigma^2) + B B^T).
     `detach` puts a stop-gradient on every a (applied in the loss, see SnapTrainer)."""
     out: dict = {"logits": backbone.output}
     out["probs"] = layers.Softmax(name="probs")(backbone.output)
-    out["feat"] = backbone.get_layer("feat").output
+    out["feat"] = backbone.get_layer(feat).output
     for k, name in enumerate(taps):
         if name not in tap_prev:
             raise ValueError(f"tap '{name}' has no predecessor layer (valid taps: {', '.join(tap_prev)})")
         prev = backbone.get_layer(tap_prev[name]).output
         cur = backbone.get_layer(name).output
         d = int(cur.shape[-1])
-        a_prev = layers.GlobalAveragePooling2D(name=f"tap{k}_gprev")(prev)
-        a = layers.GlobalAveragePooling2D(name=f"tap{k}_a")(cur)
+        a_prev = _tap_vector(prev, f"tap{k}_gprev")
+        a = _tap_vector(cur, f"tap{k}_a")
         a_prev = FakeQuant(name=f"tap{k}_fqp")(a_prev)
         z = QDense(rank, name=f"tap{k}_P")(a_prev)
         h = QDense(rank, activation="relu", name=f"tap{k}_h")(z)

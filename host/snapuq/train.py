@@ -1,5 +1,8 @@
 """`snapuq train`: backbone + SNAP heads (+ the trained baselines) into a model directory.
 
+Two entry points: a built-in backbone on a built-in dataset (`--dataset NAME [--backbone cnn4]`), or your
+own Keras model on your own data (`--model my.keras --data DATA`, see snapuq.api and docs/YOUR_MODEL.md).
+
 Default recipe (the measured best of DESIGN §4): train the backbone with cross-entropy, freeze it, train
 the heads on the detached tap activations with lambda_ss * NLL + lambda_reg * R_var, fake-quant (QAT) the
 heads during the last --qat-frac of the head epochs, then fit the scoring constants and U on the dev split.
@@ -31,15 +34,34 @@ DEFAULT_EPOCHS = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--dataset", required=True, help="digits, keywords, mnist, fashion_mnist, cifar10, speech_commands"
+        "--dataset", default=None, help="digits, keywords, mnist, fashion_mnist, cifar10, speech_commands"
     )
+    p.add_argument(
+        "--model", default=None, metavar="MODEL.keras",
+        help="your own trained Keras model (SNAP heads are attached to it; needs --data)",
+    )  # fmt: skip
+    p.add_argument(
+        "--data", default=None, metavar="DATA",
+        help="with --model: an .npz (x_train, y_train, x_test, y_test; optional x_dev, y_dev, x_ood, "
+        "class_names) "
+        "or a folder of class subfolders of PNG/JPEG images or 16 kHz WAV clips",
+    )  # fmt: skip
+    p.add_argument(
+        "--normalize", choices=["auto", "none", "standard"], default="auto",
+        help="with --data: input normalisation recorded in the manifest (auto: integer arrays / 255)",
+    )  # fmt: skip
+    p.add_argument(
+        "--backbone-epochs", type=int, default=0,
+        help="with --model: train the model itself this many epochs first (default 0: use it as trained)",
+    )  # fmt: skip
     p.add_argument(
         "--data-dir", default=None, help="folder with the dataset files (not needed for digits/keywords)"
     )
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument(
-        "--epochs", type=int, default=None, help="backbone epochs (heads get the same); per-dataset default"
-    )
+        "--epochs", type=int, default=None,
+        help="backbone epochs (heads get the same); per-dataset default (--model: head epochs, default 10)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backbone", default=None, help="cnn4, resnet8, dscnn (default: by dataset)")
     p.add_argument(
@@ -128,6 +150,164 @@ class _Bar:
         self.bar.close()
 
 
+def validate_head_options(
+    rank: int, qat_frac: float, epochs: int | None, eps: float, cov_rank: int = 0
+) -> None:
+    """One-line errors for out-of-range head options (shared by the CLI and `snapuq.attach`)."""
+    if rank < 1:
+        raise SnapuqError(f"--rank must be >= 1, got {rank}")
+    if not 0.0 <= qat_frac <= 1.0:
+        raise SnapuqError(f"--qat-frac must be in [0, 1], got {qat_frac}")
+    if epochs is not None and epochs < 1:
+        raise SnapuqError(f"--epochs must be >= 1, got {epochs}")
+    if cov_rank < 0:
+        raise SnapuqError(f"--cov-rank must be >= 0, got {cov_rank}")
+    if eps <= 0:
+        raise SnapuqError(f"--eps must be > 0, got {eps}")
+
+
+def fit_backbone(backbone, x, y, epochs: int, batch_size: int, lr: float, validation_data=None,
+                 progress: bool = True) -> None:  # fmt: skip
+    """Phase 1 of the frozen recipe: cross-entropy on the logits model."""
+    import keras
+
+    backbone.compile(
+        optimizer=keras.optimizers.Adam(lr),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    bar = _Bar(epochs, "backbone", not progress)
+    backbone.fit(
+        x,
+        y,
+        epochs=epochs,
+        batch_size=None if _is_tf_dataset(x) else batch_size,
+        verbose=0,
+        shuffle=not _is_tf_dataset(x),
+        validation_data=validation_data,
+        callbacks=[bar.callback(["loss", "accuracy", "val_accuracy"])],
+    )
+    bar.close()
+
+
+def _is_tf_dataset(x) -> bool:
+    return type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec")
+
+
+def fit_heads(snap_model, n_taps: int, x, y, epochs: int, *, joint: bool = False, lambda_ss: float = 1e-2,
+              lambda_reg: float = 1e-4, nll: str = "gauss", detach: bool = True, qat_frac: float = 0.2,
+              batch_size: int = 64, lr: float = 2e-3, progress: bool = True,
+              labelled: bool = True) -> int:  # fmt: skip
+    """Phase 2: the SNAP heads (frozen backbone: self-supervised NLL + R_var only) or everything (joint),
+    fake-quant (QAT) in the last round(qat_frac * epochs) epochs. `x` is an array (with labels `y`, which
+    only the joint recipe needs) or a batched tf.data.Dataset of (x, y); `labelled=False` (placeholder labels)
+    keeps ce/acc off the progress bar. Returns the number of QAT epochs."""
+    import keras
+
+    from snapuq import snap
+
+    trainer = snap.SnapTrainer(
+        snap_model,
+        n_taps,
+        lambda_ss if joint else 1.0,
+        lambda_reg,
+        nll=nll,
+        detach=detach or not joint,
+        ce_weight=1.0 if joint else 0.0,
+    )
+    n_qat = int(round(qat_frac * epochs))
+    n_plain = epochs - n_qat
+    bar = _Bar(epochs, "heads" if not joint else "joint", not progress)
+    ds = _is_tf_dataset(x)
+    for phase, n_ep in (("float", n_plain), ("qat", n_qat)):
+        if n_ep <= 0:
+            continue
+        snap.set_qat(snap_model, phase == "qat")
+        trainer.compile(optimizer=keras.optimizers.Adam(lr if phase == "float" else lr / 4))
+        trainer.fit(
+            x,
+            None if ds else y,
+            epochs=n_ep,
+            batch_size=None if ds else batch_size,
+            verbose=0,
+            shuffle=not ds,
+            callbacks=[bar.callback(["nll", "ce", "acc"] if labelled else ["nll"])],
+        )
+    bar.close()
+    return n_qat
+
+
+def tap_entries(backbone, taps: list[str], tap_prev: dict[str, str]) -> list[dict]:
+    """config["taps"]: name, layer, prev and the channel counts d_prev, d."""
+    return [
+        {
+            "name": f"tap{k}",
+            "layer": name,
+            "prev": tap_prev[name],
+            "d_prev": int(backbone.get_layer(tap_prev[name]).output.shape[-1]),
+            "d": int(backbone.get_layer(name).output.shape[-1]),
+        }
+        for k, name in enumerate(taps)
+    ]
+
+
+def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, variant: str = "best",
+                   seed: int = 0, alpha: float = 1.0, quantile: float | None = None) -> dict:  # fmt: skip
+    """The SNAP constants (calib.json) fitted on the dev split and the held-out synthetic shift of it;
+    `predict(x) -> dict of float outputs` (ModelDir.predict)."""
+    from snapuq import calibrate
+
+    od = predict(x_dev)
+    osh = predict(calibrate.holdout_shift(x_dev, seed=seed))
+    return calibrate.fit_calibration(
+        od,
+        y_dev,
+        osh,
+        eps=cfg["eps"],
+        logvar_offset=cfg["logvar_offset"],
+        taps_meta=cfg["taps"],
+        alpha=alpha,
+        quantile=quantile,
+        default_variant=variant,
+    )
+
+
+def head_config(args_like: dict, taps: list[dict], epochs: int, n_qat: int) -> dict:
+    """The SNAP-head part of config.json (the keys `export`, `eval` and the scorer read)."""
+    eps = float(args_like["eps"])
+    return {
+        "taps": taps,
+        "rank": int(args_like["rank"]),
+        "detach": bool(args_like.get("detach", True)),
+        "frozen_backbone": not args_like.get("joint", False),
+        "lambda_ss": float(args_like.get("lambda_ss", 1e-2)),
+        "lambda_reg": float(args_like.get("lambda_reg", 1e-4)),
+        "eps": eps,
+        "floor": args_like.get("floor", "hard"),
+        "logvar_offset": 2.0 * math.log(eps),
+        "qat_frac": float(args_like.get("qat_frac", 0.2)),
+        "qat_epochs": int(n_qat),
+        "nll": args_like.get("nll", "gauss"),
+        "cov_rank": int(args_like.get("cov_rank", 0)),
+        "variant": args_like.get("variant", "best"),
+        "epochs": int(epochs),
+    }
+
+
+def announce_baselines(ds, cfg: dict, epochs: int, progress: bool, log=print) -> None:
+    """Say what the baseline training does and roughly how long it takes, before it starts: the measured
+    backbone training time per epoch x (ensemble members + the early-exit model), capped epochs."""
+    from snapuq.baselines.train import ENSEMBLE_MEMBERS, MAX_EPOCHS
+
+    ep = min(int(epochs), MAX_EPOCHS)
+    per_epoch = cfg.get("_backbone_s_per_epoch")
+    est = f"~{per_epoch * ep * (ENSEMBLE_MEMBERS + 1.5):.0f} s" if per_epoch else "unknown"
+    log(
+        f"snapuq train: training the baselines ({ENSEMBLE_MEMBERS}-member deep ensemble + early-exit model, "
+        f"{ep} epochs on {len(ds.x_train)} inputs): estimated {est}; --no-baselines skips them"
+    )
+
+
 def train(args: argparse.Namespace) -> dict:
     import keras
 
@@ -135,18 +315,15 @@ def train(args: argparse.Namespace) -> dict:
     from snapuq.data import load_dataset
     from snapuq.models import DEFAULT_BACKBONE, build_backbone
 
+    if getattr(args, "model", None):
+        from snapuq.api import train_user_model
+
+        return train_user_model(args)
+    if not args.dataset:
+        raise SnapuqError("give --dataset NAME (built-in backbones) or --model my.keras --data DATA")
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    if args.rank < 1:
-        raise SnapuqError(f"--rank must be >= 1, got {args.rank}")
-    if not 0.0 <= args.qat_frac <= 1.0:
-        raise SnapuqError(f"--qat-frac must be in [0, 1], got {args.qat_frac}")
-    if args.epochs is not None and args.epochs < 1:
-        raise SnapuqError(f"--epochs must be >= 1, got {args.epochs}")
-    if args.cov_rank < 0:
-        raise SnapuqError(f"--cov-rank must be >= 0, got {args.cov_rank}")
-    if args.eps <= 0:
-        raise SnapuqError(f"--eps must be > 0, got {args.eps}")
+    validate_head_options(args.rank, args.qat_frac, args.epochs, args.eps, args.cov_rank)
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     timings["load_data"] = time.perf_counter() - t0
     bname = args.backbone or DEFAULT_BACKBONE.get(args.dataset, "cnn4")
@@ -178,58 +355,22 @@ def train(args: argparse.Namespace) -> dict:
         cov_rank=args.cov_rank,
     )
     if not args.joint:
-        backbone.compile(
-            optimizer=keras.optimizers.Adam(args.lr),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-        )
-        bar = _Bar(epochs, "backbone", not progress)
-        backbone.fit(
-            xtr,
-            ytr,
-            epochs=epochs,
-            batch_size=args.batch_size,
-            verbose=0,
-            shuffle=True,
-            validation_data=(xdv, ydv),
-            callbacks=[bar.callback(["loss", "accuracy", "val_accuracy"])],
-        )
-        bar.close()
+        fit_backbone(backbone, xtr, ytr, epochs, args.batch_size, args.lr, (xdv, ydv), progress)
         timings["backbone"] = time.perf_counter() - t
         for lay in backbone.layers:
             lay.trainable = False
     # ---- phase 2: heads (frozen) or everything (joint), QAT in the last qat_frac of the epochs
     t = time.perf_counter()
-    n_taps = len(taps)
-    trainer = snap.SnapTrainer(
-        snap_model,
-        n_taps,
-        args.lambda_ss if args.joint else 1.0,
-        args.lambda_reg,
-        nll=args.nll,
-        detach=args.detach or not args.joint,
-        ce_weight=1.0 if args.joint else 0.0,
-    )
-    n_qat = int(round(args.qat_frac * epochs))
-    n_plain = epochs - n_qat
-    bar = _Bar(epochs, "heads" if not args.joint else "joint", not progress)
-    for phase, n_ep in (("float", n_plain), ("qat", n_qat)):
-        if n_ep <= 0:
-            continue
-        snap.set_qat(snap_model, phase == "qat")
-        trainer.compile(optimizer=keras.optimizers.Adam(args.lr if phase == "float" else args.lr / 4))
-        trainer.fit(
-            xtr,
-            ytr,
-            epochs=n_ep,
-            batch_size=args.batch_size,
-            verbose=0,
-            shuffle=True,
-            callbacks=[bar.callback(["nll", "ce", "acc"])],
-        )
-    bar.close()
+    n_qat = fit_heads(
+        snap_model, len(taps), xtr, ytr, epochs, joint=args.joint, lambda_ss=args.lambda_ss,
+        lambda_reg=args.lambda_reg, nll=args.nll, detach=args.detach, qat_frac=args.qat_frac,
+        batch_size=args.batch_size, lr=args.lr, progress=progress,
+    )  # fmt: skip
     timings["heads"] = time.perf_counter() - t
     snap_model.save(ModelPaths(out).keras)
+    # calibrate (and report accuracy) with the model exactly as model.keras loads it: fake-quant is a runtime
+    # switch that is not saved, so leaving it on here made train's dev check disagree with eval's
+    snap.set_qat(snap_model, False)
 
     # ---- calibration on the dev split (+ the held-out synthetic shift family)
     t = time.perf_counter()
@@ -243,59 +384,31 @@ def train(args: argparse.Namespace) -> dict:
         "n_classes": ds.n_classes,
         "class_names": ds.class_names,
         "seed": args.seed,
-        "epochs": epochs,
-        "taps": [
-            {
-                "name": f"tap{k}",
-                "layer": name,
-                "prev": tap_prev[name],
-                "d_prev": int(backbone.get_layer(tap_prev[name]).output.shape[-1]),
-                "d": int(backbone.get_layer(name).output.shape[-1]),
-            }
-            for k, name in enumerate(taps)
-        ],
-        "rank": args.rank,
-        "detach": bool(args.detach),
-        "frozen_backbone": not args.joint,
-        "lambda_ss": args.lambda_ss,
-        "lambda_reg": args.lambda_reg,
-        "eps": args.eps,
-        "floor": args.floor,
-        "logvar_offset": 2.0 * math.log(args.eps),
-        "qat_frac": args.qat_frac,
-        "qat_epochs": n_qat,
-        "nll": args.nll,
-        "cov_rank": int(args.cov_rank),
-        "variant": args.variant,
+        **head_config(vars(args), tap_entries(backbone, taps, tap_prev), epochs, n_qat),
         "data_meta": ds.meta,
     }
     md = ModelDir(out, cfg, snap_model)
-    od = md.predict(xdv)
-    osh = md.predict(calibrate.holdout_shift(xdv, seed=args.seed))
-    calib = calibrate.fit_calibration(
-        od,
-        ydv,
-        osh,
-        eps=args.eps,
-        logvar_offset=cfg["logvar_offset"],
-        taps_meta=cfg["taps"],
-        alpha=getattr(args, "alpha", 1.0),
-        quantile=getattr(args, "hinge_q", None),
-        default_variant=args.variant,
-    )
+    calib = calibrate_snap(
+        md.predict, cfg, xdv, ydv, args.variant, args.seed,
+        alpha=getattr(args, "alpha", 1.0), quantile=getattr(args, "hinge_q", None),
+    )  # fmt: skip
     calibrate.write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
     acc = float((ot["logits"].argmax(1) == ds.y_test).mean())
     cfg["test_accuracy_float"] = acc
-    cfg["dev_accuracy_float"] = float((od["logits"].argmax(1) == ydv).mean())
+    cfg["dev_accuracy_float"] = float((md.predict(xdv)["logits"].argmax(1) == ydv).mean())
 
     # ---- trained baselines (deep ensemble, early exits)
     if not args.no_baselines:
         t = time.perf_counter()
         from snapuq.baselines import train_baselines
 
+        if "backbone" in timings:
+            cfg["_backbone_s_per_epoch"] = timings["backbone"] / epochs
+        announce_baselines(ds, cfg, args.baseline_epochs or epochs, progress)
+        cfg.pop("_backbone_s_per_epoch", None)
         train_baselines(
             ds, cfg, out, seed=args.seed, epochs=args.baseline_epochs or epochs, progress=progress
         )

@@ -137,3 +137,21 @@ def test_markdown_rows() -> None:
     assert "**OOM**" in lines[3] and "262154" in lines[3] and "(M=5)" in lines[3]
     assert "needs 70000 B of pool" in lines[4] and "has 40000 B" in lines[4]
     assert all(ln.count("|") == lines[0].count("|") for ln in lines[2:5])
+
+
+KEYWORDS = ROOT / "models" / "keywords"
+
+
+@pytest.mark.skipif(not (KEYWORDS / "model_int8.tflite").exists(), reason="models/keywords not exported")
+def test_schedule_runs_heads_early_and_halves_the_keywords_arena() -> None:
+    """The converter puts the SNAP heads' MEANs after the whole DS-CNN, keeping every tapped feature map
+    alive (TFLM's arena ~55 KB); the runtime's memory-aware order runs them right after their map."""
+    import json
+
+    from snapuq.ccore import CoreModel
+
+    tflite = (KEYWORDS / "model_int8.tflite").read_bytes()
+    arena = CoreModel(tflite).arena_bytes
+    tflm = json.loads((KEYWORDS / "snapuq.json").read_text())["model"]["arena_bytes_tflm"]
+    # 2 feature maps of 25x5x64 + the input + head vectors + per-channel tables: under half of TFLM's
+    assert arena < tflm // 2

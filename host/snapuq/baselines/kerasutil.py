@@ -169,4 +169,8 @@ def block_outputs(model, backbone: str | None = None) -> list[str]:
         for lay in model.layers:
             if isinstance(lay, (keras.layers.ReLU, keras.layers.Activation)) and len(lay.output.shape) == 4:
                 names.append(lay.name)
+    if not names:  # your own model: the feature maps SNAP taps could read (fused ReLUs, 1-D maps, MLPs)
+        from snapuq.api import tap_candidates
+
+        names = tap_candidates(model, model.layers[-1].name)
     return names

@@ -29,8 +29,42 @@ def baselines_dir(out_dir: str | Path) -> Path:
     return p if p.name == "baselines" else p / "baselines"
 
 
+def _exit_head(h, n_classes: int, i: int):
+    """Conv 3x3 + ReLU -> global average -> Dense on a 2-D map, the 1-D analogue on (T, C), a Dense + ReLU on
+    a feature vector."""
+    import keras
+
+    L = keras.layers
+    if len(h.shape) == 4:
+        h = L.Conv2D(32, 3, padding="same", activation="relu", name=f"exit{i}_conv")(h)
+        h = L.GlobalAveragePooling2D(name=f"exit{i}_gap")(h)
+    elif len(h.shape) == 3:
+        h = L.Conv1D(32, 3, padding="same", activation="relu", name=f"exit{i}_conv")(h)
+        h = L.GlobalAveragePooling1D(name=f"exit{i}_gap")(h)
+    else:
+        h = L.Dense(32, activation="relu", name=f"exit{i}_fc")(h)
+    return L.Dense(n_classes, name=f"exit{i}")(h)
+
+
+def user_backbone_factory(out_dir: str | Path, config: dict):
+    """build(name, shape, n_classes) for a model directory of your own model (config["backbone"] == "user"): a
+    fresh copy (same architecture, new random weights) of DIR/backbone.keras."""
+    import keras
+
+    p = Path(out_dir) / config.get("backbone_file", "backbone.keras")
+    if not p.is_file():
+        raise SnapuqError(f"{p}: missing (the logits model the baselines copy)")
+    ref = keras.saving.load_model(p, compile=False)
+
+    def build(name, shape, n_classes):
+        return keras.models.clone_model(ref)
+
+    return build
+
+
 def build_early_exit(backbone_model, backbone: str | None, n_classes: int, n_exits: int = N_EXITS):
-    """Attach exits (Conv2D 3x3 + ReLU -> GAP -> Dense(n_classes)) after intermediate blocks of a backbone:
+    """Attach exits (Conv2D 3x3 + ReLU -> GAP -> Dense(n_classes); Conv1D on (T, C) maps, Dense on vectors)
+    after intermediate blocks of a backbone:
     the blocks after the first one (a single conv is too weak a classifier) and before the last one (which
     already feeds the final classifier). Returns (model with outputs {"exit0", ..., "final"}, block names)."""
     import keras
@@ -45,10 +79,7 @@ def build_early_exit(backbone_model, backbone: str | None, n_classes: int, n_exi
         raise SnapuqError(f"backbone '{base.name}' has no intermediate block to attach an early exit to")
     outs = {}
     for i, name in enumerate(mid):
-        h = base.get_layer(name).output
-        h = keras.layers.Conv2D(32, 3, padding="same", activation="relu", name=f"exit{i}_conv")(h)
-        h = keras.layers.GlobalAveragePooling2D(name=f"exit{i}_gap")(h)
-        outs[f"exit{i}"] = keras.layers.Dense(n_classes, name=f"exit{i}")(h)
+        outs[f"exit{i}"] = _exit_head(base.get_layer(name).output, n_classes, i)
     outs["final"] = base.output
     return keras.Model(base.input, outs, name="early_exit"), mid
 
@@ -78,6 +109,9 @@ def train_baselines(
 
     from snapuq.baselines.kerasutil import logits_model, predict_batched
     from snapuq.models import build_backbone
+
+    if config.get("backbone") == "user":
+        build_backbone = user_backbone_factory(out_dir, config)  # noqa: F811  (your own model, re-initialised)
 
     if members < 1:
         raise SnapuqError(f"deep ensemble needs at least one member, got {members}")

@@ -1,5 +1,6 @@
 """Datasets. `load_dataset(name, data_dir=None, seed=0)` returns a `Dataset`; each loader lives in its own
-module (imported lazily) and registers here by name."""
+module (imported lazily) and registers here by name. A name that is a path (an .npz file or a folder, e.g. a
+model directory's data.npz) loads the user's own data (snapuq.data.user)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from snapuq.errors import DatasetError
 class Dataset:
     """Inputs are float32 NHWC (vision: [0, 1]; audio: MFCC features, layout (49, 10, 1)).
     Splits are deterministic for a given seed. `meta` carries loader-specific facts
-    (source, preprocessing)."""
+    (source, preprocessing, normalization, modality). `x_ood` holds out-of-distribution inputs that came
+    with the data (user data sets only; the built-in sets have OOD loaders)."""
 
     name: str
     x_train: np.ndarray
@@ -26,6 +28,7 @@ class Dataset:
     y_test: np.ndarray
     class_names: list[str]
     meta: dict = field(default_factory=dict)
+    x_ood: np.ndarray | None = None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -69,11 +72,27 @@ def dataset_names() -> list[str]:
 
 def load_dataset(name: str, data_dir: str | None = None, seed: int = 0) -> Dataset:
     if name not in LOADERS:
+        from snapuq.data.user import is_data_path, load_user_data
+
+        if is_data_path(name):
+            from pathlib import Path
+
+            # a moved model directory: --data-dir points at the new data.npz (or the folder holding it)
+            if data_dir and not Path(name).exists():
+                name = data_dir
+            return load_user_data(name, seed)
         raise DatasetError(f"unknown dataset '{name}' (known: {', '.join(dataset_names())})")
     return _resolve(LOADERS[name])(data_dir, seed)
 
 
 def load_ood(name: str, ds: Dataset, data_dir: str | None = None, n: int = 500, seed: int = 0) -> np.ndarray:
+    """OOD inputs for a dataset. User data: its x_ood (at most n, drawn by seed), or an empty (0, ...) array
+    when it has none (callers skip the ID-vs-OOD metrics then)."""
+    if name not in OOD_LOADERS and (ds.x_ood is not None or "modality" in ds.meta):
+        x = ds.x_ood if ds.x_ood is not None else np.zeros((0, *ds.input_shape), np.float32)
+        if len(x) > n:
+            x = x[np.sort(np.random.default_rng(seed).choice(len(x), n, replace=False))]
+        return np.asarray(x, np.float32)
     if name not in OOD_LOADERS:
         raise DatasetError(f"no OOD source for dataset '{name}'")
     return _resolve(OOD_LOADERS[name])(data_dir, n, seed, ds)

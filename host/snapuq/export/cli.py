@@ -112,6 +112,10 @@ def export_model(
             "zero_point": inp.zero_point,
             "preprocessing": ds.meta.get("preprocessing", "float32 NHWC as returned by the dataset loader"),
             "quantize": "q = clamp(round_half_away(x / scale) + zero_point, -128, 127)",
+            # raw reading -> model input, applied before `quantize` (your own data; see snapuq.data.user)
+            "normalization": ds.meta.get("normalization")
+            or {"kind": "none", "formula": "x_model = x as returned by the dataset loader"},
+            "modality": ds.meta.get("modality"),
         },
         "outputs": outs,
         "class_names": list(ds.class_names),

@@ -1,0 +1,732 @@
+"""SNAP-UQ on your own Keras model: attach heads, train them, calibrate, save a model directory.
+
+    import snapuq
+    snap = snapuq.attach(model, rank=32)            # taps: mid + penultimate feature maps (graph walk)
+    snap.fit(x_train, epochs=10)                    # frozen backbone, self-supervised heads, QAT at the end
+    snap.calibrate(x_dev, y_dev)                    # SNAP constants (calib.json)
+    snap.save("models/mine", x_test=x_test, y_test=y_test)   # -> snapuq export / verify / eval / harness
+
+`attach` accepts a functional or Sequential Keras 3 model with one fixed-shape input and one (N, C) output
+(logits, or probabilities from a final softmax, which is taken off: SNAP needs the logits). Every layer must
+map to an operator of the int8 C core (firmware/core): a layer that does not (LSTM, Lambda, ...) is refused
+up front with one line naming the layer and the operator, and so is a model with no usable tap. The model is
+also converted once to int8 TFLite with random calibration data and every operator the converter emits is
+checked against the core's operator set (`CORE_OPS`), so fusions the layer rules cannot see are caught too.
+
+The training, calibration and model-directory code is the same as `snapuq train --dataset` uses
+(snapuq.train: fit_backbone, fit_heads, calibrate_snap); `snapuq train --model my.keras --data DATA` is
+`train_user_model`, which goes through this class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snapuq.errors import SnapuqError, UnsupportedOpError
+
+# TFLite builtin operators the int8 C core executes (firmware/core; both kernel sets, bit-exact with TFLM).
+CORE_OPS: frozenset[str] = frozenset(
+    {
+        "ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "LOGISTIC",
+        "MAX_POOL_2D", "MEAN", "QUANTIZE", "RESHAPE", "SOFTMAX",
+    }
+)  # fmt: skip
+
+# Keras layers that disappear at inference or map one to one onto a core operator.
+_PASS = {
+    "InputLayer", "Dropout", "SpatialDropout1D", "SpatialDropout2D", "GaussianNoise", "GaussianDropout",
+    "AlphaDropout", "ActivityRegularization", "Identity",
+}  # fmt: skip
+_LAYER_OPS = {
+    "Flatten": "RESHAPE", "Reshape": "RESHAPE", "GlobalAveragePooling1D": "MEAN",
+    "GlobalAveragePooling2D": "MEAN", "MaxPooling1D": "MAX_POOL_2D", "MaxPooling2D": "MAX_POOL_2D",
+    "AveragePooling1D": "AVERAGE_POOL_2D", "AveragePooling2D": "AVERAGE_POOL_2D", "Add": "ADD",
+    "Concatenate": "CONCATENATION", "Softmax": "SOFTMAX",
+}  # fmt: skip
+_WEIGHTED = {"Conv1D", "Conv2D", "DepthwiseConv1D", "DepthwiseConv2D", "SeparableConv1D", "SeparableConv2D",
+             "Dense"}  # fmt: skip
+# operators of common layers the core does not have (for the one-line refusal)
+_UNSUPPORTED = {
+    "LSTM": "UNIDIRECTIONAL_SEQUENCE_LSTM", "GRU": "a GRU loop (WHILE)",
+    "SimpleRNN": "UNIDIRECTIONAL_SEQUENCE_RNN",
+    "Bidirectional": "BIDIRECTIONAL_SEQUENCE_LSTM", "ConvLSTM1D": "a ConvLSTM loop (WHILE)",
+    "ConvLSTM2D": "a ConvLSTM loop (WHILE)", "TimeDistributed": "a per-step loop (WHILE)",
+    "LayerNormalization": "MEAN/SQUARED_DIFFERENCE/RSQRT/MUL", "GroupNormalization": "MEAN/RSQRT/MUL",
+    "UnitNormalization": "L2_NORMALIZATION", "Embedding": "GATHER", "Conv1DTranspose": "TRANSPOSE_CONV",
+    "Conv2DTranspose": "TRANSPOSE_CONV", "Conv3D": "CONV_3D", "UpSampling1D": "RESIZE_NEAREST_NEIGHBOR",
+    "UpSampling2D": "RESIZE_NEAREST_NEIGHBOR", "ZeroPadding1D": "PAD", "ZeroPadding2D": "PAD",
+    "Cropping1D": "STRIDED_SLICE", "Cropping2D": "STRIDED_SLICE", "LeakyReLU": "LEAKY_RELU", "PReLU": "PRELU",
+    "ELU": "ELU", "GlobalMaxPooling1D": "REDUCE_MAX", "GlobalMaxPooling2D": "REDUCE_MAX", "Multiply": "MUL",
+    "Subtract": "SUB", "Average": "ADD + MUL", "Maximum": "MAXIMUM", "Minimum": "MINIMUM",
+    "Dot": "BATCH_MATMUL", "Rescaling": "MUL + ADD", "Normalization": "SUB + MUL", "Permute": "TRANSPOSE",
+    "RepeatVector": "TILE", "MultiHeadAttention": "BATCH_MATMUL", "Attention": "BATCH_MATMUL",
+    "Resizing": "RESIZE_BILINEAR", "CategoryEncoding": "ONE_HOT", "Masking": "NOT_EQUAL + MUL",
+}  # fmt: skip
+_ACT_OPS = {"relu": "RELU", "relu6": "RELU6", "linear": None, "softmax": "SOFTMAX", "sigmoid": "LOGISTIC",
+            "tanh": "TANH", "elu": "ELU", "selu": "ELU + MUL", "gelu": "GELU", "silu": "LOGISTIC + MUL",
+            "swish": "LOGISTIC + MUL", "hard_sigmoid": "HARD_SWISH", "hard_silu": "HARD_SWISH",
+            "leaky_relu": "LEAKY_RELU", "softplus": "EXP + LOG", "exponential": "EXP"}  # fmt: skip
+_FUSED_ACTS = {"relu", "relu6", "linear"}
+_FUSING_PRODUCERS = _WEIGHTED | {"Add", "BatchNormalization"}
+MAX_SAVED_TRAIN = 20000
+
+
+class UnsupportedModelError(UnsupportedOpError):
+    """A model that cannot be exported int8 or run by the core (the message names the layer and op)."""
+
+
+# ---------------------------------------------------------------------------------------------- graph
+def _cls(layer) -> str:
+    return type(layer).__name__
+
+
+def _act_name(layer) -> str:
+    a = getattr(layer, "activation", None)
+    if a is None:
+        return "linear"
+    return getattr(a, "__name__", str(a))
+
+
+def _inputs_of(layer) -> list:
+    t = layer.input
+    return list(t) if isinstance(t, (list, tuple)) else [t]
+
+
+def _producer(tensor):
+    hist = getattr(tensor, "_keras_history", None)
+    return hist[0] if hist else None
+
+
+def _consumers(model) -> dict[str, list]:
+    out: dict[str, list] = {lay.name: [] for lay in model.layers}
+    for lay in model.layers:
+        if _cls(lay) == "InputLayer":
+            continue
+        for t in _inputs_of(lay):
+            p = _producer(t)
+            if p is not None and p.name in out:
+                out[p.name].append(lay)
+    return out
+
+
+def _relu_kind(layer) -> str | None:
+    """ "RELU" / "RELU6" for an activation-only layer the core can fuse or run, None if none, else the op."""
+    c = _cls(layer)
+    if c == "ReLU":
+        mv, ns, th = layer.max_value, float(layer.negative_slope), float(layer.threshold)
+        if ns != 0.0:
+            return "LEAKY_RELU"
+        if th != 0.0:
+            return "a thresholded ReLU (GREATER + SELECT)"
+        if mv is None:
+            return "RELU"
+        if float(mv) == 6.0:
+            return "RELU6"
+        return f"a ReLU clipped at {float(mv):g} (MINIMUM)"
+    if c == "Activation":
+        a = _act_name(layer)
+        return _ACT_OPS.get(a, f"activation '{a}'") or None
+    return None
+
+
+def _layer_problem(layer, consumers: dict[str, list], is_last: bool) -> str | None:
+    """None when the layer maps onto core operators; else 'needs OP' text for the refusal."""
+    c = _cls(layer)
+    if c in _PASS:
+        return None
+    if c == "Lambda":
+        return "runs arbitrary Python code that cannot be exported int8 (rewrite it with built-in layers)"
+    if c in _UNSUPPORTED:
+        return f"needs {_UNSUPPORTED[c]}, which the int8 core does not implement"
+    if hasattr(layer, "layers") and c not in _WEIGHTED:
+        return "is a nested model; build the model flat (call the inner model's layers on the outer tensors)"
+    if c in _LAYER_OPS:
+        op = _LAYER_OPS[c]
+        if op not in CORE_OPS:
+            return f"needs {op}, which the int8 core does not implement"
+        if c == "Softmax" and not is_last:
+            return "is a softmax inside the network; only a final softmax (taken off for the logits) works"
+        return None
+    if c in _WEIGHTED:
+        a = _act_name(layer)
+        if a not in _FUSED_ACTS and not (a == "softmax" and is_last):
+            op = _ACT_OPS.get(a, f"activation '{a}'")
+            if op is None or op not in CORE_OPS:
+                return f"has activation '{a}' ({op}), which the int8 core does not implement"
+        if int(getattr(layer, "groups", 1) or 1) != 1:
+            return "is a grouped convolution, which the int8 core does not implement"
+        if getattr(layer, "padding", None) == "causal":
+            return "uses padding='causal' (PAD), which the int8 core does not implement"
+        if c == "Dense" and len(layer.input.shape) > 2:
+            return (f"is a Dense on a {tuple(layer.input.shape[1:])} input (per-step BATCH_MATMUL), "
+                    "which the int8 core does not implement; Flatten or pool first")  # fmt: skip
+        return None
+    if c == "BatchNormalization":
+        p = _producer(layer.input)
+        if p is not None and _cls(p) in _WEIGHTED and _act_name(p) == "linear":
+            return None
+        return ("does not follow a linear convolution or Dense, so it cannot fold (MUL + ADD, which the int8 "
+                "core does not implement); put it right after the Conv/Dense")  # fmt: skip
+    if c in ("ReLU", "Activation"):
+        k = _relu_kind(layer)
+        if k is None or k == "SOFTMAX" and is_last:
+            return None
+        if k in ("RELU", "RELU6"):
+            p = _producer(layer.input)
+            if p is not None and _cls(p) in _FUSING_PRODUCERS and len(consumers.get(p.name, [])) == 1:
+                return None  # fused into the producer
+            if k in CORE_OPS:
+                return None
+            return (
+                f"needs a standalone {k} (its input cannot fuse it), which the int8 core does not implement"
+            )
+        if k in CORE_OPS:
+            return None
+        return f"needs {k}, which the int8 core does not implement"
+    return "is not a layer the int8 export supports (see docs/YOUR_MODEL.md for the list)"
+
+
+def check_model(model) -> None:
+    """Raise UnsupportedModelError (one line, naming the layer and the operator) unless every layer of the
+    model maps onto the int8 core; also checks the input (one, fixed shape) and the output ((N, C))."""
+    import keras
+
+    if not isinstance(model, keras.Model):
+        raise UnsupportedModelError(f"expected a keras.Model, got {type(model).__name__}")
+    if not model.built or not getattr(model, "inputs", None):
+        raise UnsupportedModelError(
+            "the model is not built: give its first layer an input shape (keras.Input)"
+        )
+    if len(model.inputs) != 1:
+        raise UnsupportedModelError(f"the model has {len(model.inputs)} inputs; SNAP-UQ export needs one")
+    shape = tuple(model.inputs[0].shape[1:])
+    if any(d is None for d in shape):
+        raise UnsupportedModelError(
+            f"input shape {shape} has a free dimension; build the model with a fixed input (window) size"
+        )
+    if len(shape) not in (1, 2, 3):
+        raise UnsupportedModelError(f"input shape {shape}: expected (F,), (T, C) or (H, W, C)")
+    if len(model.outputs) != 1 or len(model.outputs[0].shape) != 2:
+        raise UnsupportedModelError(
+            "the model must have one output of shape (N, classes) (logits or a final softmax)"
+        )
+    cons = _consumers(model)
+    last = _producer(model.outputs[0])
+    for lay in model.layers:
+        why = _layer_problem(lay, cons, lay is last)
+        if why:
+            raise UnsupportedModelError(f"layer '{lay.name}' ({_cls(lay)}) {why}")
+
+
+def _convert(model, n: int = 8, seed: int = 0) -> bytes:
+    from snapuq.export.convert import convert_keras
+
+    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
+    rep = np.random.default_rng(seed).normal(size=(n, *shape)).astype(np.float32)
+    return convert_keras(model, rep, int8=True)
+
+
+def tflite_ops(tflite: bytes) -> list[tuple[str, str]]:
+    """(operator, output tensor name) of every operator of a .tflite."""
+    from snapuq.export.tflite_reader import read_tflite
+
+    m = read_tflite(tflite)
+    return [(op.name, m.tensors[op.outputs[0]].name if op.outputs else "") for op in m.operators]
+
+
+def check_converted_ops(model) -> list[str]:
+    """Convert once (int8, random calibration data) and refuse operators outside CORE_OPS, naming the Keras
+    layer the operator came from; then load the result into the C core itself (when a host compiler is
+    available), which rejects parameters it does not implement. Returns the sorted operator names."""
+    tfl = _convert(model)
+    ops = tflite_ops(tfl)
+    names = sorted((lay.name for lay in model.layers), key=len, reverse=True)
+    for op, tname in ops:
+        if op not in CORE_OPS:
+            lay = next((n for n in names if n in tname), None)
+            where = f"layer '{lay}'" if lay else f"tensor '{tname}'"
+            raise UnsupportedModelError(f"{where} converts to {op}, which the int8 core does not implement")
+    from snapuq.ccore import CCoreError, CoreModel
+
+    try:
+        CoreModel(tfl).close()
+    except CCoreError:
+        pass  # no host C compiler: the operator list above is the check
+    except SnapuqError as e:
+        raise UnsupportedModelError(f"the int8 core rejects the converted model: {e}") from None
+    return sorted({op for op, _ in ops})
+
+
+def logits_backbone(model):
+    """(model with a logits output, name of the penultimate-feature layer). A final softmax (a Softmax /
+    Activation layer or a Dense(activation='softmax')) is taken off; a Dense gets a linear copy that shares
+    nothing with the original (its weights are copied)."""
+    import keras
+
+    out = model.outputs[0]
+    last = _producer(out)
+    logits = out
+    if _cls(last) in ("Softmax", "Activation") and (_cls(last) == "Softmax" or _act_name(last) == "softmax"):
+        logits = last.input
+        last = _producer(logits)
+    elif _cls(last) in _WEIGHTED and _act_name(last) == "softmax":
+        cfg = last.get_config()
+        cfg.update(activation="linear", name=f"{last.name}_logits")
+        lin = type(last).from_config(cfg)
+        logits = lin(last.input)
+        lin.set_weights(last.get_weights())
+        last = lin
+    elif _cls(last) in _WEIGHTED and _act_name(last) not in ("linear",):
+        raise UnsupportedModelError(
+            f"layer '{last.name}' ({_cls(last)}): the output has activation '{_act_name(last)}'; "
+            "end the model with linear logits or a softmax"
+        )
+    if int(logits.shape[-1]) < 2:
+        raise UnsupportedModelError("the output has one unit; use Dense(classes >= 2) logits")
+    feat_t = last.input if _cls(last) in _WEIGHTED else logits
+    feat = _producer(feat_t)
+    # a Dropout in front of the classifier is the identity at inference: its input is the feature layer
+    while feat is not None and _cls(feat) in _PASS - {"InputLayer"}:
+        feat = _producer(feat.input)
+    backbone = keras.Model(model.inputs[0], logits, name=f"{model.name}_logits")
+    return backbone, (feat.name if feat is not None else last.name)
+
+
+def tap_candidates(backbone, feat: str) -> list[str]:
+    """Feature maps a SNAP tap can read, shallow to deep: block outputs (ReLU/ReLU6 layers or activations,
+    Conv/Dense with a fused ReLU, Add/Concatenate not followed by an activation) up to the penultimate
+    features. Convolutional models use their 2-D/1-D maps when they have at least two."""
+    cons = _consumers(backbone)
+    names = [lay.name for lay in backbone.layers]
+    stop = names.index(feat) if feat in names else len(names) - 1
+    cands: list[tuple[str, int]] = []
+    for lay in backbone.layers[: stop + 1]:
+        c = _cls(lay)
+        rank = len(lay.output.shape)
+        if rank < 2 or rank > 4:
+            continue
+        ok = False
+        if c in ("ReLU", "Activation"):
+            ok = _relu_kind(lay) in ("RELU", "RELU6")
+        elif c in _WEIGHTED:
+            ok = _act_name(lay) in ("relu", "relu6") and not any(
+                _cls(n) in ("BatchNormalization", "ReLU", "Activation") for n in cons[lay.name]
+            )
+        elif c in ("Add", "Concatenate"):
+            ok = not any(_cls(n) in ("ReLU", "Activation", "BatchNormalization") for n in cons[lay.name])
+        if ok:
+            cands.append((lay.name, rank))
+    spatial = [n for n, r in cands if r >= 3]
+    return spatial if len(spatial) >= 2 else [n for n, _ in cands]
+
+
+def default_taps(backbone, feat: str) -> tuple[list[str], dict[str, str]]:
+    """The mid + penultimate candidate feature maps and each tap's predecessor (the candidate before it;
+    the input layer for a model with a single candidate)."""
+    cands = tap_candidates(backbone, feat)
+    if not cands:
+        raise UnsupportedModelError(
+            "no usable tap: the model has no hidden activation (ReLU/ReLU6 after a Conv/Dense, an Add or a "
+            "Concatenate) before its classifier; SNAP heads need at least one hidden feature map"
+        )
+    if len(cands) == 1:
+        return cands, {cands[0]: backbone.layers[0].name}
+    prev = {c: cands[i - 1] for i, c in enumerate(cands) if i > 0}
+    mid = cands[max(1, (len(cands) - 1) // 2)]
+    taps = [mid] if mid == cands[-1] else [mid, cands[-1]]
+    return taps, {t: prev[t] for t in taps}
+
+
+def _resolve_taps(backbone, feat: str, taps) -> tuple[list[str], dict[str, str]]:
+    if taps is None:
+        return default_taps(backbone, feat)
+    names = [lay.name for lay in backbone.layers]
+    cands = tap_candidates(backbone, feat)
+    out, prev = [], {}
+    for t in taps:
+        tap, p = t if isinstance(t, (tuple, list)) else (t, None)
+        if tap not in names:
+            raise SnapuqError(
+                f"tap '{tap}' is not a layer of the model (candidates: {', '.join(cands) or 'none'})"
+            )
+        if p is None:
+            earlier = [c for c in cands if names.index(c) < names.index(tap)]
+            p = earlier[-1] if earlier else names[0]
+        if p not in names or names.index(p) >= names.index(tap):
+            raise SnapuqError(f"tap '{tap}': predecessor '{p}' is not an earlier layer of the model")
+        if len(backbone.get_layer(tap).output.shape) not in (2, 3, 4):
+            raise SnapuqError(f"tap '{tap}': output rank must be 2..4")
+        out.append(tap)
+        prev[tap] = p
+    if not out:
+        raise SnapuqError("taps: give at least one layer name")
+    return out, prev
+
+
+# ---------------------------------------------------------------------------------------------- data
+def _as_numpy(x) -> np.ndarray:
+    return np.asarray(x, np.float32)
+
+
+def _dataset_arrays(ds, limit: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Up to `limit` (x, y) samples of a tf.data.Dataset (batched or not; elements x or (x, y))."""
+    xs, ys = [], []
+    n = 0
+    for el in ds:
+        if isinstance(el, (tuple, list)):
+            xb, yb = np.asarray(el[0]), np.asarray(el[1]) if len(el) > 1 else None
+        else:
+            xb, yb = np.asarray(el), None
+        xs.append(xb)
+        if yb is not None:
+            ys.append(yb)
+        n += len(xb) if xb.ndim > 1 else 1
+        if n >= limit:
+            break
+    return xs, ys
+
+
+# ---------------------------------------------------------------------------------------------- Snap
+@dataclass
+class Snap:
+    """A Keras model with SNAP-UQ heads attached (see `attach`). `model` is the SNAP model (dict outputs:
+    logits, probs, feat, tap{k}_a/_mu/_logvar/_lvr); `backbone` the logits model it was built from."""
+
+    backbone: Any
+    model: Any
+    taps: list[str]
+    tap_prev: dict[str, str]
+    feat: str
+    options: dict[str, Any]
+    ops: list[str] = field(default_factory=list)
+    calib: dict | None = None
+    history: dict[str, Any] = field(default_factory=dict)
+    _data: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    # ---- training
+    def fit(self, x, y=None, *, epochs: int = 10, batch_size: int = 64, lr: float = 2e-3,
+            qat_frac: float | None = None, backbone_epochs: int = 0, validation_data=None,
+            seed: int = 0, progress: bool = True) -> Snap:  # fmt: skip
+        """Train the heads on the frozen backbone (self-supervised: labels are not needed), with fake-quant
+        (QAT) in the last `qat_frac` of the epochs. `x`: a float array (N, *input_shape) or a
+        tf.data.Dataset of x or (x, y) (batched or not). `backbone_epochs` > 0 first trains the model
+        itself with cross-entropy (needs labels). Returns self."""
+        import keras
+
+        from snapuq import train as T
+
+        qf = self.options["qat_frac"] if qat_frac is None else float(qat_frac)
+        T.validate_head_options(self.options["rank"], qf, epochs, self.options["eps"])
+        self.options["qat_frac"] = qf
+        keras.utils.set_random_seed(seed)
+        t0 = time.perf_counter()
+        if T._is_tf_dataset(x):
+            xs, ys = _dataset_arrays(x, MAX_SAVED_TRAIN)
+            self._data["x_train"] = _as_numpy(np.concatenate([a.reshape(-1, *self.input_shape) for a in xs]))
+            if ys:
+                self._data["y_train"] = np.concatenate([np.asarray(b).reshape(-1) for b in ys]).astype(
+                    np.int64
+                )
+            data = self._tf_batches(x, batch_size)
+            ytr = None
+        else:
+            data = _as_numpy(x)
+            if tuple(data.shape[1:]) != self.input_shape:
+                raise SnapuqError(
+                    f"x has shape {tuple(data.shape[1:])} per sample, the model takes {self.input_shape}"
+                )
+            ytr = np.zeros(len(data), np.int64) if y is None else np.asarray(y).astype(np.int64).reshape(-1)
+            if len(ytr) != len(data):
+                raise SnapuqError(f"x has {len(data)} samples, y {len(ytr)}")
+            self._data["x_train"] = data[:MAX_SAVED_TRAIN]
+            if y is not None:
+                self._data["y_train"] = ytr[:MAX_SAVED_TRAIN]
+        if backbone_epochs:
+            if y is None and not T._is_tf_dataset(x):
+                raise SnapuqError("backbone_epochs > 0 needs labels y")
+            for lay in self.backbone.layers:
+                lay.trainable = True
+            T.fit_backbone(
+                self.backbone, data, ytr, backbone_epochs, batch_size, lr, validation_data, progress
+            )
+            self.history["backbone_s"] = round(time.perf_counter() - t0, 2)
+            self.history["backbone_s_per_epoch"] = (time.perf_counter() - t0) / backbone_epochs
+        for lay in self.backbone.layers:
+            lay.trainable = False
+        t1 = time.perf_counter()
+        n_qat = T.fit_heads(
+            self.model, len(self.taps), data, ytr, epochs, lambda_reg=self.options["lambda_reg"],
+            nll=self.options["nll"], qat_frac=qf, batch_size=batch_size, lr=lr, progress=progress,
+            labelled=y is not None or "y_train" in self._data,
+        )  # fmt: skip
+        self.history.update(epochs=int(epochs), qat_epochs=int(n_qat), backbone_epochs=int(backbone_epochs),
+                            heads_s=round(time.perf_counter() - t1, 2), seed=int(seed))  # fmt: skip
+        self.calib = None
+        return self
+
+    def _tf_batches(self, ds, batch_size: int):
+        import tensorflow as tf
+
+        spec = ds.element_spec
+        xspec = spec[0] if isinstance(spec, tuple) else spec
+        if len(xspec.shape) == len(self.input_shape):
+            ds = ds.batch(batch_size)
+        if not isinstance(spec, tuple):
+            ds = ds.map(lambda x: (x, tf.zeros(tf.shape(x)[:1], tf.int64)))
+        return ds.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(tf.reshape(y, [-1]), tf.int64)))
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.backbone.inputs[0].shape[1:])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.backbone.outputs[0].shape[-1])
+
+    def predict(self, x, batch_size: int = 256) -> dict[str, np.ndarray]:
+        """Float outputs of the SNAP model (dict of numpy arrays)."""
+        x = _as_numpy(x)
+        parts = []
+        for i in range(0, len(x), batch_size):
+            out = self.model(x[i : i + batch_size], training=False)
+            parts.append({k: np.asarray(v) for k, v in out.items()})
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+    def config(self) -> dict[str, Any]:
+        """The SNAP-head part of config.json."""
+        from snapuq.train import head_config, tap_entries
+
+        h = self.history
+        return head_config(self.options, tap_entries(self.backbone, self.taps, self.tap_prev),
+                           h.get("epochs", 0), h.get("qat_epochs", 0))  # fmt: skip
+
+    def calibrate(self, x_dev, y_dev, *, seed: int = 0) -> dict:
+        """Fit the SNAP constants (weights, beta, the confidence proxy, the U threshold) on a labelled dev
+        split and the held-out synthetic shift of it. Returns the calib.json dict (also kept on self)."""
+        from snapuq.train import calibrate_snap
+
+        xd = _as_numpy(x_dev)
+        yd = np.asarray(y_dev).astype(np.int64).reshape(-1)
+        if len(xd) != len(yd) or len(xd) < 10:
+            raise SnapuqError(
+                f"calibrate needs >= 10 labelled dev samples with matching x/y, got {len(xd)}/{len(yd)}"
+            )
+        if tuple(xd.shape[1:]) != self.input_shape:
+            raise SnapuqError(
+                f"x_dev has shape {tuple(xd.shape[1:])} per sample, the model takes {self.input_shape}"
+            )
+        if not self.history:
+            raise SnapuqError("calibrate after fit (the heads are untrained)")
+        self.calib = calibrate_snap(self.predict, self.config(), xd, yd, self.options["variant"], seed)
+        self._data["x_dev"], self._data["y_dev"] = xd, yd
+        return self.calib
+
+    def save(self, directory: str | Path, *, x_test=None, y_test=None, x_ood=None,
+             class_names: list[str] | None = None, dataset=None,
+             name: str | None = None) -> Path:  # fmt: skip
+        """Write the model directory (model.keras, calib.json, config.json, data.npz with the splits that
+        `snapuq export / verify / eval` and the harness read, backbone.keras for the baselines). Test data:
+        `x_test, y_test` (else the dev split stands in, noted in config.json); `x_ood`: OOD inputs for
+        `snapuq eval`; `dataset`: a snapuq.data.Dataset to store instead of the arrays fit/calibrate saw."""
+        from snapuq.data import Dataset
+        from snapuq.data.user import modality_of, save_cache
+
+        if self.calib is None:
+            raise SnapuqError("save after calibrate (the SNAP constants are not fitted yet)")
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        if dataset is None:
+            d = self._data
+            if "x_train" not in d:
+                raise SnapuqError("save after fit")
+            test_note = "x_test/y_test given to save()"
+            if x_test is None:
+                x_test, y_test, test_note = (
+                    d["x_dev"],
+                    d["y_dev"],
+                    "no test split given: the dev split stands in",
+                )
+            if y_test is None:
+                raise SnapuqError("save: x_test needs y_test")
+            ytr = d.get("y_train")
+            n = int(max(np.max(d["y_dev"]), np.max(y_test))) + 1
+            names = list(class_names) if class_names else [str(i) for i in range(max(n, self.n_classes))]
+            dataset = Dataset(
+                name=name or out.name,
+                x_train=d["x_train"],
+                y_train=ytr if ytr is not None else np.full(len(d["x_train"]), -1, np.int64),
+                x_dev=d["x_dev"],
+                y_dev=d["y_dev"],
+                x_test=_as_numpy(x_test),
+                y_test=np.asarray(y_test).astype(np.int64).reshape(-1),
+                class_names=names,
+                meta={
+                    "source": "numpy arrays (snapuq.attach)",
+                    "test": test_note,
+                    "normalization": {
+                        "kind": "none",
+                        "scale": [1.0],
+                        "offset": [0.0],
+                        "formula": "x_model = x_raw (arrays as given to fit)",
+                    },
+                },  # fmt: skip
+                x_ood=None if x_ood is None else _as_numpy(x_ood),
+            )
+            dataset.meta["modality"] = modality_of(dataset.input_shape)
+        if tuple(dataset.input_shape) != self.input_shape:
+            raise SnapuqError(
+                f"data are {dataset.input_shape} per sample, the model takes {self.input_shape}"
+            )
+        cache = save_cache(dataset, out / "data.npz")
+        self.model.save(out / "model.keras")
+        self.backbone.save(out / "backbone.keras")
+        (out / "calib.json").write_text(json.dumps(self.calib, indent=1))
+        from snapuq.modeldir import ModelDir
+
+        meta = {k: v for k, v in (dataset.meta or {}).items() if k != "waves"}
+        cfg: dict[str, Any] = {
+            "format": 1,
+            "dataset": str(cache.resolve()),
+            "backbone": "user",
+            "backbone_file": "backbone.keras",
+            "model_name": self.backbone.name,
+            "feat": self.feat,
+            "input_shape": list(self.input_shape),
+            "n_classes": int(self.n_classes),
+            "class_names": list(dataset.class_names),
+            "seed": int(self.history.get("seed", 0)),
+            **self.config(),
+            "tflite_ops": self.ops,
+            "data_meta": json.loads(json.dumps(meta, default=str)),
+            "modality": (dataset.meta or {}).get("modality"),
+            "backbone_epochs": int(self.history.get("backbone_epochs", 0)),
+        }
+        md = ModelDir(out, cfg, self.model)
+        cfg["test_accuracy_float"] = float(
+            (md.predict(dataset.x_test)["logits"].argmax(1) == dataset.y_test).mean()
+        )
+        cfg["dev_accuracy_float"] = float(
+            (md.predict(dataset.x_dev)["logits"].argmax(1) == dataset.y_dev).mean()
+        )
+        cfg["timings_s"] = {k: v for k, v in self.history.items() if k.endswith("_s")}
+        tmp = out / "config.json.tmp"
+        tmp.write_text(json.dumps(cfg, indent=1))
+        tmp.replace(out / "config.json")
+        return out
+
+
+def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: float = 1e-4,
+           nll: str = "gauss", qat_frac: float = 0.2, variant: str = "best",
+           check_ops: bool = True) -> Snap:  # fmt: skip
+    """Attach SNAP-UQ heads to a Keras 3 model (functional or Sequential, built, one input, one (N, C)
+    output). `taps`: layer names (or (layer, predecessor) pairs); default the mid + penultimate feature
+    maps found by walking the graph. `rank`: the rank r of each head's projection. With `check_ops` the
+    model is converted to int8 TFLite once and every operator is checked against the core.
+    Raises UnsupportedModelError (one line naming the layer and op) for a model the core cannot run."""
+    from snapuq import snap as S
+    from snapuq.train import validate_head_options
+
+    validate_head_options(rank, qat_frac, None, eps)
+    if variant not in ("best", "literal"):
+        raise SnapuqError(f"variant must be 'best' or 'literal', got {variant!r}")
+    if nll not in S.NLLS:
+        raise SnapuqError(f"nll must be one of {', '.join(S.NLLS)}, got {nll!r}")
+    check_model(model)
+    backbone, feat = logits_backbone(model)
+    tap_list, tap_prev = _resolve_taps(backbone, feat, taps)
+    ops = check_converted_ops(backbone) if check_ops else []
+    snap_model = S.add_heads(backbone, tap_list, tap_prev, rank=rank, eps=eps, floor="hard", detach=True,
+                             feat=feat)  # fmt: skip
+    opts = {"rank": int(rank), "eps": float(eps), "lambda_reg": float(lambda_reg), "nll": nll,
+            "qat_frac": float(qat_frac), "variant": variant, "detach": True, "joint": False,
+            "floor": "hard", "lambda_ss": 1.0, "cov_rank": 0}  # fmt: skip
+    return Snap(backbone, snap_model, tap_list, tap_prev, feat, opts, ops)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def load_keras_model(path: str | Path):
+    """A .keras / .h5 model file, one-line errors."""
+    import keras
+
+    p = Path(path)
+    if not p.is_file():
+        raise SnapuqError(f"{p}: no such model file")
+    try:
+        return keras.saving.load_model(p, compile=False, safe_mode=True)
+    except Exception as e:  # custom layers, Lambda under safe mode, damaged files
+        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        if "Lambda" in msg or "lambda" in msg:
+            raise UnsupportedModelError(
+                f"{p}: contains a Lambda layer (arbitrary Python code cannot be exported int8)"
+            ) from None
+        raise SnapuqError(f"{p}: cannot load the Keras model ({type(e).__name__}: {msg})") from None
+
+
+def train_user_model(args: argparse.Namespace) -> dict:
+    """`snapuq train --model my.keras --data DATA --out DIR`: attach, fit, calibrate, save (+ baselines)."""
+    from snapuq.data.user import load_user_data
+
+    t0 = time.perf_counter()
+    if not args.data:
+        raise SnapuqError("--model needs --data DATA (.npz or a folder of class subfolders)")
+    if args.dataset:
+        raise SnapuqError("give either --dataset (built-in) or --model with --data, not both")
+    progress = not args.no_progress
+    model = load_keras_model(args.model)
+    check_model(model)  # the layer rules first (fast), then the data, then the conversion check in attach
+    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
+    ds = load_user_data(args.data, seed=args.seed, input_shape=shape, normalize=args.normalize)
+    taps = [t.strip() for t in args.taps.split(",")] if args.taps else None
+    snap = attach(model, taps=taps, rank=args.rank, eps=args.eps, lambda_reg=args.lambda_reg, nll=args.nll,
+                  qat_frac=args.qat_frac, variant=args.variant)  # fmt: skip
+    if int(ds.y_train.max()) >= snap.n_classes:
+        raise SnapuqError(
+            f"{args.data}: labels go up to {int(ds.y_train.max())}, the model has {snap.n_classes} outputs"
+        )
+    snap.fit(ds.x_train, ds.y_train, epochs=args.epochs or 10, batch_size=args.batch_size, lr=args.lr,
+             backbone_epochs=args.backbone_epochs, validation_data=(ds.x_dev, ds.y_dev), seed=args.seed,
+             progress=progress)  # fmt: skip
+    snap.calibrate(ds.x_dev, ds.y_dev, seed=args.seed)
+    snap.history["load_and_prepare_s"] = round(time.perf_counter() - t0, 2)
+    out = snap.save(args.out, dataset=ds)
+    cfg = json.loads((out / "config.json").read_text())
+    if not args.no_baselines:
+        from snapuq.baselines import train_baselines
+        from snapuq.train import announce_baselines
+
+        t = time.perf_counter()
+        per = snap.history.get("backbone_s_per_epoch") or _estimate_epoch_s(
+            snap.backbone, ds, args.batch_size
+        )
+        cfg["_backbone_s_per_epoch"] = per
+        ep = args.baseline_epochs or args.epochs or 10
+        announce_baselines(ds, cfg, ep, progress)
+        cfg.pop("_backbone_s_per_epoch")
+        train_baselines(ds, cfg, out, seed=args.seed, epochs=ep, progress=progress)
+        cfg["timings_s"]["baselines"] = round(time.perf_counter() - t, 2)
+    cfg["timings_s"]["total"] = round(time.perf_counter() - t0, 2)
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    return cfg
+
+
+def _estimate_epoch_s(backbone, ds, batch_size: int) -> float:
+    """Seconds per training epoch of the backbone, from a few timed train steps on a clone."""
+    import keras
+
+    m = keras.models.clone_model(backbone)
+    m.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    n = min(len(ds.x_train), 4 * batch_size)
+    x, y = ds.x_train[:n], ds.y_train[:n]
+    m.train_on_batch(x[:batch_size], y[:batch_size])  # trace
+    t = time.perf_counter()
+    for i in range(0, n, batch_size):
+        m.train_on_batch(x[i : i + batch_size], y[i : i + batch_size])
+    per_sample = (time.perf_counter() - t) / n
+    return per_sample * len(ds.x_train)

@@ -1,0 +1,482 @@
+"""Your own data: an `.npz` of arrays or a folder of class subfolders (PNG/JPEG images or 16 kHz WAV clips).
+
+`load_user_data(path, seed, input_shape=None, normalize="auto")` returns a `snapuq.data.Dataset`:
+
+- ``DATA.npz`` with ``x_train, y_train, x_test, y_test`` and optionally ``x_dev, y_dev`` (else 15 % of the
+  training set, per class, by seed), ``x_ood`` (out-of-distribution inputs for `snapuq eval`) and
+  ``class_names``. Labels are integers 0..C-1 (or one-hot rows). Inputs are (N, F) vectors, (N, T, C) sensor
+  windows or (N, H, W, C) images.
+- a folder ``ROOT/<class>/<file>`` (or ``ROOT/train/<class>/...`` + ``ROOT/test/<class>/...``): images are
+  decoded with Pillow, converted to the model's channel count, resized to its input size and scaled to
+  [0, 1]; WAV clips (16 kHz mono, cut or zero-padded to 1 s) go through the MFCC front end of
+  `snapuq.audio` (49x10x1) and their int16 waves are kept for the audio corruptions. Without train/test
+  folders the files of each class are split 70/15/15 (train/dev/test) by seed. Class names are the sorted
+  folder names.
+
+Normalisation (``normalize``): "auto" scales integer arrays (uint8 images) by 1/255 and leaves float arrays
+as they are; "none" keeps the values; "standard" subtracts the per-channel training mean and divides by the
+per-channel standard deviation (sensor data in physical units). What was applied is recorded in
+``Dataset.meta["normalization"]`` as ``x_model = x_raw * scale + offset`` per channel: `snapuq export` copies
+it into the manifest so the device and the harness turn raw readings into model inputs the same way.
+
+A model directory keeps the prepared splits in ``DIR/data.npz`` (`save_cache`): `export`, `verify`, `eval`,
+the harness and the MicroPython tools read the same arrays through `load_dataset(<path of data.npz>)`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snapuq.data import Dataset
+from snapuq.errors import DatasetError
+
+IMAGE_EXT = (".png", ".jpg", ".jpeg", ".bmp")
+AUDIO_EXT = (".wav",)
+NPZ_REQUIRED = ("x_train", "y_train", "x_test", "y_test")
+NORMALIZE = ("auto", "none", "standard")
+DEV_FRAC = 0.15
+
+
+def modality_of(input_shape: tuple[int, ...], meta: dict | None = None) -> str:
+    """ "audio" (MFCC features with raw waves kept), "image" (H, W, C), "sensor" (T, C) or "vector" (F,)."""
+    if (meta or {}).get("waves"):
+        return "audio"
+    return {3: "image", 2: "sensor", 1: "vector"}.get(len(input_shape), "unknown")
+
+
+def is_data_path(name: str) -> bool:
+    """True when a dataset name is a path to user data (an .npz file or a folder), not a built-in name."""
+    return name.endswith(".npz") or "/" in name or "\\" in name or Path(name).is_dir()
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _labels(y: np.ndarray, where: str) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] > 1:
+        y = y.argmax(1)
+    y = y.reshape(len(y)) if y.ndim == 2 and y.shape[1] == 1 else y
+    if y.ndim != 1:
+        raise DatasetError(f"{where}: labels must be (N,) integers or (N, C) one-hot, got shape {y.shape}")
+    if np.issubdtype(y.dtype, np.floating):
+        if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
+            raise DatasetError(f"{where}: labels must be integers 0..C-1")
+    elif not np.issubdtype(y.dtype, np.integer):
+        raise DatasetError(f"{where}: labels must be integers 0..C-1, got dtype {y.dtype}")
+    y = y.astype(np.int64)
+    if len(y) and y.min() < 0:
+        raise DatasetError(f"{where}: negative label {int(y.min())}")
+    return y
+
+
+def _split_dev(x: np.ndarray, y: np.ndarray, seed: int, frac: float = DEV_FRAC):
+    """Per-class random split of (x, y) into train and dev (at least one dev sample per class with >= 2)."""
+    rng = np.random.default_rng([int(seed), 15])
+    dev = []
+    for c in np.unique(y):
+        idx = np.flatnonzero(y == c)
+        rng.shuffle(idx)
+        k = int(round(frac * len(idx)))
+        if len(idx) >= 2:
+            k = max(1, min(k, len(idx) - 1))
+        dev.extend(idx[:k].tolist())
+    dmask = np.zeros(len(y), bool)
+    dmask[np.asarray(dev, np.int64)] = True
+    return x[~dmask], y[~dmask], x[dmask], y[dmask]
+
+
+def _normalization(x_train: np.ndarray, raw_dtype: np.dtype, mode: str) -> dict[str, Any]:
+    if mode not in NORMALIZE:
+        raise DatasetError(f"unknown normalisation '{mode}' (known: {', '.join(NORMALIZE)})")
+    c = int(x_train.shape[-1]) if x_train.ndim >= 2 else 1
+    if mode == "standard":
+        axes = tuple(range(x_train.ndim - 1)) if x_train.ndim >= 2 else (0,)
+        mean = x_train.astype(np.float64).mean(axis=axes).reshape(-1)
+        std = x_train.astype(np.float64).std(axis=axes).reshape(-1)
+        std = np.where(std > 1e-12, std, 1.0)
+        return {
+            "kind": "standard",
+            "scale": (1.0 / std).tolist(),
+            "offset": (-mean / std).tolist(),
+            "formula": "x_model = x_raw * scale[c] + offset[c] (per channel c, last axis)",
+        }
+    if mode == "auto" and np.issubdtype(raw_dtype, np.integer):
+        return {"kind": "scale", "scale": [1.0 / 255.0] * c, "offset": [0.0] * c,
+                "formula": "x_model = x_raw / 255"}  # fmt: skip
+    return {"kind": "none", "scale": [1.0] * c, "offset": [0.0] * c, "formula": "x_model = x_raw"}
+
+
+def apply_normalization(x: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
+    """x_model = x_raw * scale + offset (per channel, last axis; one value broadcasts)."""
+    x = np.asarray(x, np.float64)
+    if norm.get("kind", "none") == "none":
+        return x.astype(np.float32)
+    s = np.asarray(norm["scale"], np.float64)
+    o = np.asarray(norm["offset"], np.float64)
+    if x.ndim == 2 and len(s) > 1 and x.shape[-1] != len(s):  # (N, F) vectors: one channel
+        s, o = s[:1], o[:1]
+    return (x * s + o).astype(np.float32)
+
+
+def _fit_shape(x: np.ndarray, shape: tuple[int, ...] | None, where: str) -> np.ndarray:
+    """Reshape (N, *s) to (N, *shape) when they differ only by trailing 1s (e.g. (N, 28, 28) images for a
+    (28, 28, 1) model input)."""
+    if shape is None or tuple(x.shape[1:]) == tuple(shape):
+        return x
+    if int(np.prod(x.shape[1:])) == int(np.prod(shape)) and [d for d in x.shape[1:] if d != 1] == [
+        d for d in shape if d != 1
+    ]:
+        return x.reshape(len(x), *shape)
+    raise DatasetError(f"{where}: inputs are {tuple(x.shape[1:])}, the model takes {tuple(shape)}")
+
+
+# ---------------------------------------------------------------------------------------------- npz
+def load_npz(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | None = None,
+             normalize: str = "auto") -> Dataset:  # fmt: skip
+    """A Dataset from an .npz of arrays (see the module doc); a model directory's data.npz loads as stored."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"{p}: no such file")
+    try:
+        z = np.load(p, allow_pickle=False)
+        keys = set(z.files)
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"{p}: not a readable .npz ({e})") from None
+    if "meta_json" in keys:  # a model directory's prepared splits
+        return _load_cache(p, z)
+    missing = [k for k in NPZ_REQUIRED if k not in keys]
+    if missing:
+        raise DatasetError(
+            f"{p}: missing {', '.join(missing)} (needs x_train, y_train, x_test, y_test; "
+            f"optional x_dev, y_dev, x_ood, class_names)"
+        )
+    if ("x_dev" in keys) != ("y_dev" in keys):
+        raise DatasetError(f"{p}: x_dev and y_dev go together")
+    raw = {k: z[k] for k in keys}
+    for k in ("x_train", "x_test", "x_dev", "x_ood"):
+        if k in raw:
+            a = raw[k]
+            if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or a.ndim < 2:
+                raise DatasetError(f"{p}: {k} must be a numeric array (N, ...), got {a.dtype} {a.shape}")
+            if np.issubdtype(a.dtype, np.floating) and not np.all(np.isfinite(a)):
+                raise DatasetError(f"{p}: {k} contains NaN or inf")
+    ytr, yte = _labels(raw["y_train"], f"{p}: y_train"), _labels(raw["y_test"], f"{p}: y_test")
+    xtr, xte = raw["x_train"], raw["x_test"]
+    if len(xtr) != len(ytr) or len(xte) != len(yte):
+        raise DatasetError(f"{p}: x_train/y_train or x_test/y_test lengths differ")
+    if xtr.shape[1:] != xte.shape[1:]:
+        raise DatasetError(f"{p}: x_train is {xtr.shape[1:]} per sample, x_test {xte.shape[1:]}")
+    n_classes = int(max(ytr.max(initial=0), yte.max(initial=0))) + 1
+    if "class_names" in raw:
+        names = [str(s) for s in np.asarray(raw["class_names"]).reshape(-1)]
+        if len(names) < n_classes:
+            raise DatasetError(f"{p}: {len(names)} class_names for labels up to {n_classes - 1}")
+    else:
+        names = [str(i) for i in range(n_classes)]
+    if len(names) < 2:
+        raise DatasetError(f"{p}: needs at least two classes")
+    if "x_dev" in raw:
+        xdv, ydv = raw["x_dev"], _labels(raw["y_dev"], f"{p}: y_dev")
+        if len(xdv) != len(ydv) or xdv.shape[1:] != xtr.shape[1:]:
+            raise DatasetError(f"{p}: x_dev/y_dev do not match x_train")
+        dev_note = "x_dev/y_dev from the file"
+    else:
+        xtr, ytr, xdv, ydv = _split_dev(xtr, ytr, seed)
+        dev_note = f"{DEV_FRAC:.0%} of x_train per class (seed {seed})"
+    norm = _normalization(np.asarray(xtr), xtr.dtype, normalize)
+
+    def prep(a: np.ndarray, what: str) -> np.ndarray:
+        return _fit_shape(apply_normalization(a, norm), input_shape, f"{p}: {what}")
+
+    ood = prep(raw["x_ood"], "x_ood") if "x_ood" in raw else None
+    ds = Dataset(
+        name=p.stem,
+        x_train=prep(xtr, "x_train"),
+        y_train=ytr,
+        x_dev=prep(xdv, "x_dev"),
+        y_dev=ydv,
+        x_test=prep(xte, "x_test"),
+        y_test=yte,
+        class_names=names,
+        meta={
+            "source": f"npz {p.resolve()}",
+            "dev": dev_note,
+            "normalization": norm,
+            "preprocessing": f"arrays of {p.name}, {norm['formula']}",
+        },  # fmt: skip
+        x_ood=ood,
+    )
+    ds.meta["modality"] = modality_of(ds.input_shape)
+    return ds
+
+
+# ---------------------------------------------------------------------------------------------- folders
+def _class_dirs(root: Path) -> list[Path]:
+    return sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+
+
+def _files(d: Path) -> list[Path]:
+    return sorted(f for f in d.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_EXT + AUDIO_EXT)
+
+
+def _read_image(f: Path, shape: tuple[int, ...] | None) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(f) as im:
+            c = int(shape[-1]) if shape and len(shape) == 3 else None
+            im = im.convert("L" if c == 1 else "RGB") if c in (1, 3, None) else None
+            if im is None:
+                raise DatasetError(f"{f}: the model takes {c} channels; images give 1 (L) or 3 (RGB)")
+            if shape and len(shape) == 3 and im.size != (int(shape[1]), int(shape[0])):
+                im = im.resize((int(shape[1]), int(shape[0])), Image.BILINEAR)
+            a = np.asarray(im, np.uint8)
+    except (UnidentifiedImageError, OSError) as e:
+        raise DatasetError(f"{f}: cannot decode the image ({e})") from None
+    return a[..., None] if a.ndim == 2 else a
+
+
+def read_wav16k(f: Path) -> np.ndarray:
+    """A 16 kHz mono wav -> int16 (16000,) (zero-padded / cut to 1 s)."""
+    from scipy.io import wavfile
+
+    from snapuq import audio
+
+    try:
+        rate, data = wavfile.read(f)
+    except (ValueError, OSError, EOFError) as e:
+        raise DatasetError(f"{f}: cannot read the wav file ({e})") from None
+    if rate != audio.SAMPLE_RATE:
+        raise DatasetError(f"{f}: {rate} Hz, expected {audio.SAMPLE_RATE} Hz (resample the clips first)")
+    if data.ndim != 1:
+        raise DatasetError(f"{f}: {data.shape[1]} channels, expected mono")
+    if np.issubdtype(data.dtype, np.floating):
+        w = audio.to_int16(data)
+    elif data.dtype == np.int16:
+        w = data
+    elif data.dtype == np.int32:
+        w = (data >> 16).astype(np.int16)
+    elif data.dtype == np.uint8:
+        w = ((data.astype(np.int16) - 128) << 8).astype(np.int16)
+    else:
+        raise DatasetError(f"{f}: unsupported sample type {data.dtype}")
+    return audio.fit_length(w).astype(np.int16)
+
+
+def _read_files(files: list[Path], kind: str, shape: tuple[int, ...] | None) -> np.ndarray:
+    if kind == "image":
+        imgs = [_read_image(f, shape) for f in files]
+        sizes = {a.shape for a in imgs}
+        if len(sizes) > 1:
+            raise DatasetError(
+                f"images have different sizes {sorted(sizes)[:3]}; give the model (its input size) to resize"
+            )
+        return np.stack(imgs)
+    return np.stack([read_wav16k(f) for f in files])
+
+
+def _kind(files: list[Path], where: Path) -> str:
+    kinds = {"image" if f.suffix.lower() in IMAGE_EXT else "audio" for f in files}
+    if not kinds:
+        raise DatasetError(f"{where}: no PNG/JPEG images or WAV clips found")
+    if len(kinds) > 1:
+        raise DatasetError(f"{where}: mixes images and WAV clips; use one kind per data set")
+    return kinds.pop()
+
+
+def load_folder(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | None = None,
+                normalize: str = "auto") -> Dataset:  # fmt: skip
+    """A Dataset from a folder of class subfolders (see the module doc)."""
+    from snapuq import audio
+
+    root = Path(path)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: no such folder")
+    split_dirs = {s: root / s for s in ("train", "dev", "test") if (root / s).is_dir()}
+    if "train" in split_dirs and "test" in split_dirs:
+        names = [d.name for d in _class_dirs(split_dirs["train"])]
+        parts = {s: split_dirs[s] for s in split_dirs}
+    else:
+        names = [d.name for d in _class_dirs(root)]
+        parts = {"all": root}
+    if len(names) < 2:
+        raise DatasetError(f"{root}: needs at least two class subfolders (found {len(names)})")
+    files: dict[str, list[tuple[Path, int]]] = {}
+    for s, d in parts.items():
+        files[s] = []
+        for c, name in enumerate(names):
+            cd = d / name
+            fs = _files(cd) if cd.is_dir() else []
+            if not fs and s in ("all", "train"):
+                raise DatasetError(f"{cd}: no PNG/JPEG images or WAV clips")
+            files[s] += [(f, c) for f in fs]
+        extra = sorted(set(x.name for x in _class_dirs(d)) - set(names))
+        if extra:
+            raise DatasetError(f"{d}: class folder(s) {', '.join(extra)} not in the training classes")
+    kind = _kind([f for v in files.values() for f, _ in v], root)
+    if kind == "audio" and input_shape is not None and tuple(input_shape) != tuple(audio.FEATURE_SHAPE):
+        raise DatasetError(
+            f"{root}: WAV clips become MFCC features {audio.FEATURE_SHAPE}; "
+            f"the model takes {tuple(input_shape)}"
+        )
+    rng = np.random.default_rng([int(seed), 16])
+    if "all" in files:
+        tr, dv, te = [], [], []
+        for c in range(len(names)):
+            fs = [f for f, cc in files["all"] if cc == c]
+            order = rng.permutation(len(fs))
+            n_te = max(1, int(round(0.15 * len(fs)))) if len(fs) >= 3 else 0
+            n_dv = max(1, int(round(0.15 * len(fs)))) if len(fs) >= 3 else 0
+            te += [(fs[i], c) for i in order[:n_te]]
+            dv += [(fs[i], c) for i in order[n_te : n_te + n_dv]]
+            tr += [(fs[i], c) for i in order[n_te + n_dv :]]
+        split = {"train": tr, "dev": dv, "test": te}
+        dev_note = "70/15/15 per class by seed"
+    else:
+        split = {"train": files["train"], "test": files["test"], "dev": files.get("dev", [])}
+        dev_note = "dev/ folder" if split["dev"] else None
+    if not split["test"]:
+        raise DatasetError(f"{root}: too few files for a test split (needs >= 3 per class)")
+    arrays = {s: (_read_files([f for f, _ in v], kind, input_shape) if v else None,
+                  np.asarray([c for _, c in v], np.int64)) for s, v in split.items()}  # fmt: skip
+    xtr, ytr = arrays["train"]
+    if arrays["dev"][0] is None:
+        xtr, ytr, xdv, ydv = _split_dev(xtr, ytr, seed)
+        dev_note = f"{DEV_FRAC:.0%} of train per class (seed {seed})"
+        arrays["dev"] = (xdv, ydv)
+    meta: dict[str, Any] = {"source": f"folder {root.resolve()}", "dev": dev_note, "kind": kind}
+    if kind == "audio":
+        waves = {s: arrays[s][0] for s in ("train", "dev", "test")}
+        x = {s: audio.mfcc(w) for s, w in waves.items()}
+        norm = {"kind": "none", "scale": [1.0], "offset": [0.0], "formula": "x_model = mfcc(wave)"}
+        meta.update({"waves": {"dev": waves["dev"], "test": waves["test"]}, "frontend": audio.FRONTEND,
+                     "preprocessing": "16 kHz mono wav, 1 s, MFCC 49x10x1 (snapuq.audio.mfcc)"})  # fmt: skip
+    else:
+        norm = _normalization(arrays["train"][0], np.dtype(np.uint8), normalize)
+        x = {s: apply_normalization(arrays[s][0], norm) for s in ("train", "dev", "test")}
+        meta["preprocessing"] = f"image decoded, {'resized, ' if input_shape else ''}{norm['formula']}"
+    meta["normalization"] = norm
+    ds = Dataset(
+        name=root.name,
+        x_train=x["train"],
+        y_train=arrays["train"][1],
+        x_dev=x["dev"],
+        y_dev=arrays["dev"][1],
+        x_test=x["test"],
+        y_test=arrays["test"][1],
+        class_names=names,
+        meta=meta,
+    )
+    if input_shape is not None:
+        for s in ("train", "dev", "test"):
+            setattr(ds, f"x_{s}", _fit_shape(getattr(ds, f"x_{s}"), input_shape, f"{root}"))
+    ds.meta["modality"] = modality_of(ds.input_shape, ds.meta)
+    return ds
+
+
+def load_user_data(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | None = None,
+                   normalize: str = "auto") -> Dataset:  # fmt: skip
+    """An .npz file or a folder of class subfolders (see the module doc)."""
+    p = Path(path)
+    if p.is_dir():
+        if (p / "data.npz").is_file() and (p / "config.json").is_file():  # a model directory
+            return load_npz(p / "data.npz", seed, input_shape)
+        return load_folder(p, seed, input_shape, normalize)
+    if p.suffix.lower() == ".npz" or p.is_file():
+        return load_npz(p, seed, input_shape, normalize)
+    raise DatasetError(f"{p}: no such .npz file or folder")
+
+
+def load_ood_path(path: str | Path, ds: Dataset, n: int | None = None, seed: int = 0) -> np.ndarray:
+    """OOD inputs prepared like `ds`: an .npz (x_ood, or x), a folder of images / WAV clips (any layout) or
+    one file. Normalised with ds.meta["normalization"]; at most n, drawn by seed."""
+    from snapuq import audio
+
+    p = Path(path)
+    norm = (ds.meta or {}).get("normalization") or {"kind": "none"}
+    shape = ds.input_shape
+    if p.is_file() and p.suffix.lower() == ".npz":
+        try:
+            z = np.load(p, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise DatasetError(f"{p}: not a readable .npz ({e})") from None
+        key = "x_ood" if "x_ood" in z.files else "x" if "x" in z.files else None
+        if key is None:
+            raise DatasetError(f"{p}: no x_ood (or x) array")
+        x = _fit_shape(apply_normalization(z[key], norm), shape, f"{p}: {key}")
+    else:
+        files = [p] if p.is_file() else (_files(p) if p.is_dir() else [])
+        if not files:
+            raise DatasetError(f"{p}: no such .npz, image/WAV file or folder of them")
+        kind = _kind(files, p)
+        raw = _read_files(files, kind, shape if kind == "image" else None)
+        x = audio.mfcc(raw) if kind == "audio" else apply_normalization(raw, norm)
+        x = _fit_shape(np.asarray(x, np.float32), shape, str(p))
+    if n is not None and len(x) > n:
+        x = x[np.sort(np.random.default_rng(seed).choice(len(x), n, replace=False))]
+    return np.asarray(x, np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- cache
+def _jsonable_meta(meta: dict) -> dict:
+    out = {}
+    for k, v in meta.items():
+        if k == "waves":
+            continue
+        try:
+            json.dumps(v)
+        except TypeError:
+            continue
+        out[k] = v
+    return out
+
+
+def save_cache(ds: Dataset, path: str | Path) -> Path:
+    """Write the prepared splits (+ x_ood, the audio waves of dev/test) to an .npz that `load_npz` reads
+    back unchanged (written to a temporary name and renamed)."""
+    p = Path(path)
+    arrays: dict[str, np.ndarray] = {
+        f"{a}_{s}": np.asarray(getattr(ds, f"{a}_{s}"), np.float32 if a == "x" else np.int64)
+        for s in ("train", "dev", "test")
+        for a in ("x", "y")
+    }
+    if ds.x_ood is not None:
+        arrays["x_ood"] = np.asarray(ds.x_ood, np.float32)
+    from snapuq.data.corruptions_audio import split_waves
+
+    if (ds.meta or {}).get("waves"):
+        for s in ("dev", "test"):
+            arrays[f"waves_{s}"] = np.asarray(split_waves(ds, s), np.int16)
+    arrays["class_names"] = np.asarray(ds.class_names, dtype=str)
+    arrays["meta_json"] = np.asarray(json.dumps({"name": ds.name, **_jsonable_meta(ds.meta or {})}))
+    tmp = p.with_name(p.name + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(p)
+    return p
+
+
+def _load_cache(p: Path, z) -> Dataset:
+    try:
+        meta = json.loads(str(z["meta_json"]))
+        arr = {k: z[k] for k in z.files}
+    except (ValueError, KeyError) as e:
+        raise DatasetError(f"{p}: damaged data cache ({e})") from None
+    name = meta.pop("name", p.parent.name)
+    if "waves_test" in arr:
+        meta["waves"] = {"dev": arr["waves_dev"], "test": arr["waves_test"]}
+    meta["cache"] = str(p.resolve())
+    return Dataset(
+        name=name,
+        x_train=arr["x_train"],
+        y_train=arr["y_train"],
+        x_dev=arr["x_dev"],
+        y_dev=arr["y_dev"],
+        x_test=arr["x_test"],
+        y_test=arr["y_test"],
+        class_names=[str(s) for s in arr["class_names"]],
+        meta=meta,
+        x_ood=arr.get("x_ood"),
+    )

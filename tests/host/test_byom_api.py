@@ -1,0 +1,163 @@
+"""snapuq.attach on models the project did not write: the up-front refusals (one line naming the layer and
+the operator), the graph walk that finds the taps, the softmax taken off for the logits, fit on a
+tf.data.Dataset, and the one-line CLI errors of `snapuq train --model`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snapuq.api import UnsupportedModelError, attach, check_model, default_taps, logits_backbone
+from snapuq.cli import main
+
+sys.path.insert(0, str(Path(__file__).parent))
+import byom_models as BM  # noqa: E402
+
+
+def _one_line(e: BaseException) -> str:
+    s = str(e)
+    assert "\n" not in s and s
+    return s
+
+
+def _seq(*layers_, shape=(16,)):
+    import keras
+
+    return keras.Sequential([keras.Input(shape), *layers_])
+
+
+def test_lstm_is_refused_naming_layer_and_op():
+    import keras
+    from keras import layers
+
+    i = keras.Input((32, 3))
+    x = layers.LSTM(8, name="rnn")(i)
+    m = keras.Model(i, layers.Dense(3)(x))
+    with pytest.raises(UnsupportedModelError) as e:
+        attach(m)
+    s = _one_line(e.value)
+    assert "'rnn'" in s and "LSTM" in s and "UNIDIRECTIONAL_SEQUENCE_LSTM" in s
+
+
+def test_lambda_and_other_unsupported_layers_are_refused():
+    import keras
+    from keras import layers
+
+    m = _seq(
+        layers.Dense(8, activation="relu"), layers.Lambda(lambda t: t * 2, name="times2"), layers.Dense(3)
+    )
+    with pytest.raises(UnsupportedModelError) as e:
+        check_model(m)
+    assert "'times2' (Lambda)" in _one_line(e.value)
+    for lay, op in [(layers.LeakyReLU(name="lk"), "LEAKY_RELU"),
+                    (layers.Dense(8, activation="tanh", name="th"), "TANH"),
+                    (layers.LayerNormalization(name="ln"), "RSQRT")]:  # fmt: skip
+        m = _seq(layers.Dense(8, activation="relu"), lay, layers.Dense(3))
+        with pytest.raises(UnsupportedModelError) as e:
+            check_model(m)
+        assert f"'{lay.name}'" in _one_line(e.value) and op in str(e.value)
+    # a BatchNorm that cannot fold into a convolution (after a ReLU) would need MUL + ADD
+    m = _seq(layers.Dense(8, activation="relu"), layers.BatchNormalization(name="late_bn"), layers.Dense(3))
+    with pytest.raises(UnsupportedModelError, match="late_bn.*MUL"):
+        check_model(m)
+    # free input length, two outputs, sigmoid output
+    i = keras.Input((None, 3))
+    with pytest.raises(UnsupportedModelError, match="free dimension"):
+        check_model(keras.Model(i, layers.Dense(2)(layers.GlobalAveragePooling1D()(i))))
+    with pytest.raises(UnsupportedModelError, match="one unit"):
+        attach(_seq(layers.Dense(8, activation="relu"), layers.Dense(1)), check_ops=False)
+
+
+def test_model_without_a_usable_tap_says_so():
+    from keras import layers
+
+    with pytest.raises(UnsupportedModelError, match="no usable tap"):
+        attach(_seq(layers.Dense(4)), check_ops=False)
+
+
+def test_taps_found_by_walking_the_graph():
+    m = BM.sensor_cnn()
+    bb, feat = logits_backbone(m)
+    assert feat == "gap" and bb.output.shape[-1] == 4
+    assert default_taps(bb, feat) == (["c2", "c3"], {"c2": "r1", "c3": "c2"})
+    r = BM.residual_image()
+    bb, feat = logits_backbone(r)
+    taps, prev = default_taps(bb, feat)
+    assert taps == ["b_relu1", "head_conv"] and prev == {"b_relu1": "stem_relu", "head_conv": "b_out"}
+    p = BM.mlp()
+    bb, feat = logits_backbone(p)
+    taps, prev = default_taps(bb, feat)
+    assert len(taps) == 1 and prev[taps[0]].startswith("dense")  # Dense(48, relu) -> ReLU(Dense(32))
+    assert feat == taps[0]
+
+
+def test_softmax_is_taken_off_for_the_logits():
+    m = BM.sensor_cnn()
+    x = np.random.default_rng(0).normal(size=(5, 64, 3)).astype(np.float32)
+    bb, _ = logits_backbone(m)
+    z = np.asarray(bb(x))
+    p = np.asarray(m(x))
+    e = np.exp(z - z.max(1, keepdims=True))
+    np.testing.assert_allclose(e / e.sum(1, keepdims=True), p, atol=1e-5)
+
+
+def test_attach_fit_on_tf_dataset_and_explicit_taps():
+    import tensorflow as tf
+
+    m = BM.mlp(n_in=16, n_classes=3)
+    x = np.random.default_rng(0).normal(size=(96, 16)).astype(np.float32)
+    y = np.arange(96) % 3
+    snap = attach(m, taps=[m.layers[2].name], rank=4, check_ops=False)
+    snap.fit(
+        tf.data.Dataset.from_tensor_slices(x), epochs=1, batch_size=32, progress=False
+    )  # x only, unbatched
+    assert snap.history["epochs"] == 1 and snap.history["qat_epochs"] == 0
+    assert snap._data["x_train"].shape == (96, 16)
+    cal = snap.calibrate(x[:40], y[:40])
+    assert len(cal["taps"]) == 1
+    o = snap.predict(x[:3])
+    assert o["tap0_mu"].shape == (3, 32) and o["logits"].shape == (3, 3)
+    with pytest.raises(Exception, match="not a layer"):
+        attach(m, taps=["nope"], check_ops=False)
+
+
+def test_converted_ops_are_checked_against_the_core():
+    """A Concatenate followed by a ReLU converts to a standalone RELU the layer rules let through when the
+    core has it; the conversion check names whatever operator is missing."""
+    from snapuq.api import CORE_OPS, check_converted_ops
+
+    m = BM.sensor_cnn()
+    bb, _ = logits_backbone(m)
+    ops = check_converted_ops(bb)
+    assert set(ops) <= CORE_OPS and "CONV_2D" in ops
+
+
+@pytest.mark.parametrize(
+    "argv, msg",
+    [
+        (["--model", "nope.keras", "--data", "x.npz"], "no such model file"),
+        (["--model", "{m}"], "needs --data"),
+        (["--model", "{m}", "--data", "{d}/missing.npz"], "no such"),
+        (["--model", "{lstm}", "--data", "{d}/missing.npz"], "LSTM"),
+        (["--model", "{m}", "--data", "{d}/bad.npz"], "missing y_test"),
+        (["--model", "{m}", "--data", "{d}/x.npz", "--dataset", "digits"], "not both"),
+    ],
+)
+def test_train_model_cli_errors_are_one_line(argv, msg, tmp_path, capsys):
+    import keras
+    from keras import layers
+
+    m = _seq(layers.Dense(8, activation="relu"), layers.Dense(3))
+    m.save(tmp_path / "m.keras")
+    i = keras.Input((8, 2))
+    keras.Model(i, layers.Dense(3)(layers.LSTM(4, name="rnn")(i))).save(tmp_path / "lstm.keras")
+    np.savez(tmp_path / "bad.npz", x_train=np.zeros((4, 16)), y_train=np.zeros(4), x_test=np.zeros((2, 16)))
+    np.savez(tmp_path / "x.npz", x_train=np.zeros((4, 16)))
+    fmt = {"m": tmp_path / "m.keras", "lstm": tmp_path / "lstm.keras", "d": tmp_path}
+    argv = [a.format(**fmt) for a in argv]
+    rc = main(["train", *argv, "--out", str(tmp_path / "o"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1 and msg in err[0], err

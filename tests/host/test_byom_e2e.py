@@ -1,0 +1,118 @@
+"""Your own model, end to end: three models the project did not write (tests/host/byom_models.py) get SNAP
+heads via the Python API and via `snapuq train --model` from an .npz and from a folder of PNGs, are exported
+int8, verified element by element against TFLM (0 differing elements) and run on the emulated Cortex-M4
+(20 inputs, 0 mismatches vs the host reference)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snapuq.cli import main
+
+sys.path.insert(0, str(Path(__file__).parent))
+import byom_models as BM  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+HAVE_QEMU = shutil.which("qemu-system-arm") is not None and shutil.which("arm-none-eabi-gcc") is not None
+pytestmark = pytest.mark.slow
+
+
+def _export_verify_harness(d: Path, tmp: Path) -> dict:
+    from snapuq.export.cli import export_model
+
+    man = export_model(d, n_rep=100, n_check=20, log=lambda *a: None)
+    assert man["verify"]["differing_elements"] == 0
+    assert main(["verify", str(d), "--n", "20", "--json", str(tmp / "verify.json")]) == 0
+    v = json.loads((tmp / "verify.json").read_text())
+    assert v["differing_total"] == 0 and v["n"] == 20
+    assert man["input"]["normalization"]["kind"] in ("none", "scale", "standard")
+    if HAVE_QEMU:
+        out = tmp / "R"
+        cmd = [sys.executable, str(ROOT / "host" / "harness.py"), "--port", "qemu:m4", "--model", str(d),
+               "--limit", "20", "--out", str(out), "--build-dir", str(tmp / "fw"),
+               "--no-progress"]  # fmt: skip
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        s = json.loads((out / "summary.json").read_text())
+        assert s["n"] == 20 and s["mismatches_vs_host"] == 0 and s["board"] == "qemu_m4"
+    return man
+
+
+def test_sensor_cnn_via_api(tmp_path):
+    import snapuq
+    from snapuq.data.accel import make_accel
+    from snapuq.modeldir import load_model_dir
+
+    d = make_accel(60, seed=0)
+    model = BM.sensor_cnn()
+    BM.fit_user_model(model, d["x_train"], d["y_train"], epochs=10)
+    snap = snapuq.attach(model, rank=16)
+    assert snap.taps == ["c2", "c3"] and snap.tap_prev == {"c2": "r1", "c3": "c2"}
+    assert set(snap.ops) == {
+        "AVERAGE_POOL_2D",
+        "CONV_2D",
+        "FULLY_CONNECTED",
+        "MAX_POOL_2D",
+        "MEAN",
+        "RESHAPE",
+    }
+    n_dev = 40
+    snap.fit(d["x_train"][n_dev:], epochs=3, progress=False)
+    cal = snap.calibrate(d["x_train"][:n_dev], d["y_train"][:n_dev])
+    assert len(cal["taps"]) == 2
+    out = snap.save(tmp_path / "har", x_test=d["x_test"], y_test=d["y_test"],
+                    class_names=[str(c) for c in d["class_names"]])  # fmt: skip
+    md = load_model_dir(out)
+    assert md.config["backbone"] == "user" and md.config["modality"] == "sensor"
+    assert md.config["test_accuracy_float"] > 0.6
+    man = _export_verify_harness(out, tmp_path)
+    assert man["class_names"] == ["still", "walk", "run", "shake"]
+
+
+def test_residual_image_via_cli_from_png_folder(tmp_path):
+    import keras
+
+    from snapuq.data import load_dataset
+
+    ds = load_dataset("digits", seed=0)
+    model = BM.residual_image()
+    BM.fit_user_model(model, ds.x_train, ds.y_train, epochs=6)
+    model.save(tmp_path / "res.keras")
+    x = np.concatenate([ds.x_train, ds.x_test])[:600]
+    y = np.concatenate([ds.y_train, ds.y_test])[:600]
+    BM.write_png_folder(tmp_path / "pngs", x, y, ds.class_names)
+    out = tmp_path / "res"
+    rc = main(["train", "--model", str(tmp_path / "res.keras"), "--data", str(tmp_path / "pngs"), "--out",
+               str(out), "--epochs", "2", "--rank", "16", "--no-baselines", "--no-progress"])  # fmt: skip
+    assert rc == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert [t["layer"] for t in cfg["taps"]] == ["b_relu1", "head_conv"]
+    assert cfg["data_meta"]["normalization"]["kind"] == "scale" and cfg["modality"] == "image"
+    assert cfg["class_names"] == ds.class_names and cfg["test_accuracy_float"] > 0.5
+    del keras
+    _export_verify_harness(out, tmp_path)
+
+
+def test_mlp_via_cli_from_npz(tmp_path):
+    from snapuq.data import load_dataset
+
+    ds = load_dataset("digits", seed=0)
+    model = BM.mlp()
+    BM.fit_user_model(model, ds.x_train.reshape(len(ds.x_train), -1), ds.y_train, epochs=10)
+    model.save(tmp_path / "mlp.keras")
+    npz = BM.digits_npz(tmp_path / "digits_flat.npz")
+    out = tmp_path / "mlp"
+    rc = main(["train", "--model", str(tmp_path / "mlp.keras"), "--data", str(npz), "--out", str(out),
+               "--epochs", "2", "--rank", "16", "--no-baselines", "--no-progress"])  # fmt: skip
+    assert rc == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["modality"] == "vector" and len(cfg["taps"]) >= 1
+    assert cfg["test_accuracy_float"] > 0.8
+    _export_verify_harness(out, tmp_path)
