@@ -279,23 +279,55 @@ typedef struct {
     const snapuq_conv_args_t *a;
     size_t fstride; /* bytes per output channel's filter */
     uint32_t off2;
+    int fast; /* requant_fast_ok */
 } conv_ctx_t;
 
-/* requantize n int32 sums of channels oc0 .. oc0 + n - 1 (one pixel) into out[oc0 ..]; the common
- * case (shift <= 0) is one SMLAL, the rounding shift and the clamp */
+/* 1 when every channel has a right shift (shift < 0) and no multiplier is INT32_MIN: the common
+ * case, requantized by requant_run without per-output checks */
+static int requant_fast_ok(const int32_t *mult, const int32_t *shift, int32_t n)
+{
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        if (shift[i] >= 0 || shift[i] < -31 || mult[i] == INT32_MIN) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* requantize n int32 sums of channels oc0 .. oc0 + n - 1 (one pixel) into out[oc0 ..]; with fast
+ * (requant_fast_ok) one SMLAL, a rounding shift (ASRS + ADC) and the clamp per output */
 static void requant_run(const int32_t *mult_all, const int32_t *shift_all, int32_t out_off, int32_t lo, int32_t hi,
-                        const int32_t *acc, int8_t *out, int32_t oc0, int32_t n)
+                        int fast, const int32_t *acc, int8_t *out, int32_t oc0, int32_t n)
 {
     const int32_t *mult = mult_all + oc0, *shift = shift_all + oc0;
     int32_t i;
     out += oc0;
+    if (fast && lo == -128 && hi == 127) {
+        for (i = 0; i < n; i++) {
+            const int64_t p = (int64_t)acc[i] * mult[i] + ((int64_t)1 << 30);
+            out[i] = (int8_t)snapuq_ssat8(snapuq_rshift_round((int32_t)(p >> 31), -shift[i]) + out_off);
+        }
+        return;
+    }
+    if (fast) {
+        for (i = 0; i < n; i++) {
+            /* floor((a*b + 2^30) / 2^31) == the reference's rounding doubling high multiply for
+             * b != INT32_MIN; arithmetic shift of a negative int64 on every supported compiler */
+            const int64_t p = (int64_t)acc[i] * mult[i] + ((int64_t)1 << 30);
+            int32_t v = snapuq_rshift_round((int32_t)(p >> 31), -shift[i]) + out_off;
+            v = v < lo ? lo : v;
+            out[i] = (int8_t)(v > hi ? hi : v);
+        }
+        return;
+    }
     for (i = 0; i < n; i++) {
         const int32_t m = mult[i], s = shift[i];
         int32_t v;
         if (s <= 0 && m != INT32_MIN) {
             const int32_t r = -s;
             const int64_t p = (int64_t)acc[i] * m + ((int64_t)1 << 30);
-            const int32_t y = (int32_t)(p >> 31); /* arithmetic shift on every supported compiler */
+            const int32_t y = (int32_t)(p >> 31);
             const int32_t mask = (int32_t)(((uint32_t)1 << r) - 1u);
             v = (y >> r) + ((y & mask) > (mask >> 1) + (int32_t)((uint32_t)y >> 31) ? 1 : 0);
         } else {
@@ -314,6 +346,7 @@ static void conv_block(const conv_ctx_t *k, const int8_t *xa, const int8_t *xb, 
     const snapuq_conv_args_t *a = k->a;
     const int32_t out_c = a->out_c;
     const int32_t live = g->rows > 0 && g->n > 0;
+    const int fast = k->fast;
     int32_t accA[CONV_CHUNK], accB[CONV_CHUNK];
     int32_t ch0, oc, c;
     for (ch0 = 0; ch0 < out_c; ch0 += CONV_CHUNK) {
@@ -340,9 +373,9 @@ static void conv_block(const conv_ctx_t *k, const int8_t *xa, const int8_t *xb, 
             accB[oc - ch0] = acc[2];
             accB[oc1 - ch0] = acc[3];
         }
-        requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, accA, outa, ch0, ch1 - ch0);
+        requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accA, outa, ch0, ch1 - ch0);
         if (xb != NULL) {
-            requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, accB, outb, ch0, ch1 - ch0);
+            requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accB, outb, ch0, ch1 - ch0);
         }
     }
 }
@@ -361,6 +394,7 @@ static void conv_c4(const snapuq_conv_args_t *a)
     k.a = a;
     k.fstride = (size_t)a->k_h * (size_t)KW * (size_t)C;
     k.off2 = snapuq_dup16(a->in_offset);
+    k.fast = requant_fast_ok(a->mult, a->shift, a->out_c);
     for (b = 0; b < a->batches; b++) {
         const int8_t *in_b = a->in + (size_t)b * a->in_h * row_bytes;
         int8_t *out_b = a->out + (size_t)b * a->out_h * a->out_w * a->out_c;
@@ -424,39 +458,92 @@ static void conv_c4(const snapuq_conv_args_t *a)
     }
 }
 
+/* position of patch element k in SMLAD lane order (halfwords k0, k2, k1, k3 per group of 4) */
+static inline int32_t lane_pos(int32_t k)
+{
+    return (k & ~3) + ((k & 1) << 1) + ((k >> 1) & 1);
+}
+
+/* a0 += f0 . patch, a1 += f1 . patch over n4 int8 (n4 % 4 == 0, n4 > 0), patch in SMLAD lane order */
+static inline void patch_pair(const int8_t *f0, const int8_t *f1, const uint32_t *pp, int32_t n4, int32_t *a0p,
+                              int32_t *a1p)
+{
+    int32_t a0 = *a0p, a1 = *a1p;
+#if SNAPUQ_SIMD_NATIVE
+    const uint32_t *pend = pp + n4 / 2;
+    uint32_t w0, w1, p0, p1, t;
+    __asm__("1:\n\t"
+            "ldr %[w0], [%[f0]], #4\n\t"
+            "ldr %[w1], [%[f1]], #4\n\t"
+            "ldrd %[p0], %[p1], [%[pp]], #8\n\t"
+            "sxtb16 %[t], %[w0]\n\t"
+            "smlad %[a0], %[t], %[p0], %[a0]\n\t"
+            "sxtb16 %[t], %[w1]\n\t"
+            "smlad %[a1], %[t], %[p0], %[a1]\n\t"
+            "sxtb16 %[t], %[w0], ror #8\n\t"
+            "smlad %[a0], %[t], %[p1], %[a0]\n\t"
+            "sxtb16 %[t], %[w1], ror #8\n\t"
+            "smlad %[a1], %[t], %[p1], %[a1]\n\t"
+            "cmp %[pp], %[pend]\n\t"
+            "bne 1b\n\t"
+            : [a0] "+r"(a0), [a1] "+r"(a1), [f0] "+r"(f0), [f1] "+r"(f1), [pp] "+r"(pp), [w0] "=&r"(w0),
+              [w1] "=&r"(w1), [p0] "=&r"(p0), [p1] "=&r"(p1), [t] "=&r"(t)
+            : [pend] "r"(pend)
+            : "cc", "memory");
+#else
+    int32_t i;
+    for (i = 0; i < n4; i += 4) {
+        const uint32_t w0 = snapuq_ld4(f0 + i), w1 = snapuq_ld4(f1 + i);
+        a0 = snapuq_smlad(snapuq_sxtb16(w0), pp[0], a0);
+        a1 = snapuq_smlad(snapuq_sxtb16(w1), pp[0], a1);
+        a0 = snapuq_smlad(snapuq_sxtb16_ror8(w0), pp[1], a0);
+        a1 = snapuq_smlad(snapuq_sxtb16_ror8(w1), pp[1], a1);
+        pp += 2;
+    }
+#endif
+    *a0p = a0;
+    *a1p = a1;
+}
+
 /* n channels' dot products with one gathered patch (K int16, zero-padded to a multiple of 4 and
  * packed in SMLAD lane order), two channels per pass sharing the patch loads */
 static void patch_dot(const int8_t *f0, const int8_t *fend, const int32_t *bias, const uint32_t *patch,
                       const int16_t *lin, int32_t K, int32_t n, int32_t *acc)
 {
     const int32_t K4 = K & ~3, Kp = (K + 3) & ~3;
+    static const int32_t zero = 0;
+    const int32_t *bp = bias != NULL ? bias : &zero;
+    const int32_t bstep = bias != NULL ? 1 : 0;
     int32_t j, i;
-    for (j = 0; j < n; j += 2) {
+    /* pairs whose zero-padded read stays inside the filter: no tail */
+    for (j = 0; j + 2 <= n && fend - (f0 + K) >= (ptrdiff_t)Kp; j += 2) {
+        int32_t a0 = bp[0], a1 = bp[bstep];
+        patch_pair(f0, f0 + K, patch, Kp, &a0, &a1);
+        acc[j] = a0;
+        acc[j + 1] = a1;
+        f0 += 2 * K;
+        bp += 2 * bstep;
+    }
+    for (; j < n; j += 2) {
         /* an odd last channel pairs with itself */
-        const int8_t *f1 = j + 1 < n ? f0 + K : f0;
-        const uint32_t *pp = patch;
+        const int32_t two = j + 1 < n;
+        const int8_t *f1 = two ? f0 + K : f0;
         /* the zero-padded read runs past the filter only for the last channel: stop at K4 there */
         const int32_t n4 = fend - f1 >= (ptrdiff_t)Kp ? Kp : K4;
-        int32_t a0 = bias != NULL ? bias[j] : 0;
-        int32_t a1 = bias != NULL ? bias[j + 1 < n ? j + 1 : j] : 0;
-        for (i = 0; i < n4; i += 4) {
-            const uint32_t w0 = snapuq_ld4(f0 + i), w1 = snapuq_ld4(f1 + i);
-            const uint32_t p0 = pp[0], p1 = pp[1];
-            a0 = snapuq_smlad(snapuq_sxtb16(w0), p0, a0);
-            a1 = snapuq_smlad(snapuq_sxtb16(w1), p0, a1);
-            a0 = snapuq_smlad(snapuq_sxtb16_ror8(w0), p1, a0);
-            a1 = snapuq_smlad(snapuq_sxtb16_ror8(w1), p1, a1);
-            pp += 2;
+        int32_t a0 = bp[0], a1 = bp[two ? bstep : 0];
+        if (n4 > 0) {
+            patch_pair(f0, f1, patch, n4, &a0, &a1);
         }
-        for (; i < K; i++) {
-            a0 = snapuq_add_wrap(a0, (int32_t)f0[i] * lin[i]);
-            a1 = snapuq_add_wrap(a1, (int32_t)f1[i] * lin[i]);
+        for (i = n4; i < K; i++) {
+            a0 = snapuq_add_wrap(a0, (int32_t)f0[i] * lin[lane_pos(i)]);
+            a1 = snapuq_add_wrap(a1, (int32_t)f1[i] * lin[lane_pos(i)]);
         }
         acc[j] = a0;
-        if (j + 1 < n) {
+        if (two) {
             acc[j + 1] = a1;
         }
         f0 = f1 + K;
+        bp += 2 * bstep;
     }
 }
 
@@ -466,46 +553,51 @@ static void conv_patch(const snapuq_conv_args_t *a)
 {
     const int32_t C = a->in_c, K = a->k_h * a->k_w * C, Kp = (K + 3) & ~3;
     const int8_t *fend = a->filter + (size_t)a->out_c * K;
-    uint32_t patch[PATCH_MAX / 2];
-    int16_t lin[PATCH_MAX];
+    const int fast = requant_fast_ok(a->mult, a->shift, a->out_c);
+    union {
+        uint32_t w[PATCH_MAX / 2];
+        int16_t h[PATCH_MAX];
+    } pt; /* the patch in SMLAD lane order: word 2g = (k0, k2), word 2g + 1 = (k1, k3) of group g */
     int32_t accs[CONV_CHUNK];
     int32_t b, oy, ox, oc, ky, kx, c, i;
     for (b = 0; b < a->batches; b++) {
         for (oy = 0; oy < a->out_h; oy++) {
             const int32_t iy0 = oy * a->stride_h - a->pad_h;
+            int32_t ky0, ky1;
+            tap_range(oy, a->stride_h, a->pad_h, a->dil_h, a->k_h, a->in_h, &ky0, &ky1);
             for (ox = 0; ox < a->out_w; ox++) {
                 const int32_t ix0 = ox * a->stride_w - a->pad_w;
                 int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * a->out_c;
-                int16_t *p = lin;
-                for (ky = 0; ky < a->k_h; ky++) {
-                    const int32_t iy = iy0 + a->dil_h * ky;
-                    const int32_t row_ok = iy >= 0 && iy < a->in_h;
-                    for (kx = 0; kx < a->k_w; kx++) {
-                        const int32_t ix = ix0 + a->dil_w * kx;
-                        if (row_ok && ix >= 0 && ix < a->in_w) {
-                            const int8_t *x = a->in + (((size_t)b * a->in_h + iy) * a->in_w + ix) * C;
-                            for (c = 0; c < C; c++) {
-                                *p++ = (int16_t)(x[c] + a->in_offset);
-                            }
-                        } else {
-                            for (c = 0; c < C; c++) {
-                                *p++ = 0; /* padding: x + offset = 0 */
-                            }
+                int32_t kx0, kx1;
+                for (i = 0; i < Kp / 2; i++) {
+                    pt.w[i] = 0; /* padding taps and the pad to a multiple of 4: x + offset = 0 */
+                }
+                tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);                for (ky = ky0; ky < ky1; ky++) {
+                    const int8_t *xrow = a->in + ((size_t)b * a->in_h + iy0 + a->dil_h * ky) * a->in_w * C;
+                    if (C == 1) {
+                        /* grayscale first layer: one element per tap */
+                        const int8_t *x = xrow + ix0 + a->dil_w * kx0;
+                        int32_t k = ky * a->k_w + kx0;
+                        for (kx = kx0; kx < kx1; kx++) {
+                            pt.h[lane_pos(k)] = (int16_t)(*x + a->in_offset);
+                            x += a->dil_w;
+                            k++;
+                        }
+                        continue;
+                    }
+                    for (kx = kx0; kx < kx1; kx++) {
+                        const int8_t *x = xrow + (size_t)(ix0 + a->dil_w * kx) * C;
+                        const int32_t k = (ky * a->k_w + kx) * C;
+                        for (c = 0; c < C; c++) {
+                            pt.h[lane_pos(k + c)] = (int16_t)(x[c] + a->in_offset);
                         }
                     }
                 }
-                for (i = K; i < Kp; i++) {
-                    lin[i] = 0; /* pad to a multiple of 4: zero products */
-                }
-                for (i = 0; i < Kp; i += 4) {
-                    patch[i / 2] = (uint32_t)(uint16_t)lin[i] | ((uint32_t)(uint16_t)lin[i + 2] << 16);
-                    patch[i / 2 + 1] = (uint32_t)(uint16_t)lin[i + 1] | ((uint32_t)(uint16_t)lin[i + 3] << 16);
-                }
                 for (oc = 0; oc < a->out_c; oc += CONV_CHUNK) {
                     const int32_t n = a->out_c - oc < CONV_CHUNK ? a->out_c - oc : CONV_CHUNK;
-                    patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, patch, lin, K,
+                    patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, pt.w, pt.h, K,
                               n, accs);
-                    requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, accs, out, oc, n);
+                    requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accs, out, oc, n);
                 }
             }
         }
@@ -559,10 +651,35 @@ void snapuq_conv_dsp(const snapuq_conv_args_t *a)
 
 /* ------------------------------------------------------------------ DEPTHWISE_CONV_2D */
 
+/* one depthwise tap for 4 channels: input word t0 and filter word t2 widened into even/odd channel
+ * lanes (offset folded into the input widening), SMLABB/SMLATT per channel */
+#define DW_ASM_MAC                                                                                  \
+    "sxtab16 %[t1], %[off], %[t0], ror #8\n\t"                                                     \
+    "sxtab16 %[t0], %[off], %[t0]\n\t"                                                             \
+    "sxtb16 %[t3], %[t2], ror #8\n\t"                                                              \
+    "sxtb16 %[t2], %[t2]\n\t"                                                                      \
+    "smlabb %[a0], %[t0], %[t2], %[a0]\n\t"                                                        \
+    "smlatt %[a2], %[t0], %[t2], %[a2]\n\t"                                                        \
+    "smlabb %[a1], %[t1], %[t3], %[a1]\n\t"                                                        \
+    "smlatt %[a3], %[t1], %[t3], %[a3]\n\t"
+#define DW_ASM_LD0 "ldr %[t0], [%[x]]\n\tldr %[t2], [%[f]]\n\t"
+#define DW_ASM_LD1 "ldr %[t0], [%[x], %[xs]]\n\tldr %[t2], [%[f], %[fs]]\n\t"
+#define DW_ASM_LD2                                                                                  \
+    "add %[t0], %[x], %[xs], lsl #1\n\tadd %[t2], %[f], %[fs], lsl #1\n\t"                      \
+    "ldr %[t0], [%[t0]]\n\tldr %[t2], [%[t2]]\n\t"
+#define DW_ASM_OUT                                                                                  \
+    [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1),     \
+        [t2] "=&r"(t2), [t3] "=&r"(t3)
+#define DW_ASM_IN [x] "r"(xr), [f] "r"(fr), [xs] "r"(xstep), [fs] "r"((ptrdiff_t)C), [off] "r"(off2)
+
 void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
 {
     const int32_t C = a->out_c, C4 = C & ~3;
     const uint32_t off2 = snapuq_dup16(a->in_offset);
+    const int fast = requant_fast_ok(a->mult, a->shift, a->out_c);
+    const int32_t *bias = a->bias;
+    static const int32_t zero4[4] = {0, 0, 0, 0};
+    const int8_t *xr0, *fr0;
     int32_t acc[CONV_CHUNK];
     int32_t b, oy, ox, c, ky, kx, ch0;
     if (a->depth_mult != 1) {
@@ -583,35 +700,66 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
                 int32_t kx0, kx1, ntap;
                 tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);
                 ntap = kx1 - kx0;
+                xr0 = in_b + ((size_t)(iy0 + a->dil_h * ky0) * a->in_w + ix0 + a->dil_w * kx0) * C;
+                fr0 = a->filter + ((size_t)ky0 * a->k_w + kx0) * C;
                 for (ch0 = 0; ch0 < C; ch0 += CONV_CHUNK) {
                     const int32_t ch1 = ch0 + CONV_CHUNK < C ? ch0 + CONV_CHUNK : C;
                     const int32_t ch1_4 = ch1 < C4 ? ch1 : C4;
                     for (c = ch0; c < ch1_4; c += 4) {
-                        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-                        const int8_t *xr = in_b + ((size_t)(iy0 + a->dil_h * ky0) * a->in_w + ix0 + a->dil_w * kx0) * C + c;
-                        const int8_t *fr = a->filter + ((size_t)ky0 * a->k_w + kx0) * C + c;
-                        if (a->bias != NULL) {
-                            a0 = a->bias[c];
-                            a1 = a->bias[c + 1];
-                            a2 = a->bias[c + 2];
-                            a3 = a->bias[c + 3];
-                        }
-                        for (ky = ky0; ky < ky1; ky++) {
-                            const int8_t *x = xr, *f = fr;
-                            for (kx = 0; kx < ntap; kx++) {
-                                const uint32_t xv = snapuq_ld4(x), fv = snapuq_ld4(f);
-                                const uint32_t xe = snapuq_sxtab16(off2, xv), xo = snapuq_sxtab16_ror8(off2, xv);
-                                const uint32_t fe = snapuq_sxtb16(fv), fo = snapuq_sxtb16_ror8(fv);
-                                a0 = snapuq_smlabb(xe, fe, a0);
-                                a2 = snapuq_smlatt(xe, fe, a2);
-                                a1 = snapuq_smlabb(xo, fo, a1);
-                                a3 = snapuq_smlatt(xo, fo, a3);
-                                x += xstep;
-                                f += C;
+                        const int32_t *bp = bias != NULL ? bias + c : zero4;
+                        int32_t a0 = bp[0], a1 = bp[1], a2 = bp[2], a3 = bp[3];
+                        const int8_t *xr = xr0 + c, *fr = fr0 + c;
+#define DW_TAP(xp, fp)                                                                              \
+    do {                                                                                            \
+        const uint32_t xv_ = snapuq_ld4(xp), fv_ = snapuq_ld4(fp);                                 \
+        const uint32_t xe_ = snapuq_sxtab16(off2, xv_), xo_ = snapuq_sxtab16_ror8(off2, xv_);      \
+        const uint32_t fe_ = snapuq_sxtb16(fv_), fo_ = snapuq_sxtb16_ror8(fv_);                    \
+        a0 = snapuq_smlabb(xe_, fe_, a0);                                                           \
+        a2 = snapuq_smlatt(xe_, fe_, a2);                                                           \
+        a1 = snapuq_smlabb(xo_, fo_, a1);                                                           \
+        a3 = snapuq_smlatt(xo_, fo_, a3);                                                           \
+    } while (0)
+                        if (ntap == 3) {
+                            /* the common 3-wide kernel row, unrolled */
+                            for (ky = ky0; ky < ky1; ky++) {
+#if SNAPUQ_SIMD_NATIVE
+                                uint32_t t0, t1, t2, t3;
+                                __asm__(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC DW_ASM_LD2 DW_ASM_MAC
+                                        : DW_ASM_OUT : DW_ASM_IN : "memory");
+#else
+                                DW_TAP(xr, fr);
+                                DW_TAP(xr + xstep, fr + C);
+                                DW_TAP(xr + 2 * xstep, fr + 2 * C);
+#endif
+                                xr += xrow;
+                                fr += frow;
                             }
-                            xr += xrow;
-                            fr += frow;
+                        } else if (ntap == 2) {
+                            /* a 3-wide row at a border */
+                            for (ky = ky0; ky < ky1; ky++) {
+#if SNAPUQ_SIMD_NATIVE
+                                uint32_t t0, t1, t2, t3;
+                                __asm__(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC : DW_ASM_OUT : DW_ASM_IN : "memory");
+#else
+                                DW_TAP(xr, fr);
+                                DW_TAP(xr + xstep, fr + C);
+#endif
+                                xr += xrow;
+                                fr += frow;
+                            }
+                        } else {
+                            for (ky = ky0; ky < ky1; ky++) {
+                                const int8_t *x = xr, *f = fr;
+                                for (kx = 0; kx < ntap; kx++) {
+                                    DW_TAP(x, f);
+                                    x += xstep;
+                                    f += C;
+                                }
+                                xr += xrow;
+                                fr += frow;
+                            }
                         }
+#undef DW_TAP
                         acc[c - ch0] = a0;
                         acc[c - ch0 + 1] = a1;
                         acc[c - ch0 + 2] = a2;
@@ -629,7 +777,7 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
                         }
                         acc[c - ch0] = s;
                     }
-                    requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, acc, out, ch0, ch1 - ch0);
+                    requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, ch0, ch1 - ch0);
                 }
             }
         }
@@ -642,6 +790,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
 {
     const int32_t D = a->depth, D4 = D & ~3;
     const uint32_t off2 = snapuq_dup16(a->in_offset);
+    const int fast = requant_fast_ok(a->mult, a->shift, a->out_c);
     int32_t acc[CONV_CHUNK];
     int32_t b, oc, d;
     for (b = 0; b < a->batches; b++) {
@@ -686,7 +835,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
             acc[oc % CONV_CHUNK + 2] = a2;
             acc[oc % CONV_CHUNK + 3] = a3;
             if (oc % CONV_CHUNK == CONV_CHUNK - 4) {
-                requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, acc, out, oc - (CONV_CHUNK - 4),
+                requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, oc - (CONV_CHUNK - 4),
                             CONV_CHUNK);
             }
         }
@@ -731,7 +880,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
         }
         if (oc % CONV_CHUNK != 0) {
             const int32_t oc0 = (oc - 1) - (oc - 1) % CONV_CHUNK;
-            requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, acc, out, oc0, oc - oc0);
+            requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, oc0, oc - oc0);
         }
     }
 }

@@ -9,6 +9,7 @@
 
 #include "snapuq_fixed.h"
 #include "snapuq_kernels.h"
+#include "snapuq_simd.h"
 
 static inline int8_t requant(int32_t acc, int32_t m, int32_t s, const snapuq_conv_args_t *a)
 {
@@ -116,8 +117,16 @@ void snapuq_fc_ref(const snapuq_fc_args_t *a)
     }
 }
 
+static inline int32_t max_i32(int32_t x, int32_t y)
+{
+    return x > y ? x : y;
+}
+
 void snapuq_maxpool_ref(const snapuq_pool_args_t *a)
 {
+    /* 4 channels at a time in registers, window rows walked by pointer */
+    const int32_t D = a->depth;
+    const ptrdiff_t row = (ptrdiff_t)a->in_w * D;
     int32_t b, oy, ox, c, fy, fx;
     for (b = 0; b < a->batches; b++) {
         for (oy = 0; oy < a->out_h; oy++) {
@@ -128,17 +137,40 @@ void snapuq_maxpool_ref(const snapuq_pool_args_t *a)
                 const int32_t fx0 = ix0 < 0 ? -ix0 : 0;
                 const int32_t fy1 = a->f_h < a->in_h - iy0 ? a->f_h : a->in_h - iy0;
                 const int32_t fx1 = a->f_w < a->in_w - ix0 ? a->f_w : a->in_w - ix0;
-                for (c = 0; c < a->depth; c++) {
-                    int32_t mx = -128;
+                const int32_t empty = fy0 >= fy1 || fx0 >= fx1; /* no input under the window */
+                const int8_t *base = empty ? a->in : a->in + (((size_t)b * a->in_h + iy0 + fy0) * a->in_w + ix0 + fx0) * D;
+                int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * D;
+                for (c = 0; c + 4 <= D; c += 4) {
+                    int32_t m0 = -128, m1 = -128, m2 = -128, m3 = -128;
+                    const int8_t *r = base + c;
                     for (fy = fy0; fy < fy1; fy++) {
+                        const int8_t *p = r;
                         for (fx = fx0; fx < fx1; fx++) {
-                            const int32_t v = a->in[(((size_t)b * a->in_h + iy0 + fy) * a->in_w + ix0 + fx) *
-                                                        a->depth + c];
-                            mx = v > mx ? v : mx;
+                            m0 = max_i32(m0, p[0]);
+                            m1 = max_i32(m1, p[1]);
+                            m2 = max_i32(m2, p[2]);
+                            m3 = max_i32(m3, p[3]);
+                            p += D;
                         }
+                        r += row;
                     }
-                    mx = snapuq_clamp_i32(mx, a->act_min, a->act_max);
-                    a->out[(((size_t)b * a->out_h + oy) * a->out_w + ox) * a->depth + c] = (int8_t)mx;
+                    out[c] = (int8_t)snapuq_clamp_i32(m0, a->act_min, a->act_max);
+                    out[c + 1] = (int8_t)snapuq_clamp_i32(m1, a->act_min, a->act_max);
+                    out[c + 2] = (int8_t)snapuq_clamp_i32(m2, a->act_min, a->act_max);
+                    out[c + 3] = (int8_t)snapuq_clamp_i32(m3, a->act_min, a->act_max);
+                }
+                for (; c < D; c++) {
+                    int32_t m0 = -128;
+                    const int8_t *r = base + c;
+                    for (fy = fy0; fy < fy1; fy++) {
+                        const int8_t *p = r;
+                        for (fx = fx0; fx < fx1; fx++) {
+                            m0 = max_i32(m0, p[0]);
+                            p += D;
+                        }
+                        r += row;
+                    }
+                    out[c] = (int8_t)snapuq_clamp_i32(m0, a->act_min, a->act_max);
                 }
             }
         }
@@ -195,7 +227,7 @@ void snapuq_add_ref(const snapuq_add_args_t *a)
 /* requantization shared by all channels of a MEAN (TFLM folds 1/n into the multiplier) */
 typedef struct {
     uint32_t zp_n;
-    int32_t mult, left, right, mask, half, out_zp, fast;
+    int32_t mult, left, right, out_zp, fast;
 } mean_q_t;
 
 static inline int8_t mean_q(const mean_q_t *q, uint32_t sum)
@@ -207,12 +239,11 @@ static inline int8_t mean_q(const mean_q_t *q, uint32_t sum)
          * for every b except INT32_MIN */
         const int64_t p = (int64_t)snapuq_shl_wrap(acc, q->left) * q->mult + ((int64_t)1 << 30);
         const int32_t y = (int32_t)(p >> 31); /* arithmetic shift on every supported compiler */
-        v = (y >> q->right) + ((y & q->mask) > q->half + (y < 0 ? 1 : 0) ? 1 : 0);
+        v = q->right > 0 ? snapuq_rshift_round(y, q->right) : y;
     } else {
         v = snapuq_mbqm(acc, q->mult, q->left - q->right);
     }
-    v += q->out_zp;
-    return (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));
+    return (int8_t)snapuq_ssat8(v + q->out_zp);
 }
 
 /* NHWC MEAN over H and W (global average pooling, the SNAP heads' input): channels 4 at a time in
@@ -226,8 +257,6 @@ static void mean_hw(const snapuq_mean_args_t *a, int32_t mult, int32_t shift, in
     q.mult = mult;
     q.left = shift > 0 ? shift : 0;
     q.right = shift > 0 ? 0 : -shift;
-    q.mask = (int32_t)(((uint32_t)1 << q.right) - 1u);
-    q.half = q.mask >> 1;
     q.out_zp = a->out_zp;
     q.fast = mult != INT32_MIN;
     for (b = 0; b < B; b++) {
@@ -236,7 +265,26 @@ static void mean_hw(const snapuq_mean_args_t *a, int32_t mult, int32_t shift, in
         for (c = 0; c + 4 <= C; c += 4) {
             const int8_t *x = in + c;
             uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (p = 0; p < HW; p++) {
+#if SNAPUQ_SIMD_NATIVE
+            /* DSP: one word = 4 channels; SXTAB16 (and its ROR #8 form) adds channels 0,2 and 1,3
+             * into 16-bit lanes, exact for up to 255 pixels (|sum| <= 255 * 128 < 2^15), then
+             * the lanes are flushed into the int32 sums */
+            for (p = 0; HW >= 16 && p < HW;) {
+                const int32_t end = HW - p < 255 ? HW : p + 255;
+                uint32_t e = 0, o = 0;
+                for (; p < end; p++) {
+                    const uint32_t w = snapuq_ld4(x);
+                    e = snapuq_sxtab16(e, w);
+                    o = snapuq_sxtab16_ror8(o, w);
+                    x += C;
+                }
+                s0 += (uint32_t)(int32_t)(int16_t)(e & 0xFFFFu);
+                s2 += (uint32_t)(int32_t)(int16_t)(e >> 16);
+                s1 += (uint32_t)(int32_t)(int16_t)(o & 0xFFFFu);
+                s3 += (uint32_t)(int32_t)(int16_t)(o >> 16);
+            }
+#endif
+            for (p = SNAPUQ_SIMD_NATIVE && HW >= 16 ? HW : 0; p < HW; p++) {
                 s0 += (uint32_t)(int32_t)x[0];
                 s1 += (uint32_t)(int32_t)x[1];
                 s2 += (uint32_t)(int32_t)x[2];

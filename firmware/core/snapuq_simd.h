@@ -158,6 +158,33 @@ static inline uint32_t snapuq_max_s8x4(uint32_t x, uint32_t y)
 }
 #endif
 
+/* TFLite's rounding right shift (half away from zero) of y by e in 1..31: subtract 1 from a
+ * negative y (INT32_MIN is even: left alone), shift, and add the last bit shifted out
+ * (ASRS sets the carry to it; ADC adds it) */
+static inline int32_t snapuq_rshift_round(int32_t y, int32_t e)
+{
+    const int32_t t = (y < 0 && y != INT32_MIN) ? y - 1 : y;
+#if SNAPUQ_SIMD_NATIVE
+    int32_t r;
+    __asm__("asrs %0, %1, %2\n\tadc %0, %0, #0" : "=&r"(r) : "r"(t), "r"(e) : "cc");
+    return r;
+#else
+    return (t >> e) + ((t >> (e - 1)) & 1); /* arithmetic shifts on every supported compiler */
+#endif
+}
+
+/* v clamped to [-128, 127] (SSAT #8) */
+static inline int32_t snapuq_ssat8(int32_t v)
+{
+#if SNAPUQ_SIMD_NATIVE
+    int32_t r;
+    __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v) : "cc");
+    return r;
+#else
+    return v < -128 ? -128 : (v > 127 ? 127 : v);
+#endif
+}
+
 /* both 16-bit lanes set to v (v in int16 range) */
 static inline uint32_t snapuq_dup16(int32_t v)
 {

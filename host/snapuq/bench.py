@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
 BOARDS = ("m4", "m7")
@@ -40,37 +41,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from snapuq.bench_table import add_arguments as table_arguments
 
     table_arguments(p)
+    from snapuq.bench_kernels import add_arguments as kernel_arguments
+
+    kernel_arguments(p)
 
 
 def graph_split(tflite: bytes) -> dict[str, Any]:
-    """Operators and constant bytes of the backbone (ancestors of logits/probs) vs the heads."""
-    from snapuq.export.tflite_reader import read_tflite
+    """Operators and constant bytes of the backbone (ancestors of logits/probs) vs the heads.
 
-    g = read_tflite(tflite)
-    names = g.output_names()
-    want = {t for n, t in zip(names, g.outputs) if n in ("logits", "probs")}
+    The C core's loader validates the file first (bounds, vtables, shapes); the graph edges are
+    then read with the `tflite` schema package."""
+    import tflite as tfl
+
+    from snapuq.ccore import CoreModel
+
+    names = CoreModel(tflite).output_names
+    m = tfl.Model.GetRootAsModel(tflite, 0)
+    sg = m.Subgraphs(0)
+    outs = [int(t) for t in sg.OutputsAsNumpy()]
+    want = {t for n, t in zip(names, outs) if n in ("logits", "probs")}
     if not want:
         raise SnapuqError("model has no 'logits' output")
-    producer = {t: op.index for op in g.operators for t in op.outputs}
+    ops = [sg.Operators(i) for i in range(sg.OperatorsLength())]
+    op_in = [[int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else [] for op in ops]
+    producer = {int(t): k for k, op in enumerate(ops) for t in op.OutputsAsNumpy()}
     backbone: set[int] = set()
     stack = list(want)
     while stack:
         t = stack.pop()
         if t in producer and producer[t] not in backbone:
-            op = g.operators[producer[t]]
-            backbone.add(op.index)
-            stack.extend(i for i in op.inputs if i >= 0)
-    heads = {op.index for op in g.operators} - backbone
+            backbone.add(producer[t])
+            stack.extend(i for i in op_in[producer[t]] if i >= 0)
+    heads = set(range(len(ops))) - backbone
 
-    def const_bytes(ops: set[int]) -> set[int]:
-        return {i for o in ops for i in g.operators[o].inputs if i >= 0 and g.tensors[i].data is not None}
+    def nbytes(t: int) -> int:
+        return int(m.Buffers(sg.Tensors(t).Buffer()).DataLength())
+
+    def const_bytes(sel: set[int]) -> set[int]:
+        return {i for o in sel for i in op_in[o] if i >= 0 and nbytes(i) > 0}
 
     cb, ch = const_bytes(backbone), const_bytes(heads)
-    nbytes = {i: int(g.tensors[i].data.nbytes) for i in cb | ch}
     return {"backbone_ops": sorted(backbone), "head_ops": sorted(heads),
-            "backbone_weight_bytes": sum(nbytes[i] for i in cb),
-            "head_only_weight_bytes": sum(nbytes[i] for i in ch - cb),
-            "n_ops": len(g.operators)}
+            "backbone_weight_bytes": sum(nbytes(i) for i in cb),
+            "head_only_weight_bytes": sum(nbytes(i) for i in ch - cb),
+            "n_ops": len(ops)}
 
 
 def _symbol_sizes(elf: Path) -> dict[str, int]:
@@ -110,12 +124,22 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
         dev = Device(open_serial(q.url), timeout=60)
         try:
             dev.wait_boot(timeout=30)
+            # direct-input builds (the input tensor is the upload buffer): one load per inference
+            direct = int(dev.stats().get("direct_input", 0))
             dev.load_input(x_int8.tobytes())
             dev.prof(True)
-            dev.infer(1, 1)
+            dev.infer(1, 0 if direct else 1)
             per_op = dev.prof()
             dev.prof(False)
-            inf = dev.infer(repeats, 1, timeout=120)
+            if direct:
+                inf = {"model_ticks": 0, "snap_ticks": 0}
+                for _ in range(repeats):
+                    dev.load_input(x_int8.tobytes())
+                    r1 = dev.infer(1, 0, timeout=120)
+                    for key in inf:
+                        inf[key] += int(r1.get(key, 0))
+            else:
+                inf = dev.infer(repeats, 1, timeout=120)
             stats = dev.stats()
             prof = dev.profile()
         finally:
@@ -152,11 +176,24 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
 
 
 def run(args: argparse.Namespace) -> int:
+    from snapuq.io import check_out_file, default_data_dir
+
+    args.data_dir = default_data_dir(getattr(args, "model", None), args.data_dir)
+    if args.out is not None:
+        check_out_file(args.out)
+    for name in ("repeats", "mc_samples", "ensemble"):
+        v = getattr(args, name, None)
+        if isinstance(v, int) and v < 1:
+            raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if getattr(args, "export_variants", None):
         from snapuq.bench_variants import export_variants
 
         export_variants(Path(args.export_variants), args.data_dir)
         return 0
+    if getattr(args, "kernels", False):
+        from snapuq.bench_kernels import run_kernels
+
+        return run_kernels(args)
     if getattr(args, "table", False):
         from snapuq.bench_table import run_table
 
@@ -200,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
             "source": f"derived: {M} members, each the backbone's instructions and weights (M={M})"}
     report = {"model": str(model_dir), "split": split, "boards": boards, "methods": methods}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_text(args.out, json.dumps(report, indent=2) + "\n")
     for b, r in boards.items():
         ins, fl = r["instructions"], r["flash"]
         frac = methods["snap"][b]["overhead_instructions_frac"] * 100

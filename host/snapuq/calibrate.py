@@ -395,28 +395,33 @@ def run(args: argparse.Namespace) -> int:
     from snapuq.evaluate import load
 
     d = Path(args.model_dir)
+    paths = ModelPaths(d)
     md = load(d)
     cfg = md.config
     variant = args.variant or str((md.calib or {}).get("variant", cfg.get("variant", "best")))
     ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
     calib = calibrate_model_dir(md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant)
-    write_json_atomic(ModelPaths(d).calib, calib)
+    write_json_atomic(paths.calib, calib)
     best = calib if calib.get("variant") == "best" else calib["variants"]["best"]
     fit = best["fit"]
     print(
-        f"snapuq calibrate: {ModelPaths(d).calib}: hinge quantile {best['hinge']['quantile']} "
+        f"snapuq calibrate: {paths.calib}: hinge quantile {best['hinge']['quantile']} "
         f"(tried {', '.join(str(t['quantile']) for t in fit['hinge_quantiles_tried'])}), alarm k "
         f"{best['alarm']['k']:.3g}, dev ECE(p_err) {fit['dev_ece_p_err']:.4f}"
     )
     print(f"snapuq calibrate: {check_line(fit['dev_check'])}")
     if not fit["dev_check"]["ok"]:
         print(f"snapuq calibrate: warning: {fit['dev_check']['hint']}")
-    if ModelPaths(d).manifest.exists() and not args.no_export:
+    if paths.manifest.exists() and not args.no_export:
         from snapuq.export.cli import export_model
 
         print(f"snapuq calibrate: {d}: refreshing the int8 export with the new constants")
         export_model(d, data_dir=args.data_dir)
-    return 0 if fit["dev_check"]["ok"] else 1
+        if paths.blob.exists():
+            from snapuq.micropython import make_blob
 
+            make_blob(d)
+            print(f"snapuq calibrate: refreshed {paths.blob}")
+    return 0 if fit["dev_check"]["ok"] else 1
 
 __all__ = ["confidence_proxy", "dev_check", "fit_calibration", "fit_logistic", "fit_perr", "holdout_shift"]

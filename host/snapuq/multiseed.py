@@ -295,12 +295,19 @@ def run_seeds(args: argparse.Namespace) -> int:
             tp = argparse.ArgumentParser()
             T.add_arguments(tp)
             T.run(tp.parse_args(argv))
-        a = copy.copy(args)
-        a.model_dir, a.report, a.seed, a.seeds = str(ds), str(rdir / f"seed{s}"), s, None
-        rc = E.run(a)
-        if rc:
-            return rc
-        per_seed[s] = json.loads((rdir / f"seed{s}" / "metrics.json").read_text())
+        mj = rdir / f"seed{s}" / "metrics.json"
+        inputs = [ds / f for f in ("model.keras", "calib.json", "config.json") if (ds / f).exists()]
+        if getattr(args, "resume", False) and mj.exists() and all(
+            mj.stat().st_mtime > f.stat().st_mtime for f in inputs
+        ):
+            print(f"snapuq eval: seed {s}: reusing {mj} (newer than the model and its calibration)")
+        else:
+            a = copy.copy(args)
+            a.model_dir, a.report, a.seed, a.seeds = str(ds), str(rdir / f"seed{s}"), s, None
+            rc = E.run(a)
+            if rc:
+                return rc
+        per_seed[s] = json.loads(mj.read_text())
     agg = aggregate(per_seed)
     write_json_atomic(rdir / "metrics.json", E._jsonable(agg))
     write_report(rdir, agg)

@@ -23,12 +23,16 @@ class Result(NamedTuple):
     ebar: tuple[float, ...]    # per-tap mean surprisal ebar_l
     flag: bool                 # U >= the model's decision threshold
     u_q16: int                 # U16, 0..65536
-    z_q16: int                 # logistic input Z16, |Z16| < 2**20
+    z_q16: int                 # logistic input Z16, |Z16| < 2**20 (0 with the p_err + alarm form)
     s_q16: int                 # S16
     f_q16: int                 # F16: S feature of the logistic (hinge-transformed S, or S)
     m_q16: int                 # m16: confidence proxy m(x), 0..65536
     ebar_q16: tuple[int, ...]  # ebar16 per tap
     tap_q16: tuple[int, ...]   # s16 per tap (standardized per-tap score)
+    p_err: float               # calibrated P(prediction wrong), a function of m(x) (= u for v1 manifests)
+    alarm: float               # surprisal alarm F / (F + k), 0 while S <= q (0 for v1 manifests)
+    p_q16: int                 # P16, 0..65536
+    a_q16: int                 # A16, 0..65535
 
 
 class Monitor:

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from oracles.tflite_reader import read_tflite
 
-from snapuq.export.tflite_reader import read_tflite
 from snapuq.harness.protocol import Device
 from snapuq.harness.qemu import ROOT, QemuProcess, board_spec, build_firmware, open_serial
 

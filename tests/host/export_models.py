@@ -77,7 +77,7 @@ def int8_model(name: str) -> bytes:
 
 
 def random_inputs(tflite: bytes, n: int, seed: int = 0) -> list[np.ndarray]:
-    from snapuq.export.tflite_reader import read_tflite
+    from oracles.tflite_reader import read_tflite
 
     m = read_tflite(tflite)
     shape = m.tensors[m.inputs[0]].shape

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from export_models import int8_model, random_inputs
 from oracles.int8_reference import Int8Model, mbqm, quantize_multiplier, rdbpot, srdhm
+from oracles.tflite_reader import read_tflite
 
-from snapuq.export.tflite_reader import read_tflite
 from snapuq.export.tflm import TFLMInterpreter
 
 

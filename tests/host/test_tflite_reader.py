@@ -8,9 +8,9 @@ import pytest
 import tflite
 from export_models import int8_model
 from oracles.int8_reference import Int8Model
+from oracles.tflite_reader import TFLiteFormatError, TFLiteUnsupportedError, read_tflite
 
 from snapuq.errors import ModelFormatError
-from snapuq.export.tflite_reader import TFLiteFormatError, TFLiteUnsupportedError, read_tflite
 
 
 def test_reader_agrees_with_schema_package():

@@ -102,3 +102,29 @@ def test_load_model_dir_errors(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(SnapuqError, match="not valid JSON"):
         load_model_dir(tmp_path)
+
+
+def test_calibrate_refits_without_retraining(tiny_dir, capsys):
+    """`snapuq calibrate DIR --hinge-q Q` (the knob the dev check names); train's and calibrate's checks
+    agree."""
+    before = json.loads((tiny_dir / "calib.json").read_text())
+    assert before["version"] == 2 and before["fit"]["dev_check"]["ok"]
+    keras_mtime = (tiny_dir / "model.keras").stat().st_mtime
+    assert main(["calibrate", str(tiny_dir), "--hinge-q", "0.999", "--no-export"]) == 0
+    out = capsys.readouterr().out
+    assert "dev check U-MSP AUROC ok/err" in out and ": ok" in out
+    after = json.loads((tiny_dir / "calib.json").read_text())
+    assert after["fit"]["hinge_quantile_requested"] == 0.999
+    assert after["fit"]["hinge_quantiles_tried"][0]["quantile"] == 0.999
+    assert after["hinge"]["quantile"] >= 0.999 and after["fit"]["dev_check"]["ok"]
+    assert (tiny_dir / "model.keras").stat().st_mtime == keras_mtime  # no retraining
+    # the same split and function: the default refit reproduces train's check exactly
+    assert main(["calibrate", str(tiny_dir), "--no-export"]) == 0
+    again = json.loads((tiny_dir / "calib.json").read_text())
+    assert again["fit"]["dev_check"]["delta"] == pytest.approx(before["fit"]["dev_check"]["delta"], abs=1e-12)
+
+
+def test_calibrate_bad_input(tmp_path, capsys):
+    assert main(["calibrate", str(tmp_path / "nope")]) == 1
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "Traceback" not in err

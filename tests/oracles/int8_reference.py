@@ -23,7 +23,7 @@ from tflite.ActivationFunctionType import ActivationFunctionType as Act
 from tflite.Padding import Padding
 from tflite.TensorType import TensorType
 
-from snapuq.export.tflite_reader import (
+from oracles.tflite_reader import (
     OperatorInfo,
     TensorInfo,
     TFLiteFormatError,

@@ -273,18 +273,23 @@ def _read_case(d: Path) -> Case:
 
 
 def load_vectors(root: Path = BUILD) -> list[Case]:
-    """Every case, generated on first use (TensorFlow + TFLM, a few seconds per model)."""
+    """Every case, generated on first use (TensorFlow + TFLM, a few seconds per model). Parallel
+    test workers wait for each other on a lock file instead of generating twice."""
+    import fcntl
+
     base = root / _key()
     base.mkdir(parents=True, exist_ok=True)
     cases = {name: (op, make) for name, (op, make) in single_op_cases().items()}
     for p in SHIPPED:
         cases[f"model_{p.parent.name}"] = ("model", p.read_bytes)
     out = []
-    for i, (name, (op, make)) in enumerate(sorted(cases.items())):
-        d = base / name
-        if not (d / "case.json").is_file():
-            _write_case(d, op, make(), seed=1000 + i)
-        out.append(_read_case(d))
+    with open(base / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for i, (name, (op, make)) in enumerate(sorted(cases.items())):
+            d = base / name
+            if not (d / "case.json").is_file():
+                _write_case(d, op, make(), seed=1000 + i)
+            out.append(_read_case(d))
     return out
 
 

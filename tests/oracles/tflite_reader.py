@@ -1,4 +1,5 @@
-"""A validating reader for `.tflite` flatbuffers.
+"""A validating reader for `.tflite` flatbuffers, in Python: the numpy oracle's loader (the product
+loads models with the C core's reader, firmware/core).
 
 Every offset, length, type code and index is checked against the file before it is used, so a
 corrupted, truncated or hostile file gives a `TFLiteFormatError` naming the table, operator or

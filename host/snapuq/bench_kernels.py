@@ -1,0 +1,264 @@
+"""`snapuq bench --kernels`: per-operator kernel cost of a model on the emulated boards.
+
+For every operator of the model: its shapes, its multiply-accumulates (nominal, as TFLM / CMSIS-NN
+count them, and valid: without the padding taps the project's kernels skip), the instructions it
+took on each QEMU board (the firmware's per-operator profiler, `-icount shift=0`, SysTick
+resolution 40 instructions), MACs per instruction and the percentage of the SMLAD limit (2 MACs per
+instruction: one SMLAD does two int8 x int8 products). The SNAP heads are split into MEAN,
+FULLY_CONNECTED and other operators plus the integer SNAP score, and related to the backbone.
+Writes JSON and a markdown table (same name, .md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snapuq.errors import SnapuqError
+
+MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("--kernels (per-operator kernel cost)")
+    g.add_argument("--kernels", action="store_true",
+                   help="per-operator rows (shapes, MACs, instructions per board, MACs/instruction, "
+                        "%% of the SMLAD limit) and the SNAP head split; JSON + markdown")
+
+
+class _Tensor:
+    def __init__(self, shape: list[int]) -> None:
+        self.shape = shape
+
+
+class _Op:
+    def __init__(self, index: int, name: str, inputs: list[int], outputs: list[int],
+                 options: dict[str, int]) -> None:
+        self.index, self.name, self.inputs, self.outputs, self.options = index, name, inputs, outputs, options
+
+
+class _Graph:
+    def __init__(self, operators: list[_Op], tensors: list[_Tensor], inputs: list[int]) -> None:
+        self.operators, self.tensors, self.inputs = operators, tensors, inputs
+
+
+def read_graph(tflite: bytes) -> _Graph:
+    """Operators (name, tensor indices, conv geometry) and tensor shapes of subgraph 0. The C core's
+    loader validates the file first (as graph_split does); the edges are read with the `tflite`
+    schema package."""
+    import tflite as tfl
+
+    from snapuq.ccore import CoreModel
+
+    names = CoreModel(tflite).op_names()
+    m = tfl.Model.GetRootAsModel(tflite, 0)
+    sg = m.Subgraphs(0)
+    tensors = [_Tensor([int(d) for d in sg.Tensors(i).ShapeAsNumpy()] if sg.Tensors(i).ShapeLength() else [])
+               for i in range(sg.TensorsLength())]
+    ops: list[_Op] = []
+    for k in range(sg.OperatorsLength()):
+        op = sg.Operators(k)
+        name = names[k] if k < len(names) else "?"
+        opts: dict[str, int] = {}
+        if name in ("CONV_2D", "DEPTHWISE_CONV_2D") and op.BuiltinOptions() is not None:
+            o = tfl.Conv2DOptions() if name == "CONV_2D" else tfl.DepthwiseConv2DOptions()
+            o.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+            opts = {"padding": int(o.Padding()), "stride_w": int(o.StrideW()), "stride_h": int(o.StrideH()),
+                    "dilation_w": int(o.DilationWFactor()), "dilation_h": int(o.DilationHFactor())}
+        ins = [int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else []
+        outs = [int(t) for t in op.OutputsAsNumpy()] if op.OutputsLength() else []
+        ops.append(_Op(k, name, ins, outs, opts))
+    return _Graph(ops, tensors, [int(t) for t in sg.InputsAsNumpy()])
+
+
+def _valid_taps(out_n: int, stride: int, pad: int, dil: int, k: int, in_n: int) -> int:
+    """Sum over output positions of the kernel taps that land inside the input (one axis)."""
+    total = 0
+    for o in range(out_n):
+        i0 = o * stride - pad
+        total += sum(1 for t in range(k) if 0 <= i0 + dil * t < in_n)
+    return total
+
+
+def _same_pad(in_n: int, out_n: int, stride: int, dil: int, k: int) -> int:
+    eff = (k - 1) * dil + 1
+    return max(0, ((out_n - 1) * stride + eff - in_n) // 2)
+
+
+def op_macs(g: Any, op: Any) -> dict[str, int]:
+    """Nominal and valid (padding taps excluded) MACs of one operator; element counts otherwise."""
+    name = op.name
+    ins = [g.tensors[i] for i in op.inputs if i >= 0]
+    out = g.tensors[op.outputs[0]]
+    elems = int(np.prod(ins[0].shape)) if ins else 0
+    if name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+        o = op.options or {}
+        b, ih, iw, ic = (list(ins[0].shape) + [1, 1, 1, 1])[:4]
+        _, oh, ow, oc = (list(out.shape) + [1, 1, 1, 1])[:4]
+        fshape = list(ins[1].shape)
+        kh, kw = int(fshape[1]), int(fshape[2])
+        sh, sw = int(o.get("stride_h", 1)), int(o.get("stride_w", 1))
+        dh, dw = int(o.get("dilation_h", 1) or 1), int(o.get("dilation_w", 1) or 1)
+        same = int(o.get("padding", 0)) == 0  # tflite Padding: SAME = 0, VALID = 1
+        ph = _same_pad(ih, oh, sh, dh, kh) if same else 0
+        pw = _same_pad(iw, ow, sw, dw, kw) if same else 0
+        per_tap = ic * oc if name == "CONV_2D" else oc
+        nominal = b * oh * ow * kh * kw * per_tap
+        valid = b * _valid_taps(oh, sh, ph, dh, kh, ih) * _valid_taps(ow, sw, pw, dw, kw, iw) * per_tap
+        return {"macs": int(nominal), "macs_valid": int(valid), "elements": elems}
+    if name == "FULLY_CONNECTED":
+        depth = int(ins[1].shape[-1])
+        rows = int(np.prod(out.shape)) // int(out.shape[-1])
+        n = rows * int(out.shape[-1]) * depth
+        return {"macs": n, "macs_valid": n, "elements": elems}
+    return {"macs": 0, "macs_valid": 0, "elements": elems}
+
+
+def _input(model_dir: Path, ref: Any) -> np.ndarray:
+    """The first test input of the model's dataset, quantized; random int8 when it cannot load."""
+    from snapuq.modeldir import ModelPaths
+
+    try:
+        cfg_path = ModelPaths(model_dir).config
+        cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+        from snapuq.data import load_dataset
+
+        ds = load_dataset(cfg.get("dataset", "digits"), None, int(cfg.get("seed", 0)))
+        return np.asarray(ref.quantize(ds.x_test[0]))
+    except Exception:  # noqa: BLE001 - any dataset problem: counts do not depend on the data much
+        g = read_graph(ref.tflite)
+        shape = g.tensors[g.inputs[0]].shape
+        return np.random.default_rng(0).integers(-128, 128, size=tuple(shape), dtype=np.int8)
+
+
+def kernel_report(g: Any, split: dict[str, Any], boards: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Rows per operator and the SNAP head split from the per-board measurements."""
+    rows: list[dict[str, Any]] = []
+    per_board = {b: {int(d["op"]): int(d["instructions"]) for d in r["per_op_profiled"]}
+                 for b, r in boards.items()}
+    heads = set(split["head_ops"])
+    for op in g.operators:
+        m = op_macs(g, op)
+        row: dict[str, Any] = {
+            "op": op.index, "name": op.name, "part": "snap_heads" if op.index in heads else "backbone",
+            "inputs": [list(g.tensors[i].shape) for i in op.inputs if i >= 0],
+            "output": list(g.tensors[op.outputs[0]].shape), **m, "instructions": {},
+            "macs_per_instruction": {}, "smlad_limit_pct": {}, "instructions_per_element": {}}
+        for b, counts in per_board.items():
+            n = counts.get(op.index)
+            row["instructions"][b] = n
+            if n:
+                if m["macs"]:
+                    row["macs_per_instruction"][b] = m["macs"] / n
+                    row["smlad_limit_pct"][b] = 100.0 * (m["macs_valid"] / 2.0) / n
+                elif m["elements"]:
+                    row["instructions_per_element"][b] = n / m["elements"]
+        rows.append(row)
+    summary: dict[str, Any] = {}
+    for b, r in boards.items():
+        counts = per_board[b]
+        backbone = sum(counts.get(o, 0) for o in split["backbone_ops"])
+        by_kind: dict[str, int] = {}
+        for o in split["head_ops"]:
+            kind = g.operators[o].name
+            kind = kind if kind in ("MEAN", "FULLY_CONNECTED") else "other"
+            by_kind[kind] = by_kind.get(kind, 0) + counts.get(o, 0)
+        score = float(r["instructions"]["snap_score"])
+        head_total = sum(by_kind.values())
+        macs_bb = sum(row["macs"] for row in rows if row["part"] == "backbone")
+        summary[b] = {
+            "backbone_profiled": backbone, "snap_heads_profiled": head_total,
+            "snap_heads_split": {"MEAN": by_kind.get("MEAN", 0),
+                                 "FULLY_CONNECTED": by_kind.get("FULLY_CONNECTED", 0),
+                                 "other": by_kind.get("other", 0), "integer_score": score},
+            "snap_overhead_pct": 100.0 * (head_total + score) / backbone if backbone else None,
+            "backbone_macs": macs_bb,
+            "backbone_macs_per_instruction": macs_bb / backbone if backbone else None,
+            "model_instructions_unprofiled": r["instructions"]["model"],
+        }
+    return {"rows": rows, "summary": summary}
+
+
+def _fmt(v: Any, nd: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def markdown(model: str, rep: dict[str, Any]) -> str:
+    boards = list(rep["summary"])
+    head = ["#", "op", "part", "input", "output", "MACs", "valid MACs"]
+    for b in boards:
+        head += [f"instr {b}", f"MAC/instr {b}", f"% SMLAD {b}"]
+    lines = [f"# Kernel cost per operator: {model}", "",
+             "Instructions: QEMU `-icount shift=0`, firmware per-operator profiler (resolution 40). "
+             "% SMLAD: valid MACs / 2 per instruction (one SMLAD = 2 MACs). MEAN / pooling / ADD rows "
+             "give instructions per input element in the MAC/instr column.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rep["rows"]:
+        shape_in = "x".join(map(str, r["inputs"][0])) if r["inputs"] else "-"
+        cells = [str(r["op"]), r["name"], r["part"], shape_in, "x".join(map(str, r["output"])),
+                 _fmt(r["macs"]), _fmt(r["macs_valid"])]
+        for b in boards:
+            cells.append(_fmt(r["instructions"].get(b)))
+            if r["macs"]:
+                cells += [_fmt(r["macs_per_instruction"].get(b)), _fmt(r["smlad_limit_pct"].get(b), 1)]
+            else:
+                ipe = r["instructions_per_element"].get(b)
+                cells += [f"{_fmt(ipe)} /elem" if ipe is not None else "-", "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## SNAP heads vs backbone", "",
+              "| board | backbone | heads MEAN | heads FC | heads other | integer score | overhead |",
+              "|---|---|---|---|---|---|---|"]
+    for b, s in rep["summary"].items():
+        h = s["snap_heads_split"]
+        lines.append(f"| {b} | {s['backbone_profiled']:,} | {h['MEAN']:,} | {h['FULLY_CONNECTED']:,} | "
+                     f"{h['other']:,} | {h['integer_score']:,.0f} | {_fmt(s['snap_overhead_pct'])} % |")
+    return "\n".join(lines) + "\n"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def run_kernels(args: argparse.Namespace) -> int:
+    from snapuq.bench import BOARDS, graph_split, measure_board
+    from snapuq.harness.reference import HostReference
+
+    model_dir = Path(args.model)
+    if not model_dir.is_dir():
+        raise SnapuqError(f"--model: no model directory {model_dir}")
+    ref = HostReference(model_dir)
+    g = read_graph(ref.tflite)
+    split = graph_split(ref.tflite)
+    x = _input(model_dir, ref)
+    boards: dict[str, Any] = {}
+    for key in [b.strip() for b in args.boards.split(",") if b.strip()]:
+        if key not in BOARDS:
+            raise SnapuqError(f"--boards: unknown board '{key}' (m4, m7)")
+        boards["qemu_" + key] = measure_board(key, model_dir, x, max(1, args.repeats), split, args.build_dir)
+    rep = kernel_report(g, split, boards)
+    out = Path(args.out) if args.out else Path("build") / "bench" / f"kernels_{model_dir.name}.json"
+    report = {"model": str(model_dir), "split": split, **rep,
+              "boards": {b: {k: v for k, v in r.items() if k in ("board", "cpu", "kernels", "instructions")}
+                         for b, r in boards.items()}}
+    _atomic_write(out, json.dumps(report, indent=2) + "\n")
+    _atomic_write(out.with_suffix(".md"), markdown(str(model_dir), rep))
+    for b, s in rep["summary"].items():
+        h = s["snap_heads_split"]
+        mpi = _fmt(s["backbone_macs_per_instruction"])
+        print(f"{b}: backbone {s['backbone_profiled']:,} instr ({mpi} MAC/instr); "
+              f"SNAP heads MEAN {h['MEAN']:,} + FC {h['FULLY_CONNECTED']:,} + other {h['other']:,} "
+              f"+ score {h['integer_score']:,.0f} = {_fmt(s['snap_overhead_pct'])} % of the backbone")
+    print(f"bench: wrote {out} and {out.with_suffix('.md')}")
+    return 0
