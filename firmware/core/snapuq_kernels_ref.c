@@ -9,6 +9,7 @@
 
 #include "snapuq_fixed.h"
 #include "snapuq_kernels.h"
+#include "snapuq_simd.h"
 
 static inline int8_t requant(int32_t acc, int32_t m, int32_t s, const snapuq_conv_args_t *a)
 {
@@ -226,7 +227,7 @@ void snapuq_add_ref(const snapuq_add_args_t *a)
 /* requantization shared by all channels of a MEAN (TFLM folds 1/n into the multiplier) */
 typedef struct {
     uint32_t zp_n;
-    int32_t mult, left, right, mask, half, out_zp, fast;
+    int32_t mult, left, right, out_zp, fast;
 } mean_q_t;
 
 static inline int8_t mean_q(const mean_q_t *q, uint32_t sum)
@@ -238,12 +239,11 @@ static inline int8_t mean_q(const mean_q_t *q, uint32_t sum)
          * for every b except INT32_MIN */
         const int64_t p = (int64_t)snapuq_shl_wrap(acc, q->left) * q->mult + ((int64_t)1 << 30);
         const int32_t y = (int32_t)(p >> 31); /* arithmetic shift on every supported compiler */
-        v = (y >> q->right) + ((y & q->mask) > q->half + (y < 0 ? 1 : 0) ? 1 : 0);
+        v = q->right > 0 ? snapuq_rshift_round(y, q->right) : y;
     } else {
         v = snapuq_mbqm(acc, q->mult, q->left - q->right);
     }
-    v += q->out_zp;
-    return (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));
+    return (int8_t)snapuq_ssat8(v + q->out_zp);
 }
 
 /* NHWC MEAN over H and W (global average pooling, the SNAP heads' input): channels 4 at a time in
@@ -257,8 +257,6 @@ static void mean_hw(const snapuq_mean_args_t *a, int32_t mult, int32_t shift, in
     q.mult = mult;
     q.left = shift > 0 ? shift : 0;
     q.right = shift > 0 ? 0 : -shift;
-    q.mask = (int32_t)(((uint32_t)1 << q.right) - 1u);
-    q.half = q.mask >> 1;
     q.out_zp = a->out_zp;
     q.fast = mult != INT32_MIN;
     for (b = 0; b < B; b++) {
@@ -267,7 +265,26 @@ static void mean_hw(const snapuq_mean_args_t *a, int32_t mult, int32_t shift, in
         for (c = 0; c + 4 <= C; c += 4) {
             const int8_t *x = in + c;
             uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (p = 0; p < HW; p++) {
+#if SNAPUQ_SIMD_NATIVE
+            /* DSP: one word = 4 channels; SXTAB16 (and its ROR #8 form) adds channels 0,2 and 1,3
+             * into 16-bit lanes, exact for up to 255 pixels (|sum| <= 255 * 128 < 2^15), then
+             * the lanes are flushed into the int32 sums */
+            for (p = 0; HW >= 16 && p < HW;) {
+                const int32_t end = HW - p < 255 ? HW : p + 255;
+                uint32_t e = 0, o = 0;
+                for (; p < end; p++) {
+                    const uint32_t w = snapuq_ld4(x);
+                    e = snapuq_sxtab16(e, w);
+                    o = snapuq_sxtab16_ror8(o, w);
+                    x += C;
+                }
+                s0 += (uint32_t)(int32_t)(int16_t)(e & 0xFFFFu);
+                s2 += (uint32_t)(int32_t)(int16_t)(e >> 16);
+                s1 += (uint32_t)(int32_t)(int16_t)(o & 0xFFFFu);
+                s3 += (uint32_t)(int32_t)(int16_t)(o >> 16);
+            }
+#endif
+            for (p = SNAPUQ_SIMD_NATIVE && HW >= 16 ? HW : 0; p < HW; p++) {
                 s0 += (uint32_t)(int32_t)x[0];
                 s1 += (uint32_t)(int32_t)x[1];
                 s2 += (uint32_t)(int32_t)x[2];

@@ -579,6 +579,8 @@ class Snap:
                 },  # fmt: skip
                 x_ood=None if x_ood is None else _as_numpy(x_ood),
             )
+            if x_ood is not None:
+                dataset.meta["ood"] = "x_ood given to Snap.save"
             dataset.meta["modality"] = modality_of(dataset.input_shape)
         if tuple(dataset.input_shape) != self.input_shape:
             raise SnapuqError(

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
 BOARDS = ("m4", "m7")
@@ -123,12 +124,22 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
         dev = Device(open_serial(q.url), timeout=60)
         try:
             dev.wait_boot(timeout=30)
+            # direct-input builds (the input tensor is the upload buffer): one load per inference
+            direct = int(dev.stats().get("direct_input", 0))
             dev.load_input(x_int8.tobytes())
             dev.prof(True)
-            dev.infer(1, 1)
+            dev.infer(1, 0 if direct else 1)
             per_op = dev.prof()
             dev.prof(False)
-            inf = dev.infer(repeats, 1, timeout=120)
+            if direct:
+                inf = {"model_ticks": 0, "snap_ticks": 0}
+                for _ in range(repeats):
+                    dev.load_input(x_int8.tobytes())
+                    r1 = dev.infer(1, 0, timeout=120)
+                    for key in inf:
+                        inf[key] += int(r1.get(key, 0))
+            else:
+                inf = dev.infer(repeats, 1, timeout=120)
             stats = dev.stats()
             prof = dev.profile()
         finally:
@@ -165,6 +176,15 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
 
 
 def run(args: argparse.Namespace) -> int:
+    from snapuq.io import check_out_file, default_data_dir
+
+    args.data_dir = default_data_dir(getattr(args, "model", None), args.data_dir)
+    if args.out is not None:
+        check_out_file(args.out)
+    for name in ("repeats", "mc_samples", "ensemble"):
+        v = getattr(args, name, None)
+        if isinstance(v, int) and v < 1:
+            raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if getattr(args, "export_variants", None):
         from snapuq.bench_variants import export_variants
 
@@ -217,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
             "source": f"derived: {M} members, each the backbone's instructions and weights (M={M})"}
     report = {"model": str(model_dir), "split": split, "boards": boards, "methods": methods}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_text(args.out, json.dumps(report, indent=2) + "\n")
     for b, r in boards.items():
         ins, fl = r["instructions"], r["flash"]
         frac = methods["snap"][b]["overhead_instructions_frac"] * 100

@@ -31,6 +31,51 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "%% of the SMLAD limit) and the SNAP head split; JSON + markdown")
 
 
+class _Tensor:
+    def __init__(self, shape: list[int]) -> None:
+        self.shape = shape
+
+
+class _Op:
+    def __init__(self, index: int, name: str, inputs: list[int], outputs: list[int],
+                 options: dict[str, int]) -> None:
+        self.index, self.name, self.inputs, self.outputs, self.options = index, name, inputs, outputs, options
+
+
+class _Graph:
+    def __init__(self, operators: list[_Op], tensors: list[_Tensor], inputs: list[int]) -> None:
+        self.operators, self.tensors, self.inputs = operators, tensors, inputs
+
+
+def read_graph(tflite: bytes) -> _Graph:
+    """Operators (name, tensor indices, conv geometry) and tensor shapes of subgraph 0. The C core's
+    loader validates the file first (as graph_split does); the edges are read with the `tflite`
+    schema package."""
+    import tflite as tfl
+
+    from snapuq.ccore import CoreModel
+
+    names = CoreModel(tflite).op_names()
+    m = tfl.Model.GetRootAsModel(tflite, 0)
+    sg = m.Subgraphs(0)
+    tensors = [_Tensor([int(d) for d in sg.Tensors(i).ShapeAsNumpy()] if sg.Tensors(i).ShapeLength() else [])
+               for i in range(sg.TensorsLength())]
+    ops: list[_Op] = []
+    for k in range(sg.OperatorsLength()):
+        op = sg.Operators(k)
+        name = names[k] if k < len(names) else "?"
+        opts: dict[str, int] = {}
+        if name in ("CONV_2D", "DEPTHWISE_CONV_2D") and op.BuiltinOptions() is not None:
+            o = tfl.Conv2DOptions() if name == "CONV_2D" else tfl.DepthwiseConv2DOptions()
+            o.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+            opts = {"padding": int(o.Padding()), "stride_w": int(o.StrideW()), "stride_h": int(o.StrideH()),
+                    "dilation_w": int(o.DilationWFactor()), "dilation_h": int(o.DilationHFactor())}
+        ins = [int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else []
+        outs = [int(t) for t in op.OutputsAsNumpy()] if op.OutputsLength() else []
+        ops.append(_Op(k, name, ins, outs, opts))
+    return _Graph(ops, tensors, [int(t) for t in sg.InputsAsNumpy()])
+
+
 def _valid_taps(out_n: int, stride: int, pad: int, dil: int, k: int, in_n: int) -> int:
     """Sum over output positions of the kernel taps that land inside the input (one axis)."""
     total = 0
@@ -86,9 +131,7 @@ def _input(model_dir: Path, ref: Any) -> np.ndarray:
         ds = load_dataset(cfg.get("dataset", "digits"), None, int(cfg.get("seed", 0)))
         return np.asarray(ref.quantize(ds.x_test[0]))
     except Exception:  # noqa: BLE001 - any dataset problem: counts do not depend on the data much
-        from snapuq.export.tflite_reader import read_tflite
-
-        g = read_tflite(ref.tflite)
+        g = read_graph(ref.tflite)
         shape = g.tensors[g.inputs[0]].shape
         return np.random.default_rng(0).integers(-128, 128, size=tuple(shape), dtype=np.int8)
 
@@ -190,14 +233,13 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def run_kernels(args: argparse.Namespace) -> int:
     from snapuq.bench import BOARDS, graph_split, measure_board
-    from snapuq.export.tflite_reader import read_tflite
     from snapuq.harness.reference import HostReference
 
     model_dir = Path(args.model)
     if not model_dir.is_dir():
         raise SnapuqError(f"--model: no model directory {model_dir}")
     ref = HostReference(model_dir)
-    g = read_tflite(ref.tflite)
+    g = read_graph(ref.tflite)
     split = graph_split(ref.tflite)
     x = _input(model_dir, ref)
     boards: dict[str, Any] = {}

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
 VARIANTS_FORMAT = 1
@@ -140,6 +141,6 @@ def export_variants(
         "members": k,
         "methods": methods,
     }
-    (out / "variants.json").write_text(json.dumps(info, indent=1) + "\n")
+    write_text(out / "variants.json", json.dumps(info, indent=1) + "\n")
     log(f"wrote {out} ({time.time() - t0:.0f} s)")
     return info

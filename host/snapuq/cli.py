@@ -1,6 +1,9 @@
-"""The `snapuq` command line. Each subcommand lives in its own module and exposes
-`add_arguments(parser)` and `run(args) -> int`; modules are imported lazily so `snapuq --help`
-stays fast and TensorFlow is only loaded by commands that need it."""
+"""snapuq: single-pass uncertainty (SNAP) for TinyML - train, export to int8 and C, verify, evaluate,
+benchmark, and run on boards, QEMU and MicroPython.
+
+Each subcommand lives in its own module and exposes `add_arguments(parser)` and `run(args) -> int`;
+modules are imported lazily so `snapuq --help` stays fast and TensorFlow is only loaded by commands
+that need it. Every error a user can cause ends in one line on stderr and a non-zero exit status."""
 
 from __future__ import annotations
 
@@ -32,8 +35,15 @@ def _load(name: str):
     return importlib.import_module(modname)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage dump): `snapuq train: error: ...`."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="snapuq",
         description="Single-pass uncertainty (SNAP-UQ) for TinyML: train a Keras model with SNAP heads, "
         "export it to int8 + C, verify the C core against TFLite Micro, evaluate, and run it on "
@@ -41,7 +51,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog="`snapuq COMMAND --help` describes each command. Typical flow: train -> export -> verify "
         "-> eval -> harness / micropython. docs/ARCHITECTURE.md shows how the pieces fit.",
     )
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name, (_mod, help_) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_)
         if only is None or only == name:
@@ -53,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from snapuq.errors import SnapuqError
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _sigterm_as_interrupt()
     argv = list(sys.argv[1:] if argv is None else argv)
     only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = build_parser(only)
@@ -68,9 +79,25 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"snapuq {args.command}: interrupted", file=sys.stderr)
         return 130
-    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
-        print(f"snapuq {args.command}: error: {e.strerror or e}: {e.filename}", file=sys.stderr)
+    except OSError as e:  # a file or directory the user named (missing, not writable, disk full)
+        where = f": {e.filename}" if e.filename else ""
+        print(f"snapuq {args.command}: error: {e.strerror or e}{where}", file=sys.stderr)
         return 1
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM / SIGHUP end a command like Ctrl-C: temporary files are removed, the previous
+    results stay, the harness marks its summary incomplete."""
+    import signal
+
+    def handler(signum: int, _frame) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread
+            pass
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ import numpy as np
 
 from snapuq import metrics as M
 from snapuq import stream as S
-from snapuq.errors import SnapuqError
+from snapuq.errors import DatasetError, SnapuqError
+from snapuq.io import check_out_dir, default_data_dir, staged_dir, write_text
 from snapuq.modeldir import ModelPaths
 
 COVERAGES = (0.5, 0.8, 0.9, 0.95)
@@ -214,7 +215,10 @@ def run(args: argparse.Namespace) -> int:
     timer = Timer()
     t_start = time.perf_counter()
     d = Path(args.model_dir)
-    rdir = Path(args.report)
+    rdir = check_out_dir(args.report, "--report")
+    if args.n_ood < 0:
+        raise SnapuqError(f"--n-ood must be >= 0, got {args.n_ood}")
+    args.data_dir = default_data_dir(d, args.data_dir)
     if args.limit is not None and args.limit < 10:
         raise SnapuqError(f"--limit must be at least 10, got {args.limit}")
     if not 1 <= args.severity <= 5:
@@ -243,8 +247,14 @@ def run(args: argparse.Namespace) -> int:
 
             x_ood = load_ood_path(args.ood, ds, n=n_ood, seed=args.seed)
             ds.meta["ood"] = f"--ood {args.ood}"
+        elif n_ood == 0:
+            x_ood = np.zeros((0, *np.asarray(x_test).shape[1:]), np.float32)
         else:
-            x_ood = load_ood(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed)
+            try:
+                x_ood = load_ood(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed)
+            except DatasetError as e:  # the OOD source is optional: say so and go on without it
+                print(f"snapuq eval: warning: OOD set unavailable ({e}); ID-vs-OOD metrics skipped")
+                x_ood = np.zeros((0, *np.asarray(x_test).shape[1:]), np.float32)
             x_ood = np.asarray(x_ood, np.float32)
     if len(x_ood) == 0:
         ood_note = "no OOD inputs (the data has no x_ood, no --ood PATH given): ID-vs-OOD metrics skipped"
@@ -379,21 +389,22 @@ def run(args: argparse.Namespace) -> int:
         out["int8"] = int8
     out["flags"] = flags
 
-    rdir.mkdir(parents=True, exist_ok=True)
-    with timer("plots"):
-        from snapuq import report as R
+    # plots, metrics.json and report.md of this run replace the previous run's all at once
+    with staged_dir(rdir) as stage:
+        with timer("plots"):
+            from snapuq import report as R
 
-        plots = R.make_plots(
-            rdir, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg),
-            taus={n: details[n]["cid_tau"] for n in results if n in details},
-        )
-    out["plots"] = plots
-    out["timings_s"] = dict(timer.t)
-    out["timings_s"]["total"] = round(time.perf_counter() - t_start, 3)
-    out["timings_s"]["train"] = cfg.get("timings_s")
-    (rdir / "metrics.json").write_text(json.dumps(_jsonable(out), indent=2))
-    with timer("report"):
-        R.write_report(rdir, _jsonable(out))
+            plots = R.make_plots(
+                stage, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg),
+                taus={n: details[n]["cid_tau"] for n in results if n in details},
+            )
+        out["plots"] = plots
+        out["timings_s"] = dict(timer.t)
+        out["timings_s"]["total"] = round(time.perf_counter() - t_start, 3)
+        out["timings_s"]["train"] = cfg.get("timings_s")
+        write_text(stage / "metrics.json", json.dumps(_jsonable(out), indent=2))
+        with timer("report"):
+            R.write_report(stage, _jsonable(out))
     print(
         f"snapuq eval: {len(names)} methods on {len(x_test)} test inputs, accuracy "
         f"{out['accuracy']['float']:.4f}; report in {rdir / 'report.md'}"

@@ -11,12 +11,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from snapuq.errors import SnapuqError
+
+
+def _umask() -> int:
+    m = os.umask(0o022)
+    os.umask(m)
+    return m
 
 
 @contextlib.contextmanager
@@ -27,6 +34,7 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
         raise ValueError("atomic_open: mode must be 'w' or 'wb'")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results get the usual permissions
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()
@@ -62,6 +70,30 @@ def save_figure(fig: Any, path: str | Path, **kwargs: Any) -> Path:
     with atomic_open(path, "wb") as f:
         fig.savefig(f, format=fmt, **kwargs)
     return path
+
+
+@contextlib.contextmanager
+def staged_dir(target: str | Path, stale: tuple[str, ...] = ("*.png", "*.json", "*.md")) -> Iterator[Path]:
+    """``with staged_dir(rdir) as stage:`` write a run's files into ``stage`` (a fresh hidden
+    directory next to ``rdir``); when the block ends normally they replace the previous run's
+    files in ``rdir`` (its files matching ``stale`` are removed first, so the directory never
+    mixes two runs). When the block raises (or the process is killed), ``rdir`` keeps the
+    previous run untouched."""
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".staging", dir=target.parent))
+    try:
+        yield stage
+        new = sorted(p.name for p in stage.iterdir())
+        for pat in stale:
+            for old in target.glob(pat):
+                if old.is_file() and old.name not in new:
+                    old.unlink()
+        # the machine-readable results last: their presence means the rest is there
+        for name in sorted(new, key=lambda n: (n.endswith(".json"), n)):
+            os.replace(stage / name, target / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def read_json(path: str | Path, what: str = "") -> Any:
@@ -110,3 +142,47 @@ def check_out_file(path: str | Path, option: str = "--out") -> Path:
     if p.exists() and not os.access(p, os.W_OK):
         raise SnapuqError(f"{option} {p}: exists and is not writable")
     return p
+
+
+def default_data_dir(model_dir: str | Path | None, given: str | None) -> str | None:
+    """--data-dir as given, else the one `snapuq train` recorded in the model's config.json."""
+    if given is not None or model_dir is None:
+        return given
+    cfg = Path(model_dir) / "config.json"
+    if not cfg.is_file():
+        return None
+    d = read_json(cfg)
+    v = d.get("data_dir") if isinstance(d, dict) else None
+    return str(v) if v else None
+
+
+@contextlib.contextmanager
+def captured_output(show: bool = False) -> Iterator[None]:
+    """Hold what C++ libraries and Python print to stdout/stderr (TensorFlow's converter dumps,
+    absl warnings) in a temporary file at the file-descriptor level; it is shown when ``show``
+    or when the block raises, else dropped."""
+    import sys
+
+    if show:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 1)
+        os.dup2(tmp.fileno(), 2)
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            if not ok:
+                tmp.seek(0)
+                sys.stderr.write(tmp.read().decode(errors="replace")[-4000:])

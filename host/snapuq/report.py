@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq import metrics as M
+from snapuq.io import save_figure, write_text
 
 HIGHLIGHT = {"snap": ("C3", 2.6), "msp": ("k", 1.6)}
 
@@ -61,7 +62,7 @@ def make_plots(
         a.set(xlabel="false positive rate", ylabel="true positive rate", title=t, xlim=(0, 1), ylim=(0, 1.01))
         a.legend(fontsize=7, loc="lower right", title="AUROC", title_fontsize=7)
     fig.tight_layout()
-    fig.savefig(rdir / "roc.png", dpi=110)
+    save_figure(fig, rdir / "roc.png", dpi=110)
     plt.close(fig)
     files.append("roc.png")
 
@@ -75,7 +76,7 @@ def make_plots(
     ax.set(xlabel="coverage", ylabel="selective risk (error rate)", title="risk-coverage (test)", xlim=(0, 1))
     ax.legend(fontsize=7, title="AURC", title_fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(rdir / "risk_coverage.png", dpi=110)
+    save_figure(fig, rdir / "risk_coverage.png", dpi=110)
     plt.close(fig)
     files.append("risk_coverage.png")
 
@@ -117,7 +118,7 @@ def make_plots(
         ax[1].set(xlabel="confidence", ylabel="inputs", title="confidence histogram", yscale="log")
         ax[1].legend(fontsize=7, loc="upper left")
         fig.tight_layout()
-        fig.savefig(rdir / "reliability.png", dpi=110)
+        save_figure(fig, rdir / "reliability.png", dpi=110)
         plt.close(fig)
         files.append("reliability.png")
 
@@ -171,7 +172,7 @@ def make_plots(
         ax[1].set(xlabel="frame", ylabel="windowed U (scaled to tau)")
         ax[1].legend(fontsize=7, loc="upper right", ncol=3)
         fig.tight_layout()
-        fig.savefig(rdir / "stream.png", dpi=110)
+        save_figure(fig, rdir / "stream.png", dpi=110)
         plt.close(fig)
         files.append("stream.png")
 
@@ -210,7 +211,7 @@ def make_plots(
             a.set(xlabel="surprisal ebar", ylabel="density", title=taps[k] if k < len(taps) else f"tap{k}")
             a.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(rdir / "tap_surprisal.png", dpi=110)
+        save_figure(fig, rdir / "tap_surprisal.png", dpi=110)
         plt.close(fig)
         files.append("tap_surprisal.png")
     return files
@@ -342,4 +343,4 @@ def write_report(rdir: Path, out: dict) -> None:
         if v is not None:
             L.append(f"- {k}: {v}")
     L += ["", "## Plots", ""] + [f"![{p}]({p})" for p in out.get("plots", [])]
-    (rdir / "report.md").write_text("\n".join(L) + "\n")
+    write_text(rdir / "report.md", "\n".join(L) + "\n")

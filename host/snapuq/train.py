@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
 DEFAULT_EPOCHS = {
@@ -308,10 +309,35 @@ def announce_baselines(ds, cfg: dict, epochs: int, progress: bool, log=print) ->
     )
 
 
-def train(args: argparse.Namespace) -> dict:
-    import keras
+def check_args(args: argparse.Namespace) -> None:
+    """Options and the output directory, before TensorFlow loads and any data is read."""
+    from snapuq.io import check_out_dir
+    from snapuq.models import BACKBONES
 
-    from snapuq import calibrate, snap
+    if getattr(args, "backbone", None) is not None and args.backbone not in BACKBONES:
+        raise SnapuqError(f"unknown --backbone '{args.backbone}' (known: {', '.join(sorted(BACKBONES))})")
+    for name in ("batch_size", "baseline_epochs"):
+        v = getattr(args, name, None)
+        if v is not None and v < 1:
+            raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    if not getattr(args, "lr", 1.0) > 0:
+        raise SnapuqError(f"--lr must be > 0, got {args.lr}")
+    if getattr(args, "out", None) is not None:
+        check_out_dir(args.out)
+
+
+def check_data(ds) -> None:
+    """Refuse data no model can be trained or calibrated on, before the first epoch."""
+    for split in ("train", "dev", "test"):
+        if len(getattr(ds, f"x_{split}")) == 0:
+            raise SnapuqError(f"dataset {ds.name}: the {split} split is empty")
+    n_cls = len(np.unique(np.asarray(ds.y_train)))
+    if n_cls < 2:
+        raise SnapuqError(f"dataset {ds.name}: the train split has {n_cls} class; at least 2 are needed")
+
+
+def train(args: argparse.Namespace) -> dict:
+    check_args(args)
     from snapuq.data import load_dataset
     from snapuq.models import DEFAULT_BACKBONE, build_backbone
 
@@ -325,7 +351,12 @@ def train(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     validate_head_options(args.rank, args.qat_frac, args.epochs, args.eps, args.cov_rank)
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
+    check_data(ds)
     timings["load_data"] = time.perf_counter() - t0
+    import keras  # after every check: a bad invocation fails in a second, without TensorFlow
+
+    from snapuq import calibrate, snap
+
     bname = args.backbone or DEFAULT_BACKBONE.get(args.dataset, "cnn4")
     mod = _backbone_module(bname) if bname in DEFAULT_BACKBONE.values() else None
     taps = [t.strip() for t in args.taps.split(",")] if args.taps else list(getattr(mod, "DEFAULT_TAPS", []))
@@ -379,6 +410,8 @@ def train(args: argparse.Namespace) -> dict:
     cfg = {
         "format": 1,
         "dataset": args.dataset,
+        # later commands (export, verify, eval, bench, harness) default --data-dir to this
+        "data_dir": str(Path(args.data_dir).resolve()) if getattr(args, "data_dir", None) else None,
         "backbone": bname,
         "input_shape": list(ds.input_shape),
         "n_classes": ds.n_classes,
@@ -415,7 +448,7 @@ def train(args: argparse.Namespace) -> dict:
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     cfg["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
-    ModelPaths(out).config.write_text(json.dumps(cfg, indent=1))
+    write_text(ModelPaths(out).config, json.dumps(cfg, indent=1))
     return cfg
 
 

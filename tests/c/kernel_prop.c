@@ -5,6 +5,7 @@
  * paddings, channel counts that are and are not multiples of 4, more channels than one
  * accumulation chunk, offsets, activation ranges, per-channel multipliers and shifts of both signs,
  * INT32_MIN multipliers) run through snapuq_*_dsp and snapuq_*_ref; every output byte must agree.
+ * MEAN over H and W (its dedicated path, SIMD on DSP cores) is checked against the generic MEAN.
  * The reference kernels are themselves checked against tflite-micro by the model tests, so this
  * extends TFLM bit-exactness to the DSP kernels over far more shapes than the model tests build.
  *
@@ -264,6 +265,54 @@ static int fc_case(int32_t case_no)
     }
 }
 
+/* MEAN over H, W of NHWC (the dedicated path) == the same reduction written as MEAN over one axis of
+ * [1, B, H*W, C] (the generic path) */
+static int mean_case(int32_t case_no)
+{
+    snapuq_mean_args_t a;
+    int32_t out_n;
+    memset(&a, 0, sizeof a);
+    a.dims[0] = range(1, 2);
+    a.dims[1] = range(1, 24);
+    a.dims[2] = range(1, 24);
+    a.dims[3] = range(1, 70);
+    if (range(0, 5) == 0) {
+        a.dims[1] = range(16, 40); /* long sums: more than 255 pixels per lane flush */
+        a.dims[2] = range(8, 16);
+    }
+    if (a.dims[0] * a.dims[1] * a.dims[2] * a.dims[3] > MAX_IN) {
+        return -1;
+    }
+    out_n = a.dims[0] * a.dims[3];
+    fill(in_buf, a.dims[0] * a.dims[1] * a.dims[2] * a.dims[3]);
+    a.in = in_buf;
+    a.in_zp = range(-128, 127);
+    a.out_zp = range(-128, 127);
+    a.mult = (int32_t)(0x40000000u + (rnd() & 0x3FFFFFFFu));
+    a.shift = range(-3, 3);
+    a.reduce[1] = 1;
+    a.reduce[2] = 1;
+    memset(out_ref, 0x55, (size_t)out_n);
+    memset(out_dsp, 0x2A, (size_t)out_n);
+    a.out = out_dsp;
+    snapuq_mean_ref(&a); /* dedicated H, W path */
+    {
+        snapuq_mean_args_t g = a;
+        g.dims[0] = 1;
+        g.dims[1] = a.dims[0];
+        g.dims[2] = a.dims[1] * a.dims[2];
+        g.dims[3] = a.dims[3];
+        g.reduce[1] = 0;
+        g.reduce[2] = 1;
+        g.out = out_ref;
+        snapuq_mean_ref(&g); /* generic path */
+    }
+    {
+        const int32_t dims[] = {a.dims[0], a.dims[1], a.dims[2], a.dims[3], a.shift};
+        return report("mean", case_no, dims, 5, out_n);
+    }
+}
+
 int kernel_prop_main(int32_t cases, uint32_t seed);
 
 int kernel_prop_main(int32_t cases, uint32_t seed)
@@ -273,8 +322,8 @@ int kernel_prop_main(int32_t cases, uint32_t seed)
     char *p = line;
     rng_state = seed != 0u ? seed : 1u;
     while (i < cases) {
-        const int32_t kind = range(0, 2);
-        const int r = kind == 0 ? conv_case(i, 0) : (kind == 1 ? conv_case(i, 1) : fc_case(i));
+        const int32_t kind = range(0, 3);
+        const int r = kind == 0 ? conv_case(i, 0) : (kind == 1 ? conv_case(i, 1) : (kind == 2 ? fc_case(i) : mean_case(i)));
         if (r < 0) {
             continue;
         }

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from snapuq.bench import graph_split
-from snapuq.bench_kernels import _valid_taps, kernel_report, markdown, op_macs
+from snapuq.bench_kernels import _valid_taps, kernel_report, markdown, op_macs, read_graph
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "digits" / "model_int8.tflite"
 
@@ -27,10 +27,8 @@ def test_valid_taps_matches_brute_force() -> None:
 
 @pytest.mark.skipif(not MODEL.exists(), reason="models/digits not exported")
 def test_report_rows_and_head_split() -> None:
-    from snapuq.export.tflite_reader import read_tflite
-
     tfl = MODEL.read_bytes()
-    g = read_tflite(tfl)
+    g = read_graph(tfl)
     split = graph_split(tfl)
     conv0 = op_macs(g, g.operators[0])  # 8x8x1 -> 16, 3x3 SAME
     assert conv0["macs"] == 8 * 8 * 16 * 9 and conv0["macs_valid"] == 22 * 22 * 16

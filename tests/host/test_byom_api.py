@@ -59,6 +59,13 @@ def test_lambda_and_other_unsupported_layers_are_refused():
         with pytest.raises(UnsupportedModelError) as e:
             check_model(m)
         assert f"'{lay.name}'" in _one_line(e.value) and op in str(e.value)
+    # a Concatenate needs CONCATENATION, which the core does not have yet
+    i = keras.Input((8, 4))
+    a = layers.Conv1D(4, 3, padding="same", activation="relu")(i)
+    c = layers.Concatenate(name="cat")([a, i])
+    m = keras.Model(i, layers.Dense(3)(layers.GlobalAveragePooling1D()(c)))
+    with pytest.raises(UnsupportedModelError, match="'cat' \\(Concatenate\\) needs CONCATENATION"):
+        check_model(m)
     # a BatchNorm that cannot fold into a convolution (after a ReLU) would need MUL + ADD
     m = _seq(layers.Dense(8, activation="relu"), layers.BatchNormalization(name="late_bn"), layers.Dense(3))
     with pytest.raises(UnsupportedModelError, match="late_bn.*MUL"):

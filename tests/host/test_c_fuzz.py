@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def seeds() -> list[Path]:
-    found = sorted((ccore.BUILD / "models").glob("*.tflite")) + sorted((ROOT / "models").glob("*/*.tflite"))
+    found = sorted((ccore.BUILD / "models").glob("*.tflite")) + sorted((ROOT / "models").glob("*/*.tflite")) \
+        + sorted((ROOT / "models").glob("*/variants/*.tflite"))
     if not found:
         # a clean checkout before any conversion: make one small model
         from test_c_runtime import _mixed_model
@@ -42,9 +43,13 @@ def test_libfuzzer_short_run(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    for s in seeds():
-        shutil.copy(s, corpus / s.name)
-    r = subprocess.run([str(out), "-max_total_time=15", "-timeout=5", "-max_len=65536", str(corpus)],
+    sizes = []
+    for k, s in enumerate(seeds()):
+        shutil.copy(s, corpus / f"{k}_{s.name}")
+        sizes.append(s.stat().st_size)
+    # -max_len covers the largest seed: the shipped models (~120 KB) are fuzzed whole
+    max_len = max([65536, *sizes]) + 1024
+    r = subprocess.run([str(out), "-max_total_time=15", "-timeout=5", f"-max_len={max_len}", str(corpus)],
                        capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     m = re.search(r"Done (\d+) runs", r.stderr)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 
 ENSEMBLE_MEMBERS = 5
 N_EXITS = 2
@@ -176,5 +177,5 @@ def train_baselines(
     info["ensemble"] = {"members": members, "seeds": seeds, "dev_accuracy": dev_acc}
     info["early_exit"] = {"seed": s_ee, "exits_after": blocks, "outputs": keys, "dev_accuracy": ee_acc}
     info["timings_s"]["save"] = round(time.perf_counter() - t0, 2)
-    (bdir / "baselines.json").write_text(json.dumps(info, indent=2))
+    write_text(bdir / "baselines.json", json.dumps(info, indent=2))
     return info

@@ -13,6 +13,7 @@ import numpy as np
 
 from snapuq.errors import ModelFormatError, SnapuqError
 from snapuq.export.manifest import MANIFEST_FORMAT, MANIFEST_VERSION, check_manifest, sha256
+from snapuq.io import write_bytes, write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--n-check", type=int, default=20, help="test inputs checked C core vs TFLM after export"
     )
     p.add_argument("--no-c", action="store_true", help="do not write snapuq_model.{c,h}")
+    p.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's converter output")
 
 
 def export_model(
@@ -32,6 +34,7 @@ def export_model(
     n_check: int = 20,
     write_c: bool = True,
     log=print,
+    verbose: bool = False,
 ) -> dict[str, Any]:
     from tqdm import tqdm
 
@@ -57,9 +60,13 @@ def export_model(
     em = md.export_model()
     steps = ["int8 model", "float model", "manifest", "arena", "check"]
     bar = tqdm(total=len(steps), desc=f"export {d.name}", unit="step")
-    int8 = convert_keras(em, rep, int8=True)
+    from snapuq.io import captured_output
+
+    with captured_output(show=verbose):  # TensorFlow's converter logs: shown with -v
+        int8 = convert_keras(em, rep, int8=True)
     bar.update()
-    flt = convert_keras(em, None, int8=False)
+    with captured_output(show=verbose):
+        flt = convert_keras(em, None, int8=False)
     bar.update()
     model = CoreModel(int8)  # the one parse of the new model: the C core's loader
     outs = model.output_map()
@@ -135,9 +142,9 @@ def export_model(
                    "checked": "C core"},
     }
     check_manifest(manifest, int8, model=model)
-    paths.int8.write_bytes(int8)
-    paths.float_tflite.write_bytes(flt)
-    paths.manifest.write_text(json.dumps(manifest, indent=1) + "\n")
+    write_bytes(paths.int8, int8)
+    write_bytes(paths.float_tflite, flt)
+    write_text(paths.manifest, json.dumps(manifest, indent=1) + "\n")
     written = [paths.INT8, paths.FLOAT, paths.MANIFEST]
     if write_c:
         write_c_model(d, manifest, int8)
@@ -151,5 +158,9 @@ def export_model(
 
 
 def run(args: argparse.Namespace) -> int:
-    m = export_model(args.dir, args.data_dir, args.n_rep, args.n_check, not args.no_c)
+    from snapuq.io import default_data_dir
+
+    args.data_dir = default_data_dir(args.dir, args.data_dir)
+    m = export_model(args.dir, args.data_dir, args.n_rep, args.n_check, not args.no_c,
+                     verbose=getattr(args, "verbose", False))
     return 1 if m["verify"]["differing_elements"] else 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,11 +67,16 @@ def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: boo
 
 
 def run(args: argparse.Namespace) -> int:
+    from snapuq.io import default_data_dir
+
+    if args.n < 1:
+        raise SnapuqError(f"--n must be >= 1, got {args.n}")
+    args.data_dir = default_data_dir(args.dir, args.data_dir)
     res = verify(args.dir, args.n, args.data_dir, args.random)
     print(f"C core vs TFLM on {res['n']} inputs ({res['source']}):")
     for k in res["differing"]:
         print(f"  {k:<16} {res['differing'][k]:>8} differing of {res['elements'][k]} elements")
     print(f"total differing elements: {res['differing_total']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+        write_text(args.json, json.dumps(res, indent=1) + "\n")
     return 1 if res["differing_total"] else 0

@@ -257,6 +257,12 @@ def run(opts: Options) -> dict[str, Any]:
     import signal
 
     check_options(opts)
+    if opts.port.startswith("qemu:"):
+        board_spec(opts.port)  # an unknown board fails now, not after loading the data
+    elif opts.port.startswith("/dev/") and not Path(opts.port).exists():
+        raise DeviceError(f"--port {opts.port}: no such serial device")
+    if opts.resume and (Path(opts.out) / "run.json").exists():
+        read_json(Path(opts.out) / "run.json")  # unreadable: say so before any work
     model_dir = Path(opts.model)
     if not model_dir.is_dir():
         raise SnapuqError(f"--model {model_dir}: no such model directory")

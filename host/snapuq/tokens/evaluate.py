@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from snapuq.errors import DatasetError, SnapuqError
+from snapuq.io import atomic_open, save_figure, write_json
 from snapuq.tokens import fixed
 from snapuq.tokens.model import TokenSNNConfig, forward, forward_from, load_model, token_logits, train_model
 from snapuq.tokens.reduce import (
@@ -112,8 +113,7 @@ def run_eval(args) -> dict:
                                      label_smoothing=args.label_smoothing)
         timings["train_s"] = time.time() - t
         model.save_weights(wpath)
-        with open(cpath, "w") as f:
-            json.dump(cfg.to_dict(), f, indent=1)
+        write_json(cpath, cfg.to_dict(), indent=1)
 
     # --- the full model: accuracy, SOPs, token states at every block
     t = time.time()
@@ -207,10 +207,9 @@ def run_eval(args) -> dict:
         "token_diagnostics": diag, "history": history, "timings_s": timings,
         "random_seeds": args.random_seeds,
     }
-    with open(os.path.join(args.out, "tokens.json"), "w") as f:
-        json.dump(rep, f, indent=1)
+    write_json(os.path.join(args.out, "tokens.json"), rep, indent=1)
     md = write_markdown(rep)
-    with open(os.path.join(args.out, "tokens.md"), "w") as f:
+    with atomic_open(os.path.join(args.out, "tokens.md"), "w") as f:
         f.write(md)
     write_plots(rep, args.out)
     return rep
@@ -307,7 +306,7 @@ def write_plots(rep: dict, out_dir: str) -> None:
         ax.invert_xaxis()
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, f"accuracy_{mode}.png"), dpi=120)
+        save_figure(fig, os.path.join(out_dir, f"accuracy_{mode}.png"), dpi=120)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     row = rep["results"]["prune"]["uncert"]
@@ -320,7 +319,7 @@ def write_plots(rep: dict, out_dir: str) -> None:
     ax.invert_xaxis()
     ax.legend()
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "sops.png"), dpi=120)
+    save_figure(fig, os.path.join(out_dir, "sops.png"), dpi=120)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     for c in ABLATION:
@@ -332,5 +331,5 @@ def write_plots(rep: dict, out_dir: str) -> None:
     ax.invert_xaxis()
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "ablation.png"), dpi=120)
+    save_figure(fig, os.path.join(out_dir, "ablation.png"), dpi=120)
     plt.close(fig)

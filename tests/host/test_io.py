@@ -1,0 +1,74 @@
+"""snapuq.io: atomic result files, staged report directories, output-path checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from snapuq.errors import SnapuqError
+from snapuq.io import (
+    atomic_open,
+    check_out_dir,
+    check_out_file,
+    read_json,
+    staged_dir,
+    write_json,
+    write_text,
+)
+
+
+def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path: Path) -> None:
+    p = tmp_path / "metrics.json"
+    write_json(p, {"run": 1})
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_open(p) as f:
+            f.write('{"run": 2, "tor')
+            raise KeyboardInterrupt
+    assert read_json(p) == {"run": 1}
+    assert [q.name for q in tmp_path.iterdir()] == ["metrics.json"]  # no temporary file left
+    assert oct(p.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    m = os.umask(0o022)
+    os.umask(m)
+    return m
+
+
+def test_staged_dir_never_mixes_two_runs(tmp_path: Path) -> None:
+    r = tmp_path / "report"
+    with staged_dir(r) as s:
+        write_text(s / "report.md", "run 1")
+        write_text(s / "old_plot.png", "png 1")
+        write_json(s / "metrics.json", {"run": 1})
+    with pytest.raises(RuntimeError):  # run 2 dies half way: run 1 stays whole
+        with staged_dir(r) as s:
+            write_text(s / "report.md", "run 2")
+            raise RuntimeError
+    assert (r / "report.md").read_text() == "run 1" and read_json(r / "metrics.json") == {"run": 1}
+    with staged_dir(r) as s:  # run 3 completes: run 1's files are gone, even those run 3 does not write
+        write_text(s / "report.md", "run 3")
+        write_json(s / "metrics.json", {"run": 3})
+    assert sorted(p.name for p in r.iterdir()) == ["metrics.json", "report.md"]
+    assert (r / "report.md").read_text() == "run 3"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no staging dir left
+
+
+def test_output_path_checks(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_text("x")
+    with pytest.raises(SnapuqError, match="not a directory"):
+        check_out_dir(f)
+    with pytest.raises(SnapuqError, match="is a file"):
+        check_out_dir(f / "sub")
+    with pytest.raises(SnapuqError, match="not writable"):
+        check_out_dir("/proc/snapuq_nowhere")
+    with pytest.raises(SnapuqError, match="is a directory"):
+        check_out_file(tmp_path)
+    assert check_out_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    assert not (tmp_path / "new").exists()  # checking creates nothing
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(SnapuqError, match="bad.json: not valid JSON"):
+        read_json(tmp_path / "bad.json")
