@@ -262,7 +262,39 @@ static void mean_hw(const snapuq_mean_args_t *a, int32_t mult, int32_t shift, in
     for (b = 0; b < B; b++) {
         const int8_t *in = a->in + (size_t)b * HW * C;
         int8_t *out = a->out + (size_t)b * C;
-        for (c = 0; c + 4 <= C; c += 4) {
+        c = 0;
+#if SNAPUQ_SIMD_NATIVE
+        /* DSP, 8 channels (two words) per pixel step, 16-bit lanes flushed every 255 pixels */
+        for (; HW >= 16 && c + 8 <= C; c += 8) {
+            const int8_t *x = in + c;
+            uint32_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int32_t j;
+            for (p = 0; p < HW;) {
+                const int32_t end = HW - p < 255 ? HW : p + 255;
+                uint32_t e0 = 0, o0 = 0, e1 = 0, o1 = 0;
+                for (; p < end; p++) {
+                    const uint32_t w0 = snapuq_ld4(x), w1 = snapuq_ld4(x + 4);
+                    e0 = snapuq_sxtab16(e0, w0);
+                    o0 = snapuq_sxtab16_ror8(o0, w0);
+                    e1 = snapuq_sxtab16(e1, w1);
+                    o1 = snapuq_sxtab16_ror8(o1, w1);
+                    x += C;
+                }
+                t[0] += (uint32_t)(int32_t)(int16_t)(e0 & 0xFFFFu);
+                t[2] += (uint32_t)(int32_t)(int16_t)(e0 >> 16);
+                t[1] += (uint32_t)(int32_t)(int16_t)(o0 & 0xFFFFu);
+                t[3] += (uint32_t)(int32_t)(int16_t)(o0 >> 16);
+                t[4] += (uint32_t)(int32_t)(int16_t)(e1 & 0xFFFFu);
+                t[6] += (uint32_t)(int32_t)(int16_t)(e1 >> 16);
+                t[5] += (uint32_t)(int32_t)(int16_t)(o1 & 0xFFFFu);
+                t[7] += (uint32_t)(int32_t)(int16_t)(o1 >> 16);
+            }
+            for (j = 0; j < 8; j++) {
+                out[c + j] = mean_q(&q, t[j]);
+            }
+        }
+#endif
+        for (; c + 4 <= C; c += 4) {
             const int8_t *x = in + c;
             uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #if SNAPUQ_SIMD_NATIVE
