@@ -20,14 +20,19 @@
  * error status with a one-line message (snapuq_model_error()).
  *
  * Arithmetic is TFLite Micro's reference integer arithmetic (double rounding): results are
- * bit-exact with the tflite-micro interpreter and snapuq.export.reference. Requantization
+ * bit-exact with the tflite-micro interpreter (tests/vectors, every executor). Requantization
  * multipliers are derived at set_arena time from the float32 scales with integer-only code
  * (no float or double operations on the device).
  *
  * Supported operators (int8 activations, int8 symmetric weights, int32 bias):
  *   CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED (per-channel or per-tensor weights),
- *   MAX_POOL_2D, AVERAGE_POOL_2D, MEAN (over H,W with keep_dims), ADD, RESHAPE, SOFTMAX,
- *   LOGISTIC, QUANTIZE (int8 -> int8). Fused activations NONE, RELU, RELU6, RELU_N1_TO_1.
+ *   MAX_POOL_2D, AVERAGE_POOL_2D, MEAN, ADD (same shapes), RESHAPE, SQUEEZE, SOFTMAX,
+ *   LOGISTIC, QUANTIZE (int8 -> int8), DEQUANTIZE (int8 -> float32, e.g. a float model output).
+ *   Fused activations NONE, RELU, RELU6, RELU_N1_TO_1.
+ * Layout of the implementation: one file per operator (family) under ops/ with its own typed
+ * data (snapuq_op_data.h) and a registration in ops/op_table.c; the flatbuffer reader
+ * (snapuq_flatbuffer.c), the multipliers (snapuq_quant.c), the loader (snapuq_loader.c) and
+ * the arena planner (snapuq_planner.c) are separate files. core.mk lists them all.
  * Kernels: portable reference C (snapuq_kernels_ref.c); building with -DSNAPUQ_KERNELS_DSP=1
  * selects the Cortex-M DSP-extension path for CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED
  * (snapuq_kernels_dsp.c), which produces identical results.
@@ -38,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "snapuq_op_data.h"
 #include "snapuq_status.h"
 
 #ifdef __cplusplus
@@ -102,21 +108,17 @@ typedef struct {
     int16_t first_use, last_use; /* op indices; inputs: -1, outputs: n_ops */
 } snapuq_priv_tensor_t;
 
+struct snapuq_op_reg; /* operator registration (snapuq_op.h) */
+
 typedef struct {
     int32_t builtin;        /* TFLite BuiltinOperator code */
+    const struct snapuq_op_reg *reg; /* parse / prepare / eval of this operator */
     int16_t in[3];          /* tensor indices, -1 = absent */
     int16_t out;
     uint8_t n_in;
-    uint8_t activation;
-    uint8_t padding;        /* 0 SAME, 1 VALID */
-    uint8_t keep_dims;
-    int16_t stride_w, stride_h, dil_w, dil_h, filter_w, filter_h, depth_mult;
-    int16_t pad_w, pad_h;
-    int32_t act_min, act_max;
-    int32_t mult, shift;    /* per-tensor requantization (or op specific) */
-    int32_t mult2, shift2, mult3, shift3, left_shift, diff_min;
-    uint32_t persist;       /* offset of per-channel (mult, shift) pairs in the arena */
-    uint16_t n_channels;
+    uint32_t persist;       /* offset of this operator's persistent tables in the arena */
+    uint32_t persist_bytes; /* their size (per-channel (mult, shift) pairs), 0 if none */
+    snapuq_op_data_t u;     /* typed per-operator data (snapuq_op_data.h) */
 } snapuq_priv_op_t;
 
 typedef struct snapuq_model {

@@ -35,9 +35,6 @@ CORE_DIR = PKG / "c"
 HOST_SHIM = PKG / "ccore_host.c"
 CFLAGS = ("-std=c99", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra")
 CONFIG_VERSION = 2
-# Until firmware/core/core.mk exists: the core's files (the fuzz and test drivers live in tests/c).
-_FALLBACK_SOURCES = ("snapuq_runtime.c", "snapuq_schedule.c", "snapuq_kernels_ref.c", "snapuq_kernels_dsp.c",
-                     "snapuq_opnames.c", "snapuq_snap.c", "snapuq_tokens.c")
 _DTYPES = {0: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8}
 
 
@@ -53,13 +50,12 @@ def core_sources(core: Path = CORE_DIR) -> list[Path]:
     """The core's C files, in the order core.mk lists them (every build of the core reads it)."""
     mk = core / "core.mk"
     if not mk.is_file():
-        return [core / s for s in _FALLBACK_SOURCES if (core / s).is_file()]
+        raise CCoreError(f"{mk} is missing: it lists the core's sources")
     names: list[str] = []
-    for m in re.finditer(r"(?:\$[({][^)}]*[)}]/?)?([A-Za-z0-9_./-]+\.c)\b", mk.read_text()):
-        n = m.group(1).lstrip("/")
-        n = n[2:] if n.startswith("./") else n
-        if n not in names:
-            names.append(n)
+    for line in mk.read_text().splitlines():
+        m = re.match(r"^SNAPUQ_CORE_[A-Z]+_SRC\s*\+=\s*(\S+\.c)\s*$", line)
+        if m and m.group(1) not in names:
+            names.append(m.group(1))
     if not names:
         raise CCoreError(f"{mk}: lists no .c files")
     missing = [n for n in names if not (core / n).is_file()]

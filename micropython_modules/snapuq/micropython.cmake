@@ -1,11 +1,19 @@
 # snapuq user C module for the CMake-based MicroPython ports (esp32, rp2).
-# Glue only: the runtime and SNAP core are compiled from firmware/core by path (same glob as
-# micropython.mk, so the two file lists cannot drift).
+# Glue only: the runtime, SNAP core and blob reader are compiled from firmware/core by path,
+# from the one source list firmware/core/core.mk (read here line by line: `VAR += file`).
 add_library(usermod_snapuq INTERFACE)
 
 get_filename_component(SNAPUQ_CORE_DIR ${CMAKE_CURRENT_LIST_DIR}/../../firmware/core ABSOLUTE)
-file(GLOB SNAPUQ_CORE_SOURCES ${SNAPUQ_CORE_DIR}/*.c)
-list(SORT SNAPUQ_CORE_SOURCES)
+file(STRINGS ${SNAPUQ_CORE_DIR}/core.mk SNAPUQ_CORE_LINES
+     REGEX "^SNAPUQ_CORE_(RUNTIME|DSP|SNAP|TOKENS)_SRC[ \t]*\\+=")
+set(SNAPUQ_CORE_SOURCES)
+foreach(line ${SNAPUQ_CORE_LINES})
+    string(REGEX REPLACE "^[A-Z_]+[ \t]*\\+=[ \t]*([^ \t]+)[ \t]*$" "\\1" src "${line}")
+    list(APPEND SNAPUQ_CORE_SOURCES ${SNAPUQ_CORE_DIR}/${src})
+endforeach()
+if(NOT SNAPUQ_CORE_SOURCES)
+    message(FATAL_ERROR "snapuq: ${SNAPUQ_CORE_DIR}/core.mk lists no sources")
+endif()
 
 target_sources(usermod_snapuq INTERFACE
     ${CMAKE_CURRENT_LIST_DIR}/modsnapuq.c

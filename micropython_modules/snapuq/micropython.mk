@@ -1,15 +1,15 @@
 # snapuq user C module for the make-based MicroPython ports (unix, qemu, stm32, rp2 via make).
 #   make USER_C_MODULES=/path/to/snapuq/micropython_modules
-# The glue (modsnapuq.c) only converts arguments; the runtime and the SNAP core are compiled
-# from firmware/core by path (never copied). Every firmware/core/*.c is included, so this list
-# cannot drift from the core or from micropython.cmake (which uses the same glob).
+# The glue (modsnapuq.c) only converts arguments; the runtime, the SNAP core and the blob reader
+# are compiled from firmware/core by path (never copied), from the one source list core.mk.
 SNAPUQ_MOD_DIR := $(USERMOD_DIR)
 SNAPUQ_CORE_DIR := $(abspath $(SNAPUQ_MOD_DIR)/../../firmware/core)
+include $(SNAPUQ_CORE_DIR)/core.mk
 
 SRC_USERMOD_C += $(SNAPUQ_MOD_DIR)/modsnapuq.c
-SRC_USERMOD_LIB_C += $(sort $(wildcard $(SNAPUQ_CORE_DIR)/*.c))
+SRC_USERMOD_LIB_C += $(addprefix $(SNAPUQ_CORE_DIR)/,$(SNAPUQ_CORE_RUNTIME_SRC) $(SNAPUQ_CORE_DSP_SRC) $(SNAPUQ_CORE_SNAP_SRC) $(SNAPUQ_CORE_TOKENS_SRC))
 
-CFLAGS_USERMOD += -I$(SNAPUQ_CORE_DIR)
+CFLAGS_USERMOD += $(addprefix -I$(SNAPUQ_CORE_DIR)/,$(SNAPUQ_CORE_INC))
 # Cortex-M with the DSP extension (M4/M7/M33): SNAPUQ_KERNELS_DSP=1 selects the SMLAD kernels.
 ifeq ($(SNAPUQ_KERNELS_DSP),1)
 CFLAGS_USERMOD += -DSNAPUQ_KERNELS_DSP=1

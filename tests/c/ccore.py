@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -21,9 +22,24 @@ BUILD = ROOT / "build" / "c-core-tests"
 
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g", "-O1"]
 SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
-RUNTIME_SRC = ["snapuq_runtime.c", "snapuq_schedule.c", "snapuq_kernels_ref.c", "snapuq_kernels_dsp.c",
-               "snapuq_opnames.c"]
-SNAP_SRC = ["snapuq_snap.c"]
+
+
+def core_sources(*groups: str) -> list[str]:
+    """Sources (relative to firmware/core) of the core.mk groups named, e.g. "RUNTIME", "SNAP":
+    core.mk is the one list of core files every build reads."""
+    found: dict[str, list[str]] = {}
+    for line in (CORE / "core.mk").read_text().splitlines():
+        m = re.match(r"^SNAPUQ_CORE_([A-Z]+)_SRC\s*\+=\s*(\S+)\s*$", line)
+        if m:
+            found.setdefault(m.group(1), []).append(m.group(2))
+    missing = [g for g in groups if g not in found]
+    if missing:
+        raise RuntimeError(f"firmware/core/core.mk lists no SNAPUQ_CORE_{missing[0]}_SRC")
+    return [f for g in groups for f in found[g]]
+
+
+RUNTIME_SRC = core_sources("RUNTIME", "DSP")
+SNAP_SRC = core_sources("SNAP")
 
 
 def build_binary(name: str, sources: list[str], defines: tuple[str, ...] = (),
@@ -33,7 +49,7 @@ def build_binary(name: str, sources: list[str], defines: tuple[str, ...] = (),
     out = BUILD / name
     core = [CORE / s for s in RUNTIME_SRC + SNAP_SRC if (CORE / s).exists() and (CORE / s).stat().st_size]
     srcs = core + [TESTS_C / s for s in sources]
-    deps = srcs + list(CORE.glob("*.h"))
+    deps = srcs + list(CORE.glob("**/*.h")) + [CORE / "core.mk"]
     if out.exists() and all(out.stat().st_mtime >= p.stat().st_mtime for p in deps):
         return out
     tmp = f"{out}.{os.getpid()}.tmp"
@@ -69,7 +85,8 @@ def run_model_c(binary: Path, tflite: bytes,
         base = r * rec
         parts = []
         for o, s in zip(info["outputs"], sizes):
-            parts.append(raw[base:base + s].reshape(o["shape"]))
+            dtype = np.float32 if o.get("type") == 0 else np.int8  # TFLite type 0 = FLOAT32
+            parts.append(raw[base:base + s].view(dtype).reshape(o["shape"]))
             base += s
         outs.append(parts)
     return info, outs
@@ -163,5 +180,9 @@ def compare_outputs(ours: list[list[np.ndarray]], ref: list[list[np.ndarray]]) -
     diffs = [0] * n_out
     for a, b in zip(ours, ref):
         for k in range(n_out):
-            diffs[k] += int((a[k].astype(np.int32).ravel() != b[k].astype(np.int32).ravel()).sum())
+            if a[k].dtype == np.float32:  # float outputs (DEQUANTIZE): compare bit patterns
+                x, y = a[k].view(np.uint32), np.asarray(b[k], np.float32).view(np.uint32)
+            else:
+                x, y = a[k].astype(np.int32), b[k].astype(np.int32)
+            diffs[k] += int((x.ravel() != y.ravel()).sum())
     return diffs

@@ -2,8 +2,7 @@
  * fuzz_loader.c - libFuzzer target for the model loader (and, for models that load, set_arena,
  * invoke and the output queries).
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I firmware/core firmware/core/snapuq_*.c \
- *         tests/c/fuzz_loader.c -o fuzz_loader
+ *   make -C firmware/core fuzz      (sources from firmware/core/core.mk)
  *   ./fuzz_loader -max_total_time=30 CORPUS_DIR
  *
  * Built without -fsanitize=fuzzer and with -DSNAPUQ_FUZZ_MAIN it is a plain program that
@@ -35,10 +34,12 @@ static uint64_t work_estimate(const snapuq_model_t *m)
         uint64_t per = 1;
         if (o->n_in > 1 && o->in[1] >= 0) {
             const snapuq_priv_tensor_t *f = &m->tensors[o->in[1]];
-            per = f->bytes / (o->n_channels ? o->n_channels : 1u) + 1u;
+            const snapuq_priv_tensor_t *y = &m->tensors[o->out];
+            const uint64_t oc = y->ndim > 0 ? (uint64_t)y->dims[y->ndim - 1] : 1u;
+            per = f->bytes / (oc ? oc : 1u) + 1u;
         }
-        if (o->filter_h > 0) {
-            per += (uint64_t)o->filter_h * (uint64_t)o->filter_w;
+        if (o->builtin == 1 || o->builtin == 17) { /* AVERAGE_POOL_2D, MAX_POOL_2D */
+            per += (uint64_t)o->u.pool.win.filter_h * (uint64_t)o->u.pool.win.filter_w;
         }
         w += out * per + in;
     }

@@ -46,8 +46,8 @@ static void print_info(const char *key, const snapuq_tensor_info_t *t, int last)
     for (d = 0; d < t->ndim; d++) {
         printf("%s%d", d ? ", " : "", (int)t->dims[d]);
     }
-    printf("], \"bytes\": %u, \"scale\": %.9g, \"zero_point\": %d}%s", (unsigned)t->bytes,
-           (double)t->scale, (int)t->zero_point, last ? "" : ", ");
+    printf("], \"type\": %d, \"bytes\": %u, \"scale\": %.9g, \"zero_point\": %d}%s", (int)t->type,
+           (unsigned)t->bytes, (double)t->scale, (int)t->zero_point, last ? "" : ", ");
 }
 
 int main(int argc, char **argv)

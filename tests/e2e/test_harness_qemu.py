@@ -256,3 +256,15 @@ def test_qemu_killed_mid_run_is_one_line_and_incomplete(tmp_path: Path) -> None:
     assert len(err.strip().splitlines()) == 1 and "QEMU exited" in err and "--resume" in err, err
     s = json.loads((out / "summary.json").read_text())
     assert s["complete"] is False and s["n"] >= 3
+
+
+def test_firmware_built_for_another_model_is_rebuilt() -> None:
+    """An ELF newer than its sources but built for another model must not be reused."""
+    spec = board_spec("qemu:m4")
+    elf = build_firmware(spec, MODEL, BUILD)
+    stamp = elf.parent / "model.sha256"
+    good = stamp.read_text()
+    stamp.write_text("0" * 64 + "\n")  # as if the last build was for another model
+    before = elf.stat().st_mtime_ns
+    elf2 = build_firmware(spec, MODEL, BUILD)
+    assert elf2 == elf and elf.stat().st_mtime_ns != before and stamp.read_text() == good

@@ -1,7 +1,7 @@
 """Three models the project did not write for itself (as a user would), and their data written as a user
 would have it: a 1-D conv sensor model on the generated accelerometer set, a functional image model with
-BatchNorm and a residual Add on the 8x8 digits (as a folder of PNGs), and a plain MLP on flattened digits
-(as an .npz)."""
+BatchNorm, ReLU6, a residual Add, average pooling and Flatten on the 8x8 digits (as a folder of PNGs), and
+a plain MLP on flattened digits (as an .npz)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def residual_image(n_classes: int = 10, shape=(8, 8, 1)):
     i = keras.Input(shape, name="img")
     x = layers.Conv2D(12, 3, padding="same", use_bias=False, name="stem")(i)
     x = layers.BatchNormalization(momentum=0.9, name="stem_bn")(x)
-    x = layers.ReLU(name="stem_relu")(x)
+    x = layers.ReLU(6.0, name="stem_relu")(x)  # ReLU6, fused into the convolution
     y = layers.Conv2D(12, 3, padding="same", name="b_conv1")(x)
     y = layers.BatchNormalization(momentum=0.9, name="b_bn1")(y)
     y = layers.ReLU(name="b_relu1")(y)
@@ -45,7 +45,8 @@ def residual_image(n_classes: int = 10, shape=(8, 8, 1)):
     x = layers.ReLU(name="b_out")(x)
     x = layers.MaxPooling2D(2, name="pool")(x)
     x = layers.Conv2D(24, 3, padding="same", activation="relu", name="head_conv")(x)
-    x = layers.GlobalAveragePooling2D(name="gap")(x)
+    x = layers.AveragePooling2D(2, name="avg")(x)
+    x = layers.Flatten(name="flat")(x)
     o = layers.Dense(n_classes, name="logits")(x)
     return keras.Model(i, o, name="res_img")
 

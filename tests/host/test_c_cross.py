@@ -41,9 +41,10 @@ def test_cross_compile(cpu: str, tmp_path: Path) -> None:
     for k in kernels:
         result[k] = {}
         for src in ccore.RUNTIME_SRC + ccore.SNAP_SRC:
-            obj = tmp_path / f"{k}_{src}.o"
+            obj = tmp_path / f"{k}_{src.replace('/', '_')}.o"
             subprocess.run(["arm-none-eabi-gcc", *ccore.CFLAGS[:4], "-Os", "-ffunction-sections",
-                            "-fdata-sections", *CPUS[cpu], f"-DSNAPUQ_KERNELS_DSP={int(k == 'dsp')}",
+                            "-fdata-sections", *CPUS[cpu], f"-I{ccore.CORE}",
+                            f"-DSNAPUQ_KERNELS_DSP={int(k == 'dsp')}",
                             "-c", str(ccore.CORE / src), "-o", str(obj)], check=True, capture_output=True,
                            text=True)
             result[k][src] = sections(obj)

@@ -137,6 +137,65 @@ def test_random_single_op_models(runner: Path, seed: int) -> None:
     assert ccore.compare_outputs(ours, ref) == [0] * len(ref[0]), info["ops"]
 
 
+def _squeeze_dequantize_model() -> bytes:
+    """conv -> global mean (keepdims) -> tf.squeeze -> float output: SQUEEZE and DEQUANTIZE."""
+    keras.utils.set_random_seed(7)
+    inp = keras.Input((6, 5, 3), batch_size=1)
+    x = layers.Conv2D(4, 3, padding="same", activation="relu")(inp)
+    x = layers.GlobalAveragePooling2D(keepdims=True)(x)
+    out = layers.Lambda(lambda t: tf.squeeze(t, axis=[1, 2]))(x)
+    m = keras.Model(inp, out)
+    rep = np.random.default_rng(7).normal(size=(48, 6, 5, 3)).astype(np.float32)
+    conv = tf.lite.TFLiteConverter.from_keras_model(m)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+
+    def rep_fn():  # type: ignore[no-untyped-def]
+        for i in range(len(rep)):
+            yield [rep[i:i + 1]]
+    conv.representative_dataset = rep_fn
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.float32
+    return _reshape_to_squeeze(bytes(conv.convert()), [1, 2])
+
+
+def _reshape_to_squeeze(tfl: bytes, dims: list[int]) -> bytes:
+    """The converter lowers tf.squeeze with static shapes to RESHAPE: rewrite that operator as
+    the SQUEEZE it was (one input, SqueezeOptions.squeeze_dims) with TFLite's own schema API."""
+    import flatbuffers
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(tfl, 0))
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.SQUEEZE
+    code.version = 1
+    m.operatorCodes.append(code)
+    for op in m.subgraphs[0].operators:
+        if m.operatorCodes[op.opcodeIndex].builtinCode == schema.BuiltinOperator.RESHAPE:
+            op.opcodeIndex = len(m.operatorCodes) - 1
+            op.inputs = op.inputs[:1]
+            op.builtinOptionsType = schema.BuiltinOptions.SqueezeOptions
+            op.builtinOptions = schema.SqueezeOptionsT()
+            op.builtinOptions.squeezeDims = dims
+    b = flatbuffers.Builder(len(tfl) + 1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def test_squeeze_and_dequantize_bit_exact(runner: Path) -> None:
+    tfl = ccore.cached_model("squeeze_dequant_v2", _squeeze_dequantize_model)
+    info, _ = ccore.run_model_c(runner, tfl, [])
+    assert info["status"] == "ok", info
+    assert "SQUEEZE" in info["ops"] and "DEQUANTIZE" in info["ops"], info["ops"]
+    assert info["outputs"][0]["type"] == 0  # float32
+    rng = np.random.default_rng(8)
+    xs = [rng.integers(-128, 128, size=(1, 6, 5, 3), dtype=np.int8) for _ in range(40)]
+    _, ours = ccore.run_model_c(runner, tfl, xs)
+    ref = ccore.run_model_tflm(tfl, xs)
+    assert ours[0][0].dtype == np.float32
+    assert ccore.compare_outputs(ours, ref) == [0]
+
+
 def test_unsupported_op_is_named(runner: Path) -> None:
     def make() -> bytes:
         keras.utils.set_random_seed(3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +14,10 @@ from snapuq.tokens import fixed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORE = os.path.join(ROOT, "firmware", "core")
+sys.path.insert(0, os.path.join(ROOT, "tests", "c"))
+import ccore  # noqa: E402  (core.mk: the one list of core sources)
+
+TOKENS_SRC = [os.path.join(CORE, s) for s in ccore.core_sources("TOKENS")]
 DRIVER = os.path.join(ROOT, "tests", "c", "test_snapuq_tokens.c")
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -23,7 +28,7 @@ def driver(tmp_path_factory) -> str:
     exe = str(tmp_path_factory.mktemp("tokens_c") / "test_snapuq_tokens")
     cmd = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g", "-O1",
            "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-I", CORE,
-           os.path.join(CORE, "snapuq_tokens.c"), DRIVER, "-o", exe]
+           *TOKENS_SRC, DRIVER, "-o", exe]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return exe
@@ -91,5 +96,5 @@ def test_c_kernel_equals_host_on_random_inputs(driver):
 
 
 def test_c_table_is_generated_from_the_host_table():
-    src = open(os.path.join(CORE, "snapuq_tokens.c")).read()
+    src = "".join(open(p).read() for p in TOKENS_SRC)
     assert fixed.c_g_table() in src

@@ -40,7 +40,7 @@ MICROPYTHON = Path(os.environ.get("SNAPUQ_MICROPYTHON") or Path(sys.executable).
 COMMON = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN",
           "ADD", "RESHAPE", "SOFTMAX", "LOGISTIC", "QUANTIZE", "model"}
 OP_SETS = {
-    "c": COMMON,
+    "c": COMMON | {"SQUEEZE", "DEQUANTIZE"},
     "twin": COMMON | {"SQUEEZE"},
 }
 
@@ -56,7 +56,10 @@ def _diff(case: Case, got: list[list[np.ndarray]]) -> int:
         exp = case.expected_outputs(i)
         assert len(outs) == len(exp), case.name
         for g, e in zip(outs, exp):
-            n += int(np.count_nonzero(np.asarray(g).ravel().astype(np.int64) != e.ravel().astype(np.int64)))
+            g = np.asarray(g)
+            if e.dtype.kind == "f" or g.dtype.kind == "f":  # DEQUANTIZE: compare float32 bit patterns
+                g, e = np.asarray(g, np.float32).view(np.uint32), np.asarray(e, np.float32).view(np.uint32)
+            n += int(np.count_nonzero(g.ravel().astype(np.int64) != e.ravel().astype(np.int64)))
     return n
 
 

@@ -192,6 +192,7 @@ def load_npz(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | Non
         return _fit_shape(apply_normalization(a, norm), input_shape, f"{p}: {what}")
 
     ood = prep(raw["x_ood"], "x_ood") if "x_ood" in raw else None
+    ood_note = {"ood": f"x_ood of {p.name}"} if ood is not None else {}
     ds = Dataset(
         name=p.stem,
         x_train=prep(xtr, "x_train"),
@@ -206,6 +207,7 @@ def load_npz(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | Non
             "dev": dev_note,
             "normalization": norm,
             "preprocessing": f"arrays of {p.name}, {norm['formula']}",
+            **ood_note,
         },  # fmt: skip
         x_ood=ood,
     )

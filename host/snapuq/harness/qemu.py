@@ -88,8 +88,6 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
                           "(Debian: apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)")
     if model_dir is not None and snap and not ModelPaths(model_dir).c_source.exists():
         raise SnapuqError(f"{ModelPaths(model_dir).c_source} missing: run `snapuq export {model_dir}` first")
-    if not force and elf.exists() and elf.stat().st_mtime >= _newest_source_mtime(model_dir):
-        return elf
     cmd = ["make", "-C", str(FIRMWARE), spec.name, f"BUILD={build_dir}", f"BUDGET={budget}",
            f"SNAP={1 if snap else 0}", f"VARIANT={variant}"]
     if model_dir is not None:
@@ -97,15 +95,39 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
     if blob is not None:
         cmd.append(f"BLOB={Path(blob).resolve()}")
     build_dir.mkdir(parents=True, exist_ok=True)
+    # the image records which model it was built for: an ELF of another model is rebuilt, however
+    # new it is (an mtime check alone reused it, and every result mismatched)
+    stamp = elf.parent / "model.sha256"
+    want = _model_key(model_dir if snap else None, blob)
     with open(build_dir / ".lock", "w") as lock:  # one make at a time per build dir (pytest -n)
         fcntl.flock(lock, fcntl.LOCK_EX)
+        same_model = stamp.is_file() and stamp.read_text().strip() == want
+        fresh = elf.exists() and elf.stat().st_mtime >= _newest_source_mtime(model_dir)
+        if not force and same_model and fresh:
+            return elf
+        if elf.exists() and (force or not same_model):
+            elf.unlink()  # make would consider it up to date by mtime
         proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode == 0:
+            stamp.write_text(want + "\n")
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise SnapuqError(f"firmware build failed ({' '.join(cmd)}):\n{tail}")
     if not quiet:
         print(proc.stdout)
     return elf
+
+
+def _model_key(model_dir: Path | None, blob: Path | None) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    if model_dir is not None:
+        for p in (ModelPaths(model_dir).c_source, ModelPaths(model_dir).c_header):
+            h.update(p.read_bytes() if p.is_file() else b"-")
+    if blob is not None:
+        h.update(Path(blob).read_bytes() if Path(blob).is_file() else b"-")
+    return h.hexdigest()
 
 
 _PR_SET_PDEATHSIG = 1

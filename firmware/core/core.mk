@@ -1,0 +1,45 @@
+# core.mk - THE list of snapuq's portable C core sources (paths relative to firmware/core).
+#
+# Every build reads this file; none keeps its own list:
+#   firmware/Makefile, firmware/core/Makefile          include it
+#   platformio.ini -> firmware/core/library.json        (library_build.py parses it)
+#   micropython_modules/snapuq/micropython.mk           include it
+#   micropython_modules/snapuq/micropython.cmake        file(STRINGS) + regex
+#   tests/c/ccore.py (host C tests, host/snapuq C library) parse it
+# Keep the format: one `VAR += file` per line, so the non-make readers stay one-line regexes.
+#
+#   SNAPUQ_CORE_RUNTIME_SRC  int8 TFLite runtime: loader, planner, operators, reference kernels
+#   SNAPUQ_CORE_DSP_SRC      Armv7E-M DSP kernels (compiled everywhere; empty unless
+#                            -DSNAPUQ_KERNELS_DSP=1 selects them)
+#   SNAPUQ_CORE_SNAP_SRC     SNAP-UQ score, calibration, stream monitor, model blob reader
+#   SNAPUQ_CORE_TOKENS_SRC   Uncert token scoring (optional)
+
+SNAPUQ_CORE_RUNTIME_SRC += snapuq_runtime.c
+SNAPUQ_CORE_RUNTIME_SRC += snapuq_loader.c
+SNAPUQ_CORE_RUNTIME_SRC += snapuq_planner.c
+SNAPUQ_CORE_RUNTIME_SRC += snapuq_schedule.c
+SNAPUQ_CORE_RUNTIME_SRC += snapuq_flatbuffer.c
+SNAPUQ_CORE_RUNTIME_SRC += snapuq_quant.c
+SNAPUQ_CORE_RUNTIME_SRC += snapuq_opnames.c
+SNAPUQ_CORE_RUNTIME_SRC += snapuq_kernels_ref.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_table.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_common.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_conv.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_fc.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_pool.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_add.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_concat.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_mean.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_reshape.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_softmax.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_logistic.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_quantize.c
+
+SNAPUQ_CORE_DSP_SRC += snapuq_kernels_dsp.c
+
+SNAPUQ_CORE_SNAP_SRC += snapuq_snap.c
+
+SNAPUQ_CORE_TOKENS_SRC += snapuq_tokens.c
+
+# include directory (relative to firmware/core)
+SNAPUQ_CORE_INC += .

@@ -1,0 +1,120 @@
+/*
+ * op_conv.c - CONV_2D and DEPTHWISE_CONV_2D (int8, per-channel or per-tensor weights).
+ * Kernels: SNAPUQ_CONV / SNAPUQ_DWCONV (reference or DSP, snapuq_kernels.h).
+ */
+#include <stdint.h>
+
+#include "snapuq_op.h"
+
+static snapuq_status_t parse_conv(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
+{
+    snapuq_priv_op_t *o = &md->ops[op];
+    snapuq_conv_data_t *d = &o->u.conv;
+    const int dw = o->builtin == SNAPUQ_OP_DEPTHWISE_CONV_2D;
+    const snapuq_priv_tensor_t *in = snapuq_t(md, o->in[0]);
+    const snapuq_priv_tensor_t *out = snapuq_t(md, o->out);
+    const snapuq_priv_tensor_t *w;
+    uint8_t activation = 0;
+    int32_t cout;
+
+    if (o->n_in < 2 || o->n_in > 3 || o->in[1] < 0) {
+        return snapuq_fail(md, SNAPUQ_ERR_FORMAT, "operator ", op, ": conv needs input, filter[, bias]");
+    }
+    w = snapuq_t(md, o->in[1]);
+    d->depth_mult = 1;
+    /* Conv2DOptions: padding, stride_w, stride_h, activation, dilation_w, dilation_h;
+     * DepthwiseConv2DOptions: padding, stride_w, stride_h, depth_multiplier, activation, ... */
+    SNAPUQ_TRY(snapuq_opt_u8(md, op, opts, 0, 0, &d->win.padding));
+    SNAPUQ_TRY(snapuq_opt_i16(md, op, opts, 1, 1, &d->win.stride_w));
+    SNAPUQ_TRY(snapuq_opt_i16(md, op, opts, 2, 1, &d->win.stride_h));
+    if (!dw) {
+        SNAPUQ_TRY(snapuq_opt_u8(md, op, opts, 3, 0, &activation));
+        SNAPUQ_TRY(snapuq_opt_i16(md, op, opts, 4, 1, &d->win.dil_w));
+        SNAPUQ_TRY(snapuq_opt_i16(md, op, opts, 5, 1, &d->win.dil_h));
+    } else {
+        SNAPUQ_TRY(snapuq_opt_i16(md, op, opts, 3, 1, &d->depth_mult));
+        SNAPUQ_TRY(snapuq_opt_u8(md, op, opts, 4, 0, &activation));
+        SNAPUQ_TRY(snapuq_opt_i16(md, op, opts, 5, 1, &d->win.dil_w));
+        SNAPUQ_TRY(snapuq_opt_i16(md, op, opts, 6, 1, &d->win.dil_h));
+    }
+    if (w->ndim != 4 || in->ndim != 4 || out->ndim != 4) {
+        return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": conv tensors must be 4-D");
+    }
+    cout = out->dims[3];
+    if (!dw) {
+        if (w->dims[0] != cout || w->dims[3] != in->dims[3]) {
+            return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": filter shape does not match channels");
+        }
+        if (w->n_scales > 1 && w->dims[0] != (int16_t)w->n_scales) {
+            return snapuq_fail(md, SNAPUQ_ERR_QUANT, "operator ", op, ": per-channel scales not on axis 0");
+        }
+    } else if (w->dims[0] != 1 || w->dims[3] != cout || d->depth_mult < 1 ||
+               (int32_t)in->dims[3] * d->depth_mult != cout) {
+        return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": depthwise filter shape does not match channels");
+    }
+    SNAPUQ_TRY(snapuq_check_weights(md, op, o->in[1], o->n_in > 2 ? o->in[2] : -1, cout));
+    SNAPUQ_TRY(snapuq_window(md, op, &d->win, in, out, w->dims[1], w->dims[2]));
+    SNAPUQ_TRY(snapuq_check_multipliers(md, op, in, w, out));
+    d->n_channels = (uint16_t)cout;
+    o->persist_bytes = 8u * (uint32_t)cout;
+    return snapuq_act_range(md, op, activation, out, &d->act_min, &d->act_max);
+}
+
+static snapuq_status_t prepare_conv(snapuq_model_t *md, uint16_t op)
+{
+    return snapuq_prepare_per_channel(md, op, md->ops[op].u.conv.n_channels);
+}
+
+static void conv_args(const snapuq_model_t *md, const snapuq_priv_op_t *o, snapuq_conv_args_t *a)
+{
+    const snapuq_conv_data_t *d = &o->u.conv;
+    const snapuq_priv_tensor_t *in = snapuq_tc(md, o->in[0]);
+    const snapuq_priv_tensor_t *out = snapuq_tc(md, o->out);
+    a->in = snapuq_tensor_ptr(md, o->in[0]);
+    a->filter = (const int8_t *)snapuq_tc(md, o->in[1])->data;
+    a->bias = (o->n_in > 2 && o->in[2] >= 0) ? (const int32_t *)(const void *)snapuq_tc(md, o->in[2])->data : NULL;
+    a->out = snapuq_tensor_ptr(md, o->out);
+    a->mult = snapuq_op_persist(md, o);
+    a->shift = a->mult + d->n_channels;
+    a->batches = in->dims[0];
+    a->in_h = in->dims[1];
+    a->in_w = in->dims[2];
+    a->in_c = in->dims[3];
+    a->out_h = out->dims[1];
+    a->out_w = out->dims[2];
+    a->out_c = out->dims[3];
+    a->k_h = d->win.filter_h;
+    a->k_w = d->win.filter_w;
+    a->stride_h = d->win.stride_h;
+    a->stride_w = d->win.stride_w;
+    a->dil_h = d->win.dil_h;
+    a->dil_w = d->win.dil_w;
+    a->pad_h = d->win.pad_h;
+    a->pad_w = d->win.pad_w;
+    a->depth_mult = d->depth_mult;
+    a->in_offset = -in->zero_point;
+    a->out_offset = out->zero_point;
+    a->act_min = d->act_min;
+    a->act_max = d->act_max;
+}
+
+static snapuq_status_t eval_conv(snapuq_model_t *md, uint16_t op)
+{
+    snapuq_conv_args_t a;
+    conv_args(md, &md->ops[op], &a);
+    SNAPUQ_CONV(&a);
+    return SNAPUQ_OK;
+}
+
+static snapuq_status_t eval_dwconv(snapuq_model_t *md, uint16_t op)
+{
+    snapuq_conv_args_t a;
+    conv_args(md, &md->ops[op], &a);
+    SNAPUQ_DWCONV(&a);
+    return SNAPUQ_OK;
+}
+
+const snapuq_op_reg_t snapuq_reg_conv_2d = {
+    SNAPUQ_OP_CONV_2D, SNAPUQ_OPF_INT8_IO, parse_conv, prepare_conv, eval_conv};
+const snapuq_op_reg_t snapuq_reg_depthwise_conv_2d = {
+    SNAPUQ_OP_DEPTHWISE_CONV_2D, SNAPUQ_OPF_INT8_IO, parse_conv, prepare_conv, eval_dwconv};

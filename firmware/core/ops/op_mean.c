@@ -1,0 +1,76 @@
+/*
+ * op_mean.c - MEAN of an int8 tensor over a constant set of axes (TFLM reference arithmetic).
+ */
+#include <stdint.h>
+
+#include "snapuq_op.h"
+
+static snapuq_status_t parse_mean(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
+{
+    snapuq_priv_op_t *o = &md->ops[op];
+    snapuq_mean_data_t *d = &o->u.mean;
+    const snapuq_priv_tensor_t *in = snapuq_t(md, o->in[0]);
+    const snapuq_priv_tensor_t *out = snapuq_t(md, o->out);
+    const snapuq_priv_tensor_t *ax;
+    uint32_t n, i, expect = 1;
+
+    /* ReducerOptions: keep_dims (the output shape in the file decides the layout) */
+    SNAPUQ_TRY(snapuq_opt_u8(md, op, opts, 0, 0, &d->keep_dims));
+    if (o->n_in != 2 || o->in[1] < 0) {
+        return snapuq_fail(md, SNAPUQ_ERR_FORMAT, "operator ", op, ": MEAN needs input and axis");
+    }
+    ax = snapuq_t(md, o->in[1]);
+    if (ax->data == NULL || ax->type != SNAPUQ_DTYPE_INT32 || ax->ndim > 1) {
+        return snapuq_fail(md, SNAPUQ_ERR_UNSUPPORTED_TYPE, "operator ", op, ": MEAN axis must be a constant int32 vector");
+    }
+    n = snapuq_tensor_elems(ax);
+    if (n < 1 || in->ndim < 1) {
+        return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": MEAN over no axis");
+    }
+    d->reduce_mask = 0;
+    for (i = 0; i < n; i++) {
+        int32_t a = snapuq_rd_i32(ax->data + 4u * i);
+        if (a < 0) {
+            a += in->ndim;
+        }
+        if (a < 0 || a >= (int32_t)in->ndim) {
+            return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": MEAN axis out of range");
+        }
+        d->reduce_mask = (uint8_t)(d->reduce_mask | (1u << a));
+    }
+    for (i = 0; i < in->ndim; i++) {
+        if (((d->reduce_mask >> i) & 1u) == 0) {
+            expect *= (uint32_t)in->dims[i];
+        }
+    }
+    if (snapuq_tensor_elems(out) != expect) {
+        return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": MEAN output shape does not match");
+    }
+    if (snapuq_qm_ratio_pot(in->scale, out->scale, 0, &d->mult, &d->shift)) {
+        return snapuq_fail(md, SNAPUQ_ERR_QUANT, "operator ", op, ": bad MEAN scales");
+    }
+    return SNAPUQ_OK;
+}
+
+static snapuq_status_t eval_mean(snapuq_model_t *md, uint16_t op)
+{
+    const snapuq_priv_op_t *o = &md->ops[op];
+    const snapuq_mean_data_t *d = &o->u.mean;
+    const snapuq_priv_tensor_t *in = snapuq_tc(md, o->in[0]);
+    snapuq_mean_args_t a;
+    uint8_t k, pad = (uint8_t)(4 - in->ndim);
+    a.in = snapuq_tensor_ptr(md, o->in[0]);
+    a.out = snapuq_tensor_ptr(md, o->out);
+    for (k = 0; k < 4; k++) { /* dims padded with 1 in front to 4-D */
+        a.dims[k] = k < pad ? 1 : in->dims[k - pad];
+        a.reduce[k] = (uint8_t)(k < pad ? 0 : ((d->reduce_mask >> (k - pad)) & 1u));
+    }
+    a.in_zp = in->zero_point;
+    a.out_zp = snapuq_tc(md, o->out)->zero_point;
+    a.mult = d->mult;
+    a.shift = d->shift;
+    snapuq_mean_ref(&a);
+    return SNAPUQ_OK;
+}
+
+const snapuq_op_reg_t snapuq_reg_mean = {SNAPUQ_OP_MEAN, SNAPUQ_OPF_INT8_IO, parse_mean, NULL, eval_mean};

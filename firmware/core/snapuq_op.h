@@ -1,0 +1,146 @@
+/*
+ * snapuq_op.h - internal interface between the runtime and its operators (not public).
+ *
+ * One operator (or one family sharing its arithmetic) lives in one file under ops/ and
+ * exports one registration (TFLM style):
+ *   parse    at snapuq_model_init(): read the builtin options, check tensor types, shapes and
+ *            quantization, precompute the operator's constants into its own member of
+ *            op->u (snapuq_op_data.h) and declare persistent arena bytes (op->persist_bytes);
+ *   prepare  at snapuq_model_set_arena() (optional): fill the persistent region
+ *            (md->arena + op->persist), e.g. per-channel multipliers;
+ *   eval     at snapuq_model_invoke(): run the kernel.
+ * ops/op_table.c lists the registrations; adding an operator = one new file + one table line
+ * (+ its name in core.mk).
+ */
+#ifndef SNAPUQ_OP_H
+#define SNAPUQ_OP_H
+
+#include <stdint.h>
+
+#include "snapuq_flatbuffer.h"
+#include "snapuq_kernels.h"
+#include "snapuq_quant.h"
+#include "snapuq_runtime.h"
+
+/* TFLite BuiltinOperator codes the core knows */
+enum {
+    SNAPUQ_OP_ADD = 0,
+    SNAPUQ_OP_AVERAGE_POOL_2D = 1,
+    SNAPUQ_OP_CONCATENATION = 2,
+    SNAPUQ_OP_CONV_2D = 3,
+    SNAPUQ_OP_DEPTHWISE_CONV_2D = 4,
+    SNAPUQ_OP_DEQUANTIZE = 6,
+    SNAPUQ_OP_FULLY_CONNECTED = 9,
+    SNAPUQ_OP_LOGISTIC = 14,
+    SNAPUQ_OP_MAX_POOL_2D = 17,
+    SNAPUQ_OP_RESHAPE = 22,
+    SNAPUQ_OP_SOFTMAX = 25,
+    SNAPUQ_OP_CUSTOM = 32,
+    SNAPUQ_OP_MEAN = 40,
+    SNAPUQ_OP_SQUEEZE = 43,
+    SNAPUQ_OP_QUANTIZE = 114
+};
+
+/* The operator's builtin options table (absent: every field takes its schema default). */
+typedef struct {
+    const snapuq_fb_t *fb;
+    snapuq_fbt_t t;
+    int present;
+} snapuq_opts_t;
+
+/* registration flags */
+#define SNAPUQ_OPF_INT8_IO 1u /* input 0 and the output must be int8 activations (checked first) */
+#define SNAPUQ_OPF_ALIAS 2u   /* the output may share input 0's memory (planner) */
+
+typedef struct snapuq_op_reg {
+    int32_t builtin;
+    uint8_t flags;
+    snapuq_status_t (*parse)(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts);
+    snapuq_status_t (*prepare)(snapuq_model_t *md, uint16_t op); /* NULL: nothing to prepare */
+    snapuq_status_t (*eval)(snapuq_model_t *md, uint16_t op);
+} snapuq_op_reg_t;
+
+/* ops/op_table.c: registration of a builtin code, NULL when unsupported */
+const snapuq_op_reg_t *snapuq_op_find(int32_t builtin);
+
+/* the registrations (one per ops/op_*.c) */
+extern const snapuq_op_reg_t snapuq_reg_conv_2d, snapuq_reg_depthwise_conv_2d;
+extern const snapuq_op_reg_t snapuq_reg_fully_connected;
+extern const snapuq_op_reg_t snapuq_reg_max_pool_2d, snapuq_reg_average_pool_2d;
+extern const snapuq_op_reg_t snapuq_reg_add, snapuq_reg_mean, snapuq_reg_concatenation;
+extern const snapuq_op_reg_t snapuq_reg_reshape, snapuq_reg_squeeze;
+extern const snapuq_op_reg_t snapuq_reg_softmax, snapuq_reg_logistic;
+extern const snapuq_op_reg_t snapuq_reg_quantize, snapuq_reg_dequantize;
+
+/* ---- errors (snapuq_runtime.c) ---- */
+#define SNAPUQ_NO_NUM INT64_MIN
+/* Write "<a><num><b>" (num omitted when SNAPUQ_NO_NUM) as the model's error; returns st. */
+snapuq_status_t snapuq_fail(snapuq_model_t *md, snapuq_status_t st, const char *a, int64_t num,
+                            const char *b);
+
+/* ---- arena plan of a parsed model (snapuq_planner.c) ---- */
+snapuq_status_t snapuq_plan(snapuq_model_t *md);
+
+/* ---- helpers for operators (ops/op_common.c) ---- */
+static inline snapuq_priv_tensor_t *snapuq_t(snapuq_model_t *md, int16_t i)
+{
+    return &md->tensors[i];
+}
+static inline const snapuq_priv_tensor_t *snapuq_tc(const snapuq_model_t *md, int16_t i)
+{
+    return &md->tensors[i];
+}
+/* Arena address of activation tensor ti (valid after set_arena). */
+static inline int8_t *snapuq_tensor_ptr(const snapuq_model_t *md, int16_t ti)
+{
+    return (int8_t *)(void *)(md->arena + md->persist_bytes + (uint32_t)md->tensors[ti].offset);
+}
+/* The operator's persistent region (valid after set_arena). */
+static inline int32_t *snapuq_op_persist(const snapuq_model_t *md, const snapuq_priv_op_t *o)
+{
+    return (int32_t *)(void *)(md->arena + o->persist);
+}
+
+uint32_t snapuq_tensor_elems(const snapuq_priv_tensor_t *t);
+int snapuq_same_shape(const snapuq_priv_tensor_t *a, const snapuq_priv_tensor_t *b);
+/* int8 activation with one scale and an int8 zero point; `role` ends the message. */
+snapuq_status_t snapuq_need_int8_act(snapuq_model_t *md, uint16_t op, int16_t ti, const char *role);
+/* [act_min, act_max] of a fused activation (TFLite ActivationFunctionType) on `out`. */
+snapuq_status_t snapuq_act_range(snapuq_model_t *md, uint16_t op, uint8_t activation,
+                                 const snapuq_priv_tensor_t *out, int32_t *act_min, int32_t *act_max);
+/* Validate a window (stride, dilation, padding already in *w) over 4-D NHWC in/out with a
+ * kh x kw filter; sets filter and padding amounts. */
+snapuq_status_t snapuq_window(snapuq_model_t *md, uint16_t op, snapuq_window_t *w,
+                              const snapuq_priv_tensor_t *in, const snapuq_priv_tensor_t *out,
+                              int32_t kh, int32_t kw);
+/* Constant int8 symmetric weights (per-tensor or per-channel over out_c) and optional int32
+ * bias [out_c] (bi < 0: none). */
+snapuq_status_t snapuq_check_weights(snapuq_model_t *md, uint16_t op, int16_t wi, int16_t bi,
+                                     int32_t out_c);
+/* every per-channel requantization multiplier in*w/out must be representable (shift <= 30) */
+snapuq_status_t snapuq_check_multipliers(snapuq_model_t *md, uint16_t op,
+                                         const snapuq_priv_tensor_t *in,
+                                         const snapuq_priv_tensor_t *w,
+                                         const snapuq_priv_tensor_t *out);
+/* prepare(): per-channel (mult[n], shift[n]) of in[0] * in[1] / out into the persistent region */
+snapuq_status_t snapuq_prepare_per_channel(snapuq_model_t *md, uint16_t op, uint16_t n_channels);
+
+/* Builtin options: read field `id` (default `def`); a malformed table or a value outside
+ * int16 is an error naming the operator. */
+snapuq_status_t snapuq_opt_i16(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *o, unsigned id,
+                               int32_t def, int16_t *dst);
+snapuq_status_t snapuq_opt_u8(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *o, unsigned id,
+                              uint8_t def, uint8_t *dst);
+snapuq_status_t snapuq_opt_f32(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *o, unsigned id,
+                               float def, float *dst);
+
+/* Evaluate `expr` (a snapuq_status_t) and return it from the caller unless it is SNAPUQ_OK. */
+#define SNAPUQ_TRY(expr)                                                                          \
+    do {                                                                                          \
+        const snapuq_status_t snapuq_try_st_ = (expr);                                            \
+        if (snapuq_try_st_ != SNAPUQ_OK) {                                                        \
+            return snapuq_try_st_;                                                                \
+        }                                                                                         \
+    } while (0)
+
+#endif /* SNAPUQ_OP_H */

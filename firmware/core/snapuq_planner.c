@@ -1,0 +1,122 @@
+/*
+ * snapuq_planner.c - arena plan of a loaded model: execution order (snapuq_schedule.c), then
+ * persistent per-operator tables first, then
+ * activations placed greedily (largest first, lowest non-overlapping offset among buffers with
+ * overlapping lifetimes: TFLM's greedy planner order). Outputs of operators flagged
+ * SNAPUQ_OPF_ALIAS (RESHAPE, SQUEEZE) share their input's memory.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "snapuq_op.h"
+#include "snapuq_schedule.h"
+
+#define ALIGN_UP(x) (((x) + (SNAPUQ_ARENA_ALIGN - 1u)) & ~(uint32_t)(SNAPUQ_ARENA_ALIGN - 1u))
+
+static int16_t root_of(int16_t t, const int16_t *alias)
+{
+    int guard = 0;
+    while (alias[t] >= 0 && guard++ < SNAPUQ_MAX_TENSORS) {
+        t = alias[t];
+    }
+    return t;
+}
+
+snapuq_status_t snapuq_plan(snapuq_model_t *md)
+{
+    int16_t alias[SNAPUQ_MAX_TENSORS];
+    int16_t order[SNAPUQ_MAX_TENSORS];
+    uint16_t i, j, n = 0, k;
+    uint32_t persist = 0, top = 0, naive = 0;
+
+    /* execution order and lifetimes in that order (snapuq_schedule.c) */
+    snapuq_schedule_ops(md);
+    for (i = 0; i < md->n_tensors; i++) {
+        alias[i] = -1;
+    }
+    for (i = 0; i < md->n_ops; i++) {
+        const snapuq_priv_op_t *o = &md->ops[i];
+        if ((o->reg->flags & SNAPUQ_OPF_ALIAS) != 0 && md->tensors[o->in[0]].data == NULL) {
+            alias[o->out] = o->in[0];
+        }
+    }
+    /* merge lifetimes into roots */
+    for (i = 0; i < md->n_tensors; i++) {
+        snapuq_priv_tensor_t *t = &md->tensors[i];
+        int16_t r;
+        if (t->data != NULL || t->last_use < 0) {
+            continue;
+        }
+        r = root_of((int16_t)i, alias);
+        if (r != (int16_t)i) {
+            snapuq_priv_tensor_t *rt = &md->tensors[r];
+            if (t->first_use < rt->first_use) {
+                rt->first_use = t->first_use;
+            }
+            if (t->last_use > rt->last_use) {
+                rt->last_use = t->last_use;
+            }
+        }
+    }
+    /* roots sorted by size (descending), ties by index */
+    for (i = 0; i < md->n_tensors; i++) {
+        const snapuq_priv_tensor_t *t = &md->tensors[i];
+        if (t->data == NULL && t->last_use >= 0 && alias[i] < 0) {
+            if (t->bytes > 0x00FFFFFFu) {
+                return snapuq_fail(md, SNAPUQ_ERR_LIMIT, "tensor ", i, " is larger than 16 MiB");
+            }
+            order[n++] = (int16_t)i;
+            naive += ALIGN_UP(t->bytes);
+        }
+    }
+    for (i = 1; i < n; i++) {
+        int16_t v = order[i];
+        j = i;
+        while (j > 0 && md->tensors[order[j - 1]].bytes < md->tensors[v].bytes) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+    for (i = 0; i < n; i++) {
+        snapuq_priv_tensor_t *t = &md->tensors[order[i]];
+        uint32_t off = 0;
+        int moved = 1;
+        /* lowest offset not overlapping any placed buffer with an overlapping lifetime */
+        while (moved) {
+            moved = 0;
+            for (k = 0; k < i; k++) {
+                const snapuq_priv_tensor_t *p = &md->tensors[order[k]];
+                const uint32_t po = (uint32_t)p->offset, pe = po + ALIGN_UP(p->bytes);
+                if (p->last_use < t->first_use || t->last_use < p->first_use) {
+                    continue;
+                }
+                if (off < pe && po < off + ALIGN_UP(t->bytes)) {
+                    off = pe;
+                    moved = 1;
+                }
+            }
+        }
+        t->offset = (int32_t)off;
+        if (off + ALIGN_UP(t->bytes) > top) {
+            top = off + ALIGN_UP(t->bytes);
+        }
+    }
+    for (i = 0; i < md->n_tensors; i++) {
+        if (alias[i] >= 0 && md->tensors[i].last_use >= 0) {
+            md->tensors[i].offset = md->tensors[root_of((int16_t)i, alias)].offset;
+        }
+    }
+    /* persistent per-operator tables first in the arena */
+    for (i = 0; i < md->n_ops; i++) {
+        snapuq_priv_op_t *o = &md->ops[i];
+        if (o->persist_bytes > 0) {
+            o->persist = persist;
+            persist += ALIGN_UP(o->persist_bytes);
+        }
+    }
+    md->persist_bytes = persist;
+    md->act_bytes = top;
+    md->act_naive_bytes = naive;
+    return SNAPUQ_OK;
+}
