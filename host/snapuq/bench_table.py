@@ -434,7 +434,7 @@ def run_table(args) -> int:
 
     t_start = time.time()
     out = Path(args.out) if args.out else ROOT / "build" / "bench" / "table.json"
-    build = Path(args.build_dir) if args.build_dir else ROOT / "build" / "bench-table"
+    build = (Path(args.build_dir) if args.build_dir else ROOT / "build" / "bench-table").resolve()
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     boards = [b.strip() for b in args.table_boards.split(",") if b.strip()]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
