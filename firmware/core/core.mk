@@ -28,6 +28,7 @@ SNAPUQ_CORE_RUNTIME_SRC += ops/op_conv.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_fc.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_pool.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_add.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_concat.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_mean.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_reshape.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_softmax.c

@@ -34,8 +34,8 @@ from snapuq.errors import SnapuqError, UnsupportedOpError
 # TFLite builtin operators the int8 C core executes (firmware/core; both kernel sets, bit-exact with TFLM).
 CORE_OPS: frozenset[str] = frozenset(
     {
-        "ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "LOGISTIC",
-        "MAX_POOL_2D", "MEAN", "QUANTIZE", "RESHAPE", "SOFTMAX",
+        "ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
+        "LOGISTIC", "MAX_POOL_2D", "MEAN", "QUANTIZE", "RESHAPE", "SOFTMAX", "SQUEEZE",
     }
 )  # fmt: skip
 
