@@ -28,6 +28,7 @@ SNAPUQ_CORE_RUNTIME_SRC += ops/op_conv.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_fc.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_pool.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_add.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_concat.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_mean.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_reshape.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_softmax.c
@@ -37,6 +38,7 @@ SNAPUQ_CORE_RUNTIME_SRC += ops/op_quantize.c
 SNAPUQ_CORE_DSP_SRC += snapuq_kernels_dsp.c
 
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap.c
+SNAPUQ_CORE_SNAP_SRC += snapuq_blob.c
 
 SNAPUQ_CORE_TOKENS_SRC += snapuq_tokens.c
 

@@ -26,6 +26,7 @@
 enum {
     SNAPUQ_OP_ADD = 0,
     SNAPUQ_OP_AVERAGE_POOL_2D = 1,
+    SNAPUQ_OP_CONCATENATION = 2,
     SNAPUQ_OP_CONV_2D = 3,
     SNAPUQ_OP_DEPTHWISE_CONV_2D = 4,
     SNAPUQ_OP_DEQUANTIZE = 6,
@@ -66,7 +67,7 @@ const snapuq_op_reg_t *snapuq_op_find(int32_t builtin);
 extern const snapuq_op_reg_t snapuq_reg_conv_2d, snapuq_reg_depthwise_conv_2d;
 extern const snapuq_op_reg_t snapuq_reg_fully_connected;
 extern const snapuq_op_reg_t snapuq_reg_max_pool_2d, snapuq_reg_average_pool_2d;
-extern const snapuq_op_reg_t snapuq_reg_add, snapuq_reg_mean;
+extern const snapuq_op_reg_t snapuq_reg_add, snapuq_reg_mean, snapuq_reg_concatenation;
 extern const snapuq_op_reg_t snapuq_reg_reshape, snapuq_reg_squeeze;
 extern const snapuq_op_reg_t snapuq_reg_softmax, snapuq_reg_logistic;
 extern const snapuq_op_reg_t snapuq_reg_quantize, snapuq_reg_dequantize;

@@ -75,6 +75,11 @@ typedef struct {
     uint8_t squeeze_mask; /* bit i set: input axis i is dropped (all size-1 axes when none given) */
 } snapuq_squeeze_data_t;
 
+/* CONCATENATION (ops/op_concat.c). */
+typedef struct {
+    uint8_t axis; /* the concatenated axis, 0..ndim-1 */
+} snapuq_concat_data_t;
+
 typedef union {
     snapuq_conv_data_t conv;
     snapuq_fc_data_t fc;
@@ -85,6 +90,7 @@ typedef union {
     snapuq_logistic_data_t logistic;
     snapuq_quantize_data_t quantize;
     snapuq_squeeze_data_t squeeze;
+    snapuq_concat_data_t concat;
 } snapuq_op_data_t;
 
 #endif /* SNAPUQ_OP_DATA_H */

@@ -20,7 +20,7 @@
  * error status with a one-line message (snapuq_model_error()).
  *
  * Arithmetic is TFLite Micro's reference integer arithmetic (double rounding): results are
- * bit-exact with the tflite-micro interpreter and snapuq.export.reference. Requantization
+ * bit-exact with the tflite-micro interpreter (tests/vectors, every executor). Requantization
  * multipliers are derived at set_arena time from the float32 scales with integer-only code
  * (no float or double operations on the device).
  *

@@ -2,7 +2,7 @@
  * snapuq_snap.h - SNAP-UQ on the device: integer surprisal, aggregation, U(x), on-device
  * calibration and a drift monitor.
  *
- * Scoring is integer-only and bit-exact with snapuq.export.fixedpoint.snap_int(): it is
+ * Scoring is integer-only and bit-exact with tests/oracles/snap_spec.py (and the twin): it is
  * docs/FIXED_POINT.md v2 step by step (that page states every format and bound). Inputs are the
  * int8 model outputs: logits and probs (C), and per tap l: a_l, mu_l, logvar_l (d_l each).
  *

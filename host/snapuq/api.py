@@ -34,8 +34,8 @@ from snapuq.errors import SnapuqError, UnsupportedOpError
 # TFLite builtin operators the int8 C core executes (firmware/core; both kernel sets, bit-exact with TFLM).
 CORE_OPS: frozenset[str] = frozenset(
     {
-        "ADD", "AVERAGE_POOL_2D", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "LOGISTIC",
-        "MAX_POOL_2D", "MEAN", "QUANTIZE", "RESHAPE", "SOFTMAX",
+        "ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
+        "LOGISTIC", "MAX_POOL_2D", "MEAN", "QUANTIZE", "RESHAPE", "SOFTMAX", "SQUEEZE",
     }
 )  # fmt: skip
 
@@ -234,11 +234,22 @@ def _convert(model, n: int = 8, seed: int = 0) -> bytes:
 
 
 def tflite_ops(tflite: bytes) -> list[tuple[str, str]]:
-    """(operator, output tensor name) of every operator of a .tflite."""
-    from snapuq.export.tflite_reader import read_tflite
+    """(builtin operator name, first output tensor name) of every operator of a converter-made .tflite
+    (read with the `tflite` schema package, as snapuq.bench does)."""
+    import tflite as tfl
 
-    m = read_tflite(tflite)
-    return [(op.name, m.tensors[op.outputs[0]].name if op.outputs else "") for op in m.operators]
+    ops = vars(tfl.BuiltinOperator).items()
+    names = {v: k for k, v in ops if not k.startswith("_") and isinstance(v, int)}
+    m = tfl.Model.GetRootAsModel(tflite, 0)
+    sg = m.Subgraphs(0)
+    out = []
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        oc = m.OperatorCodes(op.OpcodeIndex())
+        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+        tname = sg.Tensors(int(op.Outputs(0))).Name().decode(errors="replace") if op.OutputsLength() else ""
+        out.append((names.get(code, f"BUILTIN_{code}"), tname))
+    return out
 
 
 def check_converted_ops(model) -> list[str]:

@@ -59,12 +59,12 @@ def test_lambda_and_other_unsupported_layers_are_refused():
         with pytest.raises(UnsupportedModelError) as e:
             check_model(m)
         assert f"'{lay.name}'" in _one_line(e.value) and op in str(e.value)
-    # a Concatenate needs CONCATENATION, which the core does not have yet
+    # a ReLU after a Concatenate cannot fuse: a standalone RELU, which the core does not have
     i = keras.Input((8, 4))
     a = layers.Conv1D(4, 3, padding="same", activation="relu")(i)
-    c = layers.Concatenate(name="cat")([a, i])
+    c = layers.ReLU(name="cat_relu")(layers.Concatenate(name="cat")([a, i]))
     m = keras.Model(i, layers.Dense(3)(layers.GlobalAveragePooling1D()(c)))
-    with pytest.raises(UnsupportedModelError, match="'cat' \\(Concatenate\\) needs CONCATENATION"):
+    with pytest.raises(UnsupportedModelError, match="'cat_relu' .*standalone RELU"):
         check_model(m)
     # a BatchNorm that cannot fold into a convolution (after a ReLU) would need MUL + ADD
     m = _seq(layers.Dense(8, activation="relu"), layers.BatchNormalization(name="late_bn"), layers.Dense(3))
@@ -168,3 +168,39 @@ def test_train_model_cli_errors_are_one_line(argv, msg, tmp_path, capsys):
     rc = main(["train", *argv, "--out", str(tmp_path / "o"), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and msg in err[0], err
+
+
+@pytest.mark.parametrize("rank", [1, 2])
+def test_concatenate_runs_in_the_core_bit_exact_with_tflm(rank):
+    """CONCATENATION (ops/op_concat.c) on 1-D and 2-D feature maps: the host C core equals TFLM."""
+    import keras
+    from keras import layers
+
+    from snapuq.api import _convert
+    from snapuq.ccore import CoreModel
+    from snapuq.export.convert import quantize_input
+    from snapuq.export.tflm import TFLMInterpreter
+
+    keras.utils.set_random_seed(0)
+    shape = (8, 8, 3) if rank == 2 else (32, 3)
+    conv = layers.Conv2D if rank == 2 else layers.Conv1D
+    gap = layers.GlobalAveragePooling2D if rank == 2 else layers.GlobalAveragePooling1D
+    i = keras.Input(shape)
+    a = conv(6, 3, padding="same", activation="relu")(i)
+    b = conv(4, 3, padding="same", activation="relu")(a)
+    c = layers.Concatenate(name="cat")([a, b])
+    d = conv(5, 3, padding="same", activation="relu")(c)
+    m = keras.Model(i, {"o": layers.Dense(3)(gap()(d)), "c": gap()(c)})
+    check_model(keras.Model(i, m.outputs[0]))
+    tfl = _convert(m, n=16)
+    cm = CoreModel(tfl)
+    assert "CONCATENATION" in cm.op_names()
+    ip, inp, om = TFLMInterpreter(tfl), cm.inputs[0], cm.output_map()
+    diff = 0
+    for s in range(10):
+        x = np.random.default_rng(s).normal(size=(1, *shape)).astype(np.float32)
+        xq = quantize_input(x, inp.scale, inp.zero_point)
+        r, t = cm.invoke(xq), ip.invoke(xq)
+        diff += sum(int(np.count_nonzero(v.reshape(-1) != t[om[n]["index"]].reshape(-1)))
+                    for n, v in r.items())  # fmt: skip
+    assert diff == 0

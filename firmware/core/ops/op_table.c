@@ -9,6 +9,7 @@
 static const snapuq_op_reg_t *const k_ops[] = {
     &snapuq_reg_add,
     &snapuq_reg_average_pool_2d,
+    &snapuq_reg_concatenation,
     &snapuq_reg_conv_2d,
     &snapuq_reg_depthwise_conv_2d,
     &snapuq_reg_dequantize,
