@@ -1333,7 +1333,7 @@ class Model:
             if manifest is None:
                 raise ValueError("snapuq: not a .snapuq blob: make one with `snapuq micropython blob DIR`")
             man = manifest
-        if _is_path(man) and not man.lstrip().startswith("{"):
+        if _is_path(man) and not man.lstrip().startswith("{") and len(man) < 256 and "\n" not in man:
             man = _read(man)
         if isinstance(man, memoryview):
             man = bytes(man)
