@@ -14,6 +14,7 @@
 #include "snapuq_proto.h"
 
 #if SNAPUQ_APP_WITH_SNAP
+#include "../core/snapuq_blob.h"
 #include "../core/snapuq_snap.h"
 #endif
 
@@ -56,6 +57,8 @@ typedef struct {
     uint64_t last_model_ticks, last_snap_ticks;
 #if SNAPUQ_APP_WITH_SNAP
     uint8_t snap_ok;
+    const snapuq_snap_config_t *snap_cfg; /* compiled-in config, or blob_cfg after a blob upload */
+    snapuq_snap_config_t blob_cfg;        /* LUTs point into the uploaded blob in the pool */
     snapuq_snap_params_t params;
     snapuq_snap_result_t result;
     snapuq_welford_t welford[SNAPUQ_MAX_TAPS];
@@ -123,6 +126,18 @@ static void profile_hook(void *ctx, uint16_t op, int32_t code, int begin)
     }
 }
 
+#if SNAPUQ_APP_WITH_SNAP
+static void use_snap_config(const snapuq_snap_config_t *cfg)
+{
+    app.snap_cfg = cfg;
+    if (snapuq_snap_check(cfg) == SNAPUQ_OK && snapuq_snap_params_init(cfg, &app.params) == SNAPUQ_OK) {
+        app.snap_ok = 1u;
+    } else {
+        snapuq_proto_error(&proto, "snap", "SNAP config rejected by snapuq_snap_check");
+    }
+}
+#endif
+
 /* Plan the pool: [uploaded model (base bytes) | arena | input staging]. */
 static void load_model(const uint8_t *tflite, size_t len, size_t base)
 {
@@ -188,19 +203,40 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
     if (app.model_uploaded) {
         return; /* the compiled-in SNAP configuration belongs to the compiled-in model */
     }
-    if (snapuq_snap_check(&SNAPUQ_APP_SNAP_CONFIG) == SNAPUQ_OK &&
-        snapuq_snap_params_init(&SNAPUQ_APP_SNAP_CONFIG, &app.params) == SNAPUQ_OK) {
-        app.snap_ok = 1u;
-    } else {
-        snapuq_proto_error(&proto, "snap", "SNAP config rejected by snapuq_snap_check");
-    }
+    use_snap_config(&SNAPUQ_APP_SNAP_CONFIG);
 #endif
 }
 
 #if SNAPUQ_APP_WITH_SNAP
+/* a blob upload: [blob | arena | staging]; the SNAP section configures SNAP for its model */
+static void load_blob(const uint8_t *blob, size_t len)
+{
+    snapuq_blob_t b;
+    const char *why = "";
+    snapuq_status_t st = snapuq_blob_open(&b, blob, len, &why);
+    if (st != SNAPUQ_OK) {
+        snapuq_proto_error(&proto, "blob", why);
+        return;
+    }
+    load_model(b.tflite, b.tflite_len, (len + 15u) & ~(size_t)15u);
+    if (!app.loaded) {
+        return;
+    }
+    app.model_bytes = len;
+    st = snapuq_blob_snap_config(&b, &app.model, &app.blob_cfg, &why);
+    if (st != SNAPUQ_OK) {
+        app.loaded = 0u;
+        snapuq_proto_error(&proto, "blob", why);
+        return;
+    }
+    use_snap_config(&app.blob_cfg);
+}
+#endif
+
+#if SNAPUQ_APP_WITH_SNAP
 static snapuq_status_t score(void)
 {
-    return snapuq_snap_score_model(&SNAPUQ_APP_SNAP_CONFIG, &app.params, &app.model, &app.result);
+    return snapuq_snap_score_model(app.snap_cfg, &app.params, &app.model, &app.result);
 }
 #endif
 
@@ -368,8 +404,11 @@ static void cmd_profile(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_kv_u(p, "outputs", snapuq_model_output_count(&app.model));
         snapuq_proto_kv_u(p, "ops", snapuq_model_op_count(&app.model));
 #if SNAPUQ_APP_WITH_SNAP
-        snapuq_proto_kv_u(p, "taps", SNAPUQ_APP_SNAP_CONFIG.n_taps);
-        snapuq_proto_kv_u(p, "classes", SNAPUQ_APP_SNAP_CONFIG.n_classes);
+        snapuq_proto_kv_u(p, "snap_ok", app.snap_ok);
+        if (app.snap_ok) {
+            snapuq_proto_kv_u(p, "taps", app.snap_cfg->n_taps);
+            snapuq_proto_kv_u(p, "classes", app.snap_cfg->n_classes);
+        }
 #endif
     }
     snapuq_proto_endl(p);
@@ -630,7 +669,7 @@ static void cmd_results(snapuq_proto_t *p, int argc, char **argv)
 #if SNAPUQ_APP_WITH_SNAP
     if (app.snap_ok) {
         const snapuq_snap_result_t *r = &app.result;
-        (void)snapuq_model_output_info(&app.model, (uint16_t)SNAPUQ_APP_SNAP_CONFIG.out_logits, &info);
+        (void)snapuq_model_output_info(&app.model, (uint16_t)app.snap_cfg->out_logits, &info);
         snapuq_proto_kv_i(p, "pred", r->pred);
         snapuq_proto_kv_i8v(p, "logits", (const int8_t *)info.data, info.elements);
         snapuq_proto_kv_i32v(p, "ebar", r->ebar16, r->n_taps);
@@ -718,7 +757,7 @@ static void put_params(snapuq_proto_t *p)
 {
     const snapuq_snap_params_t *q = &app.params;
     snapuq_proto_puts(p, "m-calib");
-    snapuq_proto_kv_i32v(p, "w_q16", q->w_q16, SNAPUQ_APP_SNAP_CONFIG.n_taps);
+    snapuq_proto_kv_i32v(p, "w_q16", q->w_q16, app.snap_cfg->n_taps);
     snapuq_proto_kv_i(p, "hinge_q_q16", q->hinge_q_q16);
     snapuq_proto_kv_i(p, "hinge_m", q->hinge_m);
     snapuq_proto_kv_i(p, "hinge_n", q->hinge_n);
@@ -756,7 +795,7 @@ static void cmd_calib(snapuq_proto_t *p, int argc, char **argv)
     if (strcmp(sub, "reset") == 0) {
         calib_reset();
     } else if (strcmp(sub, "default") == 0) {
-        (void)snapuq_snap_params_init(&SNAPUQ_APP_SNAP_CONFIG, &app.params);
+        (void)snapuq_snap_params_init(app.snap_cfg, &app.params);
     } else if (strcmp(sub, "feed") == 0) {
         uint32_t label;
         float s, m;
@@ -797,7 +836,7 @@ static void cmd_calib(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_endl(p);
     } else if (strcmp(sub, "weights") == 0) {
         snapuq_status_t st =
-            snapuq_snap_weights_from_welford(&SNAPUQ_APP_SNAP_CONFIG, app.welford, &app.params);
+            snapuq_snap_weights_from_welford(app.snap_cfg, app.welford, &app.params);
         if (st != SNAPUQ_OK) {
             status_error(p, "calib-weights", st);
             return;
@@ -852,10 +891,20 @@ static void model_done(snapuq_proto_t *p, int ok, uint32_t got)
     if (!ok) {
         return;
     }
-    load_model(app.pool, got, (got + 15u) & ~(size_t)15u);
+#if SNAPUQ_APP_WITH_SNAP
+    if (got >= 4u && memcmp(app.pool, "SNUQ", 4) == 0) {
+        load_blob(app.pool, got);
+    } else
+#endif
+    {
+        load_model(app.pool, got, (got + 15u) & ~(size_t)15u);
+    }
     if (app.loaded) {
         snapuq_proto_puts(p, "m-model-loaded");
         snapuq_proto_kv_u(p, "bytes", got);
+#if SNAPUQ_APP_WITH_SNAP
+        snapuq_proto_kv_u(p, "snap", app.snap_ok);
+#endif
         snapuq_proto_kv_u(p, "arena", app.arena_need);
         snapuq_proto_kv_u(p, "in_bytes", app.in_bytes);
         snapuq_proto_endl(p);
@@ -937,7 +986,7 @@ static const snapuq_proto_command_t commands[] = {
     {"calib", cmd_calib, 1, 2, "reset|feed LABEL|fit [nonneg]|weights|default|show"},
     {"monitor", cmd_monitor, 1, 4, "W THRESHOLD CUSUM_REF CUSUM_H | off | show"},
 #endif
-    {"model", cmd_model, 1, 2, "N CRC32 + N raw bytes (.tflite into RAM) | builtin"},
+    {"model", cmd_model, 1, 2, "N CRC32 + N raw bytes (.tflite or .snapuq blob into RAM) | builtin"},
     {"timeout", cmd_timeout, 2, 2, "BINARY_MS TEXT_MS"},
     {"reset", cmd_reset, 0, 0, "reset the board"},
 };

@@ -210,9 +210,33 @@ int snapuq_avgpool_ref(const snapuq_pool_args_t *a)
     return 1;
 }
 
+/* snapuq_mbqm for a multiplier other than INT32_MIN (shift split into left/right once): one SMLAL,
+ * floor((a*b + 2^30) / 2^31) being the rounding doubling high multiply for such b, then the
+ * rounding right shift */
+static inline int32_t mbqm_split(int32_t x, int32_t m, int left, int right)
+{
+    const int64_t p = (int64_t)snapuq_shl_wrap(x, left) * m + ((int64_t)1 << 30);
+    const int32_t y = (int32_t)(p >> 31); /* arithmetic shift on every supported compiler */
+    return right > 0 ? snapuq_rshift_round(y, right) : y;
+}
+
 void snapuq_add_ref(const snapuq_add_args_t *a)
 {
     int32_t i;
+    if (a->in1_mult != INT32_MIN && a->in2_mult != INT32_MIN && a->out_mult != INT32_MIN) {
+        const int l1 = a->in1_shift > 0 ? (int)a->in1_shift : 0, r1 = a->in1_shift > 0 ? 0 : (int)-a->in1_shift;
+        const int l2 = a->in2_shift > 0 ? (int)a->in2_shift : 0, r2 = a->in2_shift > 0 ? 0 : (int)-a->in2_shift;
+        const int lo = a->out_shift > 0 ? (int)a->out_shift : 0, ro = a->out_shift > 0 ? 0 : (int)-a->out_shift;
+        for (i = 0; i < a->n; i++) {
+            const int32_t x1 = snapuq_shl_wrap(a->in1_offset + a->in1[i], a->left_shift);
+            const int32_t x2 = snapuq_shl_wrap(a->in2_offset + a->in2[i], a->left_shift);
+            const int32_t s1 = mbqm_split(x1, a->in1_mult, l1, r1);
+            const int32_t s2 = mbqm_split(x2, a->in2_mult, l2, r2);
+            const int32_t raw = mbqm_split((int32_t)((uint32_t)s1 + (uint32_t)s2), a->out_mult, lo, ro) + a->out_offset;
+            a->out[i] = (int8_t)snapuq_clamp_i32(raw, a->act_min, a->act_max);
+        }
+        return;
+    }
     for (i = 0; i < a->n; i++) {
         const int32_t x1 = snapuq_shl_wrap(a->in1_offset + a->in1[i], a->left_shift);
         const int32_t x2 = snapuq_shl_wrap(a->in2_offset + a->in2[i], a->left_shift);
@@ -262,7 +286,39 @@ static void mean_hw(const snapuq_mean_args_t *a, int32_t mult, int32_t shift, in
     for (b = 0; b < B; b++) {
         const int8_t *in = a->in + (size_t)b * HW * C;
         int8_t *out = a->out + (size_t)b * C;
-        for (c = 0; c + 4 <= C; c += 4) {
+        c = 0;
+#if SNAPUQ_SIMD_NATIVE
+        /* DSP, 8 channels (two words) per pixel step, 16-bit lanes flushed every 255 pixels */
+        for (; HW >= 16 && c + 8 <= C; c += 8) {
+            const int8_t *x = in + c;
+            uint32_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int32_t j;
+            for (p = 0; p < HW;) {
+                const int32_t end = HW - p < 255 ? HW : p + 255;
+                uint32_t e0 = 0, o0 = 0, e1 = 0, o1 = 0;
+                for (; p < end; p++) {
+                    const uint32_t w0 = snapuq_ld4(x), w1 = snapuq_ld4(x + 4);
+                    e0 = snapuq_sxtab16(e0, w0);
+                    o0 = snapuq_sxtab16_ror8(o0, w0);
+                    e1 = snapuq_sxtab16(e1, w1);
+                    o1 = snapuq_sxtab16_ror8(o1, w1);
+                    x += C;
+                }
+                t[0] += (uint32_t)(int32_t)(int16_t)(e0 & 0xFFFFu);
+                t[2] += (uint32_t)(int32_t)(int16_t)(e0 >> 16);
+                t[1] += (uint32_t)(int32_t)(int16_t)(o0 & 0xFFFFu);
+                t[3] += (uint32_t)(int32_t)(int16_t)(o0 >> 16);
+                t[4] += (uint32_t)(int32_t)(int16_t)(e1 & 0xFFFFu);
+                t[6] += (uint32_t)(int32_t)(int16_t)(e1 >> 16);
+                t[5] += (uint32_t)(int32_t)(int16_t)(o1 & 0xFFFFu);
+                t[7] += (uint32_t)(int32_t)(int16_t)(o1 >> 16);
+            }
+            for (j = 0; j < 8; j++) {
+                out[c + j] = mean_q(&q, t[j]);
+            }
+        }
+#endif
+        for (; c + 4 <= C; c += 4) {
             const int8_t *x = in + c;
             uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #if SNAPUQ_SIMD_NATIVE

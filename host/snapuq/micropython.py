@@ -1,20 +1,10 @@
 """Host side of the MicroPython module: the single-file model blob and an mpremote helper.
 
-The blob (``model.snapuq``) carries the int8 .tflite and its manifest in one file so that a
-board needs a single ``mpremote cp``. Layout (little-endian, offsets from the blob start)::
-
-    0   4  magic b"SNUQ"
-    4   2  version (1)
-    6   2  header size (32)
-    8   4  tflite offset (multiple of 16)
-    12  4  tflite length
-    16  4  manifest offset (tflite end, padded to 4)
-    20  4  manifest length (UTF-8 JSON)
-    24  4  CRC-32 (zlib) of bytes [32, end)
-    28  4  reserved, 0
-
-``snapuq.Model`` (the C module and the pure-MicroPython twin) accepts the blob, or a .tflite
-plus snapuq.json.
+The blob (``model.snapuq``) carries the int8 .tflite and a compact binary SNAP section (taps,
+output indices and names, LUTs, fixed-point constants, class names) in one file, so that a board
+needs a single ``mpremote cp`` (or one serial ``model`` upload) and no JSON parser. The format
+is specified in docs/BLOB.md; firmware/core/snapuq_blob.c reads it (firmware upload, C module)
+and so does the pure-MicroPython twin.
 
 Command line::
 
@@ -42,62 +32,184 @@ from snapuq.errors import DeviceError, ModelFormatError, SnapuqError
 from snapuq.modeldir import ModelPaths
 
 MAGIC = b"SNUQ"
-VERSION = 1
+VERSION = 2
 HEADER = 32
 TFLITE_ALIGN = 16
 BLOB_NAME = ModelPaths.BLOB
 TWIN_PATH = Path(__file__).resolve().parents[2] / "micropython_modules" / "twin" / "snapuq.py"
 
+# SNAP section v1 (docs/BLOB.md): header, tap record and output record sizes
+SNAP_MAGIC = b"SNAP"
+SNAP_VERSION = 1
+SNAP_HEADER = 108
+TAP_RECORD = 64
+OUT_RECORD = 8
+SIGMOID_LEN = 513
+LUT_LEN = 256
+PERR_LEN = 257
+PERR_STEP_SHIFT = 8
+_HDR = struct.Struct("<4sHHHHBBBBHHHHHBB12i6IiI")
+_TAP = struct.Struct("<HHHH12iII")
+_OUT = struct.Struct("<HhI")
+assert _HDR.size == SNAP_HEADER and _TAP.size == TAP_RECORD and _OUT.size == OUT_RECORD
 
-DEVICE_UNUSED = ("snap_variants", "verify")
+
+def snap_section(manifest: dict[str, Any]) -> bytes:
+    """The binary SNAP section of a manifest (docs/BLOB.md): everything the device's integer
+    path and the MicroPython API read, nothing else (no float provenance, no JSON)."""
+    try:
+        outs = manifest["outputs"]
+        snap = manifest["snap"]
+        taps, lg, conf = snap["taps"], snap["logistic"], snap["conf"]
+        strings = bytearray()
+        offsets: dict[str, int] = {}
+
+        def sref(text: str) -> int:
+            if text not in offsets:
+                offsets[text] = len(strings)
+                strings.extend(text.encode() + b"\0")
+            return offsets[text]
+
+        names = sorted(outs, key=lambda n: outs[n]["index"])
+        out_recs = b"".join(_OUT.pack(int(outs[n]["index"]), int(outs[n].get("zero_point", 0)), sref(n))
+                            for n in names)
+        classes = [str(c) for c in manifest.get("class_names", [])]
+        class_refs = b"".join(struct.pack("<I", sref(c)) for c in classes)
+        hinge = snap.get("hinge") or None
+        probs = conf.get("probs", "probs")
+        n_classes = int(np.prod(outs["logits"].get("shape", [manifest.get("n_classes", 0)])))
+        # layout: header | taps | outputs | class names | sigmoid LUT | tap LUTs | strings
+        taps_off = SNAP_HEADER
+        outs_off = taps_off + TAP_RECORD * len(taps)
+        cls_off = outs_off + len(out_recs)
+        sig_off = cls_off + len(class_refs)
+        perr = snap.get("combine") == "perr_alarm"
+        perr_off = sig_off + 4 * SIGMOID_LEN if perr else 0
+        lut_off = sig_off + 4 * SIGMOID_LEN + (4 * PERR_LEN if perr else 0)
+        tap_recs = b""
+        for k, t in enumerate(taps):
+            if len(t["inv_sigma_lut"]) != LUT_LEN:
+                raise ModelFormatError(f"manifest tap {k}: inv_sigma_lut must have {LUT_LEN} entries")
+            tap_recs += _TAP.pack(int(t["d"]), int(outs[t["a"]]["index"]), int(outs[t["mu"]]["index"]),
+                                  int(outs[t["logvar"]]["index"]),
+                                  *(int(t[f]) for f in ("z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift",
+                                                        "p_m", "p_n", "q_m", "q_n", "r_q16", "w_q16")),
+                                  lut_off + 4 * LUT_LEN * k, sref(str(t.get("name", f"tap{k}"))))
+        if len(lg["sigmoid_lut"]) != SIGMOID_LEN:
+            raise ModelFormatError(f"manifest sigmoid_lut must have {SIGMOID_LEN} entries")
+        str_off = lut_off + 4 * LUT_LEN * len(taps)
+        head = _HDR.pack(SNAP_MAGIC, SNAP_VERSION, SNAP_HEADER, TAP_RECORD, OUT_RECORD,
+                         int(snap.get("spec_version", 1)), 1 if snap.get("variant") == "literal" else 0,
+                         1 if hinge else 0, len(taps), n_classes, len(names), int(outs["logits"]["index"]),
+                         int(outs[probs]["index"]), len(classes), 1 if perr else 0, PERR_STEP_SHIFT,
+                         int(conf["a_q16"]), int(lg["b0_q16"]), int(lg["b1_m"]), int(lg["b1_n"]),
+                         int(lg["b2_m"]), int(lg["b2_n"]),
+                         int(hinge["q_q16"]) if hinge else 0, int(hinge["m"]) if hinge else 0,
+                         int(hinge["n"]) if hinge else 0, int(snap["u_threshold_q16"]),
+                         int(lg.get("z_clamp_q16", (1 << 20) - 1)), int(lg.get("lut_step_shift", 11)),
+                         sig_off, taps_off, outs_off, cls_off, str_off, len(strings),
+                         int(snap["alarm"]["k_q16"]) if perr else 0, perr_off)
+        luts = struct.pack(f"<{SIGMOID_LEN}i", *map(int, lg["sigmoid_lut"]))
+        if perr:
+            if len(snap["perr"]["lut"]) != PERR_LEN:
+                raise ModelFormatError(f"manifest perr.lut must have {PERR_LEN} entries")
+            luts += struct.pack(f"<{PERR_LEN}i", *map(int, snap["perr"]["lut"]))
+        for t in taps:
+            luts += struct.pack(f"<{LUT_LEN}i", *map(int, t["inv_sigma_lut"]))
+    except (KeyError, TypeError, ValueError, struct.error) as e:
+        if isinstance(e, ModelFormatError):
+            raise
+        msg = f"manifest cannot be packed into a SNAP section: {type(e).__name__}: {e}"
+        raise ModelFormatError(msg) from None
+    body = head + tap_recs + out_recs + class_refs + luts + bytes(strings)
+    return body + bytes((-len(body)) % 4)
 
 
-def compact_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The manifest without what the device never reads: the float provenance of the constants
-    (``snap.float``), the extra calibrated variants and the export's verification record;
-    everything the integer path and the API use is kept."""
-    out = json.loads(json.dumps(manifest))
-    snap = out.get("snap")
-    if isinstance(snap, dict):
-        snap.pop("float", None)
-    for k in DEVICE_UNUSED:
-        out.pop(k, None)
-    return out
+def parse_snap_section(sec: bytes) -> dict[str, Any]:
+    """The device manifest (outputs, class_names, snap) a SNAP section holds; the inverse of
+    snap_section() on the fields the device uses."""
+    if len(sec) < SNAP_HEADER or sec[:4] != SNAP_MAGIC:
+        raise ModelFormatError("SNAP section: bad magic")
+    (_, ver, hl, tr, orec, spec, variant, hinge, n_taps, n_classes, n_out, o_logits, o_probs, n_cls, combine,
+     pshift, a_q16, b0, b1m, b1n, b2m, b2n, hq, hm, hn, thr, zc, step, sig_off, taps_off, outs_off, cls_off,
+     str_off, str_len, alarm_k, perr_off) = _HDR.unpack_from(sec, 0)
+    if ver < 1 or hl < SNAP_HEADER or tr < TAP_RECORD or orec < OUT_RECORD:
+        raise ModelFormatError("SNAP section: unsupported version or record sizes")
+    strings = sec[str_off:str_off + str_len]
+
+    def sget(off: int) -> str:
+        end = strings.find(b"\0", off)
+        if off >= len(strings) or end < 0:
+            raise ModelFormatError("SNAP section: bad string offset")
+        return strings[off:end].decode()
+
+    def ints(off: int, n: int) -> list[int]:
+        if off % 4 or off + 4 * n > len(sec):
+            raise ModelFormatError("SNAP section: LUT outside the section")
+        return list(struct.unpack_from(f"<{n}i", sec, off))
+
+    outputs: dict[str, Any] = {}
+    by_index: dict[int, str] = {}
+    for i in range(n_out):
+        idx, zp, name = _OUT.unpack_from(sec, outs_off + i * orec)
+        outputs[sget(name)] = {"index": idx, "zero_point": zp}
+        by_index[idx] = sget(name)
+    taps = []
+    for k in range(n_taps):
+        f = _TAP.unpack_from(sec, taps_off + k * tr)
+        keys = ("z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n", "q_m", "q_n", "r_q16",
+                "w_q16")
+        tap: dict[str, Any] = {"name": sget(f[17]), "d": f[0], "a": by_index.get(f[1]),
+                               "mu": by_index.get(f[2]), "logvar": by_index.get(f[3])}
+        tap.update(zip(keys, f[4:16]))
+        tap["inv_sigma_lut"] = ints(f[16], LUT_LEN)
+        taps.append(tap)
+    snap: dict[str, Any] = {
+        "spec_version": spec, "variant": "literal" if variant else "best",
+        "combine": "perr_alarm" if combine == 1 else "logistic", "taps": taps,
+        "hinge": {"q_q16": hq, "m": hm, "n": hn} if hinge else None,
+        "conf": {"a_q16": a_q16, "probs": by_index.get(o_probs, "probs")},
+        "logistic": {"b0_q16": b0, "b1_m": b1m, "b1_n": b1n, "b2_m": b2m, "b2_n": b2n, "z_clamp_q16": zc,
+                     "lut_step_shift": step, "sigmoid_lut": ints(sig_off, SIGMOID_LEN)},
+        "u_threshold_q16": thr, "section_version": ver, "n_classes": n_classes,
+    }
+    if combine == 1:
+        snap["perr"] = {"lut": ints(perr_off, PERR_LEN), "step_shift": pshift}
+        snap["alarm"] = {"k_q16": alarm_k}
+    classes = [sget(struct.unpack_from("<I", sec, cls_off + 4 * i)[0]) for i in range(n_cls)]
+    if by_index.get(o_logits) != "logits":
+        raise ModelFormatError("SNAP section: the logits output is not named 'logits'")
+    return {"outputs": outputs, "class_names": classes, "snap": snap}
 
 
-def write_blob(tflite: bytes, manifest: dict[str, Any], compact: bool = True) -> bytes:
-    """Pack a .tflite and its manifest into one blob (format in the module docstring)."""
+def write_blob(tflite: bytes, manifest: dict[str, Any]) -> bytes:
+    """Pack a .tflite and the SNAP section of its manifest into one blob (docs/BLOB.md)."""
     if len(tflite) < 8 or tflite[4:8] != b"TFL3":
         raise ModelFormatError("write_blob: not a .tflite (missing TFL3 identifier)")
-    man = compact_manifest(manifest) if compact else manifest
-    mbytes = json.dumps(man, separators=(",", ":")).encode()
+    sec = snap_section(manifest)
     toff = HEADER + (-HEADER) % TFLITE_ALIGN
     tend = toff + len(tflite)
-    moff = tend + (-tend) % 4
-    body = bytearray(moff + len(mbytes) - HEADER)
+    soff = tend + (-tend) % 4
+    body = bytearray(soff + len(sec) - HEADER)
     body[toff - HEADER:tend - HEADER] = tflite
-    body[moff - HEADER:] = mbytes
+    body[soff - HEADER:] = sec
     crc = zlib.crc32(bytes(body)) & 0xFFFFFFFF
-    head = MAGIC + struct.pack("<HHIIIIII", VERSION, HEADER, toff, len(tflite), moff, len(mbytes), crc, 0)
+    head = MAGIC + struct.pack("<HHIIIIII", VERSION, HEADER, toff, len(tflite), soff, len(sec), crc, 0)
     return head + bytes(body)
 
 
 def read_blob(buf: bytes) -> tuple[bytes, dict[str, Any]]:
-    """(tflite, manifest) from a blob; ModelFormatError names what is wrong."""
+    """(tflite, device manifest) from a blob; ModelFormatError names what is wrong."""
     if len(buf) < HEADER or buf[:4] != MAGIC:
         raise ModelFormatError("not a snapuq blob (bad magic)")
-    ver, hsize, toff, tlen, moff, mlen, crc, _ = struct.unpack_from("<HHIIIIII", buf, 4)
+    ver, hsize, toff, tlen, soff, slen, crc, _ = struct.unpack_from("<HHIIIIII", buf, 4)
     if ver != VERSION:
         raise ModelFormatError(f"unsupported blob version {ver}")
-    if hsize != HEADER or toff < hsize or moff < toff + tlen or moff + mlen != len(buf):
+    if hsize != HEADER or toff < hsize or soff < toff + tlen or soff + slen != len(buf):
         raise ModelFormatError(f"corrupt blob: section offsets do not fit a {len(buf)}-byte blob")
     if zlib.crc32(buf[HEADER:]) & 0xFFFFFFFF != crc:
         raise ModelFormatError("corrupt blob: CRC mismatch")
-    try:
-        man = json.loads(buf[moff:moff + mlen])
-    except ValueError as e:
-        raise ModelFormatError(f"corrupt blob: manifest is not JSON ({e})") from None
-    return bytes(buf[toff:toff + tlen]), man
+    return bytes(buf[toff:toff + tlen]), parse_snap_section(bytes(buf[soff:soff + slen]))
 
 
 def load_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:

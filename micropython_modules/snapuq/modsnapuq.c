@@ -1,13 +1,14 @@
 /*
  * modsnapuq.c - MicroPython user module `snapuq`: thin glue over firmware/core.
  *
- * Everything numeric happens in firmware/core (snapuq_runtime.c: int8 TFLite interpreter,
- * snapuq_snap.c: integer SNAP score, calibration fit, drift monitor), compiled from the same
- * files as the firmware. This file only converts Python arguments: it parses the manifest with
- * MicroPython's json module, fills the core's structs, owns the memory (GC heap) and turns
- * status codes into exceptions. The API and the results equal the pure-MicroPython twin
+ * Everything numeric and every format happens in firmware/core, compiled from the same files
+ * as the firmware (core.mk): snapuq_blob.c reads the model blob (.tflite + binary SNAP section,
+ * docs/BLOB.md), snapuq_runtime.c runs the int8 model, snapuq_snap.c scores, fits and monitors.
+ * This file converts Python arguments, owns the memory (GC heap) and turns status codes into
+ * exceptions. The API and the results equal the pure-MicroPython twin
  * (micropython_modules/twin/snapuq.py); see snapuq.pyi and docs/MICROPYTHON.md.
  */
+#include <math.h>
 #include <string.h>
 
 #include "py/binary.h"
@@ -17,12 +18,10 @@
 #include "py/objtuple.h"
 #include "py/runtime.h"
 
+#include "snapuq_blob.h"
 #include "snapuq_runtime.h"
 #include "snapuq_snap.h"
 #include "snapuq_status.h"
-
-#define SNAPUQ_BLOB_HEADER 32
-#define SNAPUQ_BLOB_VERSION 1
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -30,72 +29,6 @@ static MP_NORETURN void raise_value(const char *what, const char *detail)
 {
     mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: %s%s%s"), what,
                       detail[0] ? ": " : "", detail);
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static uint32_t crc32_bytes(const uint8_t *p, size_t n)
-{
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) {
-            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
-        }
-    }
-    return c ^ 0xFFFFFFFFu;
-}
-
-/* dict[key] for a str key, raising ValueError("snapuq: manifest lacks 'what'") when absent. */
-static mp_obj_t mget(mp_obj_t dict, qstr key, const char *what)
-{
-    if (!mp_obj_is_type(dict, &mp_type_dict)) {
-        raise_value("manifest entry is not an object", what);
-    }
-    mp_map_elem_t *e = mp_map_lookup(mp_obj_dict_get_map(dict), MP_OBJ_NEW_QSTR(key), MP_MAP_LOOKUP);
-    if (e == NULL) {
-        mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: manifest lacks '%s'"), what);
-    }
-    return e->value;
-}
-
-static mp_obj_t mget_opt(mp_obj_t dict, qstr key)
-{
-    if (!mp_obj_is_type(dict, &mp_type_dict)) {
-        return MP_OBJ_NULL;
-    }
-    mp_map_elem_t *e = mp_map_lookup(mp_obj_dict_get_map(dict), MP_OBJ_NEW_QSTR(key), MP_MAP_LOOKUP);
-    return e ? e->value : MP_OBJ_NULL;
-}
-
-static int32_t mint(mp_obj_t dict, qstr key, const char *what)
-{
-    mp_obj_t v = mget(dict, key, what);
-    if (!mp_obj_is_int(v)) {
-        mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: manifest '%s' is not an integer"), what);
-    }
-    return (int32_t)mp_obj_get_int(v);
-}
-
-/* Copy a JSON list of n ints into dst (GC memory owned by the model). */
-static void mints(mp_obj_t list, int32_t *dst, size_t n, const char *what)
-{
-    size_t len;
-    mp_obj_t *items;
-    if (!mp_obj_is_type(list, &mp_type_list)) {
-        mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: manifest '%s' is not a list"), what);
-    }
-    mp_obj_get_array(list, &len, &items);
-    if (len != n) {
-        mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: manifest '%s' has %d entries, expected %d"),
-                          what, (int)len, (int)n);
-    }
-    for (size_t i = 0; i < n; i++) {
-        dst[i] = (int32_t)mp_obj_get_int(items[i]);
-    }
 }
 
 /* The bytes of file `path`: the open file itself when it exposes its bytes in place (ROMFS:
@@ -124,26 +57,13 @@ static mp_obj_t call_read(mp_obj_t path, bool in_place)
     nlr_jump(nlr.ret_val);
 }
 
-static mp_obj_t json_loads(mp_obj_t text)
-{
-    mp_obj_t json = mp_import_name(MP_QSTR_json, mp_const_none, MP_OBJ_NEW_SMALL_INT(0));
-    nlr_buf_t nlr;
-    if (nlr_push(&nlr) == 0) {
-        mp_obj_t r = mp_call_function_1(mp_load_attr(json, MP_QSTR_loads), text);
-        nlr_pop();
-        return r;
-    }
-    mp_raise_ValueError(MP_ERROR_TEXT("snapuq: manifest is not valid JSON"));
-}
-
 /* ------------------------------------------------------------------ Model object */
-
-#define MAX_OUT_NAMES SNAPUQ_MAX_IO
 
 typedef struct {
     mp_obj_base_t base;
-    mp_obj_t keep;              /* bytes object holding the .tflite (or the blob around it) */
-    mp_obj_t manifest;          /* dict */
+    mp_obj_t keep;              /* object whose buffer holds the blob (bytes, ROMFS file) */
+    const uint8_t *bytes;       /* the blob: in place when immutable and aligned, else a GC copy */
+    snapuq_blob_t blob;         /* tflite, SNAP section, names (pointers into `bytes`) */
     snapuq_model_t *model;      /* GC heap, ~10 KB */
     uint8_t *arena_raw;         /* GC block start (kept so the GC sees it) */
     uint8_t *arena;             /* arena_raw aligned to SNAPUQ_ARENA_ALIGN */
@@ -151,13 +71,8 @@ typedef struct {
     float in_scale;
     int32_t in_zp;
     uint32_t in_bytes;
-    uint16_t n_out_names;
-    qstr out_names[MAX_OUT_NAMES]; /* manifest output names, by manifest index */
-    uint16_t out_index[MAX_OUT_NAMES];
-    int16_t logits_out, probs_out;
     uint8_t have_run;
-    snapuq_snap_config_t *cfg;  /* GC heap; LUTs point into `luts` */
-    int32_t *luts;
+    snapuq_snap_config_t *cfg;  /* GC heap; LUTs point into the blob */
     snapuq_snap_params_t params;
 } model_obj_t;
 
@@ -177,64 +92,17 @@ static void check_model(model_obj_t *self, snapuq_status_t st)
     }
 }
 
-static int find_out_name(const model_obj_t *self, qstr name)
+/* Model output index of the blob's output named `name`, or -1. */
+static int out_index(const model_obj_t *self, const char *name)
 {
-    for (int i = 0; i < self->n_out_names; i++) {
-        if (self->out_names[i] == name) {
-            return i;
+    for (uint16_t i = 0; i < self->blob.n_outputs; i++) {
+        const char *nm;
+        uint16_t idx;
+        if (snapuq_blob_output(&self->blob, i, &nm, &idx) == SNAPUQ_OK && strcmp(nm, name) == 0) {
+            return idx;
         }
     }
     return -1;
-}
-
-/* Model output index of manifest output `name` (ValueError if the manifest lacks it). */
-static uint16_t out_by_name(const model_obj_t *self, mp_obj_t name, const char *what)
-{
-    int k = find_out_name(self, mp_obj_str_get_qstr(name));
-    if (k < 0) {
-        mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: manifest names output '%s' (%s) that 'outputs' lacks"),
-                          mp_obj_str_get_str(name), what);
-    }
-    return self->out_index[k];
-}
-
-/* Parse manifest["outputs"]: name -> {"index", "zero_point", "shape"}; checked against the model. */
-static void load_outputs(model_obj_t *self)
-{
-    mp_obj_t outs = mget(self->manifest, MP_QSTR_outputs, "outputs");
-    if (!mp_obj_is_type(outs, &mp_type_dict)) {
-        raise_value("manifest 'outputs' is not an object", "");
-    }
-    mp_map_t *map = mp_obj_dict_get_map(outs);
-    uint16_t nout = snapuq_model_output_count(self->model);
-    self->n_out_names = 0;
-    for (size_t i = 0; i < map->alloc; i++) {
-        if (!mp_map_slot_is_filled(map, i)) {
-            continue;
-        }
-        if (self->n_out_names >= MAX_OUT_NAMES) {
-            raise_value("manifest has too many outputs", "");
-        }
-        const char *name = mp_obj_str_get_str(map->table[i].key);
-        int32_t idx = mint(map->table[i].value, MP_QSTR_index, "outputs.*.index");
-        if (idx < 0 || idx >= nout) {
-            mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: manifest output '%s' has index %d, model has %d outputs"),
-                              name, (int)idx, (int)nout);
-        }
-        snapuq_tensor_info_t info;
-        check_model(self, snapuq_model_output_info(self->model, (uint16_t)idx, &info));
-        mp_obj_t zp = mget_opt(map->table[i].value, MP_QSTR_zero_point);
-        if (zp != MP_OBJ_NULL && mp_obj_get_int(zp) != info.zero_point) {
-            mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: manifest output '%s' zero point %d != model %d"),
-                              name, (int)mp_obj_get_int(zp), (int)info.zero_point);
-        }
-        if (info.type != SNAPUQ_DTYPE_INT8) {
-            mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: output '%s' is not int8"), name);
-        }
-        self->out_names[self->n_out_names] = mp_obj_str_get_qstr(map->table[i].key);
-        self->out_index[self->n_out_names] = (uint16_t)idx;
-        self->n_out_names++;
-    }
 }
 
 static const int8_t *output_ptr(const model_obj_t *self, uint16_t idx, uint32_t *n)
@@ -247,89 +115,44 @@ static const int8_t *output_ptr(const model_obj_t *self, uint16_t idx, uint32_t 
     return (const int8_t *)info.data;
 }
 
-static void load_snap(model_obj_t *self);   /* SNAP constants from manifest["snap"] (below) */
-
-/* Model(model, manifest=None) */
+/* Model(blob): a .snapuq blob as bytes, bytearray, memoryview, a ROMFS file or a path. */
 static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t n_kw, const mp_obj_t *args)
 {
     mp_arg_check_num(n_args, n_kw, 1, 2, false);
     mp_obj_t src = args[0];
-    mp_obj_t man = n_args > 1 ? args[1] : mp_const_none;
-    mp_obj_t path = MP_OBJ_NULL;
     if (mp_obj_is_str(src)) {
-        path = src;
         src = call_read(src, true);
     }
     mp_buffer_info_t bi;
     if (!mp_get_buffer(src, &bi, MP_BUFFER_READ)) {
         mp_raise_TypeError(MP_ERROR_TEXT("snapuq: model must be bytes, bytearray, memoryview, a ROMFS file or a path"));
     }
-    const uint8_t *buf = bi.buf;
-    size_t len = bi.len;
-    const uint8_t *tfl = buf;
-    size_t tfl_len = len;
-    if (len >= 4 && memcmp(buf, "SNUQ", 4) == 0) {
-        if (len < SNAPUQ_BLOB_HEADER) {
-            raise_value("corrupt blob", "truncated header");
-        }
-        uint32_t ver = (uint32_t)buf[4] | ((uint32_t)buf[5] << 8);
-        uint32_t hsize = (uint32_t)buf[6] | ((uint32_t)buf[7] << 8);
-        uint32_t toff = rd32(buf + 8), tlen = rd32(buf + 12), moff = rd32(buf + 16), mlen = rd32(buf + 20);
-        if (ver != SNAPUQ_BLOB_VERSION) {
-            mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: unsupported blob version %d"), (int)ver);
-        }
-        if (hsize != SNAPUQ_BLOB_HEADER || toff < hsize || (uint64_t)toff + tlen > moff
-            || (uint64_t)moff + mlen != len) {
-            mp_raise_msg_varg(&mp_type_ValueError,
-                              MP_ERROR_TEXT("snapuq: corrupt blob: section offsets do not fit a %d-byte blob"), (int)len);
-        }
-        if (crc32_bytes(buf + SNAPUQ_BLOB_HEADER, len - SNAPUQ_BLOB_HEADER) != rd32(buf + 24)) {
-            raise_value("corrupt blob", "CRC mismatch");
-        }
-        tfl = buf + toff;
-        tfl_len = tlen;
-        man = mp_obj_new_str((const char *)buf + moff, mlen);
-    } else if (man == mp_const_none) {
-        if (path == MP_OBJ_NULL) {
-            raise_value("a .tflite needs its manifest (snapuq.json)", "");
-        }
-        /* snapuq.json beside the .tflite */
-        size_t plen;
-        const char *p = mp_obj_str_get_data(path, &plen);
-        size_t dir = 0;   /* length up to and including the last '/' (no strrchr on every port) */
-        for (size_t i = 0; i < plen; i++) {
-            if (p[i] == '/') {
-                dir = i + 1;
-            }
-        }
-        vstr_t v;
-        vstr_init(&v, 64);
-        vstr_add_strn(&v, p, dir);
-        vstr_add_str(&v, "snapuq.json");
-        man = call_read(mp_obj_new_str_from_vstr(&v), false);
+    if (bi.len < 4 || memcmp(bi.buf, SNAPUQ_BLOB_MAGIC, 4) != 0) {
+        raise_value("not a .snapuq blob", n_args > 1 ? "the C module reads blobs only (snapuq micropython blob DIR)"
+                                                     : "make one with `snapuq micropython blob DIR`");
     }
-    if (mp_obj_is_str(man)) {
-        const char *s = mp_obj_str_get_str(man);
-        while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') {
-            s++;
-        }
-        if (*s != '{') {
-            man = call_read(man, false);   /* a path */
-        }
-    }
-    if (mp_obj_is_str_or_bytes(man)) {
-        man = json_loads(man);
-    }
-    if (!mp_obj_is_type(man, &mp_type_dict)) {
-        raise_value("manifest must be a JSON object", "");
-    }
-
     model_obj_t *self = mp_obj_malloc(model_obj_t, type);
-    self->keep = src;
-    self->manifest = man;
+    mp_buffer_info_t wi;
+    /* The model and its LUTs are read in place for the life of the object: a buffer that can
+     * change (bytearray, writable memoryview) or is not 4-aligned is copied, so resizing or
+     * editing the caller's bytearray later cannot change results. */
+    if (mp_get_buffer(src, &wi, MP_BUFFER_WRITE) || ((uintptr_t)bi.buf & 3u) != 0) {
+        uint32_t *copy = m_new(uint32_t, (bi.len + 3) / 4);
+        memcpy(copy, bi.buf, bi.len);
+        self->bytes = (const uint8_t *)copy;
+        self->keep = mp_obj_new_bytearray_by_ref(bi.len, copy);
+    } else {
+        self->keep = src;
+        self->bytes = bi.buf;
+    }
+    const char *why = "";
+    snapuq_status_t st = snapuq_blob_open(&self->blob, self->bytes, bi.len, &why);
+    if (st != SNAPUQ_OK) {
+        raise_value(why, "");
+    }
     self->model = m_new0(snapuq_model_t, 1);
     self->have_run = 0;
-    check_model(self, snapuq_model_init(self->model, tfl, tfl_len));
+    check_model(self, snapuq_model_init(self->model, self->blob.tflite, self->blob.tflite_len));
     size_t need;
     check_model(self, snapuq_model_arena_size(self->model, &need));
     self->arena_raw = m_new(uint8_t, need + SNAPUQ_ARENA_ALIGN);
@@ -348,9 +171,14 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
     self->in_scale = in.scale;
     self->in_zp = in.zero_point;
     self->in_bytes = in.bytes;
-    load_outputs(self);
-    self->logits_out = (int16_t)out_by_name(self, MP_OBJ_NEW_QSTR(MP_QSTR_logits), "logits");
-    load_snap(self);
+    self->cfg = m_new0(snapuq_snap_config_t, 1);
+    st = snapuq_blob_snap_config(&self->blob, self->model, self->cfg, &why);
+    if (st != SNAPUQ_OK) {
+        raise_value(why, "");
+    }
+    if (snapuq_snap_params_init(self->cfg, &self->params) != SNAPUQ_OK) {
+        raise_value("SNAP parameters are out of range", "");
+    }
     return MP_OBJ_FROM_PTR(self);
 }
 
@@ -381,6 +209,9 @@ static void set_input(model_obj_t *self, mp_obj_t x)
     check_model(self, snapuq_model_input_info(self->model, 0, &in));
     dst = (int8_t *)in.data;
     mp_buffer_info_t bi;
+    if (mp_obj_is_str(x)) { /* str exposes a buffer, but text is not an input (as in the twin) */
+        mp_raise_TypeError(MP_ERROR_TEXT("snapuq: input must be an int8 bytearray/array('b') or a list of floats"));
+    }
     if (mp_obj_is_type(x, &mp_type_list) || mp_obj_is_type(x, &mp_type_tuple)) {
         size_t len;
         mp_obj_t *items;
@@ -436,11 +267,14 @@ static mp_obj_t model_run(mp_obj_t self_in, mp_obj_t x)
 {
     model_obj_t *self = MP_OBJ_TO_PTR(self_in);
     run_model(self, x);
-    mp_obj_t d = mp_obj_new_dict(self->n_out_names);
-    for (int i = 0; i < self->n_out_names; i++) {
+    mp_obj_t d = mp_obj_new_dict(self->blob.n_outputs);
+    for (uint16_t i = 0; i < self->blob.n_outputs; i++) {
+        const char *nm;
+        uint16_t idx;
         uint32_t n;
-        const int8_t *p = output_ptr(self, self->out_index[i], &n);
-        mp_obj_dict_store(d, MP_OBJ_NEW_QSTR(self->out_names[i]), mp_obj_new_bytes((const byte *)p, n));
+        (void)snapuq_blob_output(&self->blob, i, &nm, &idx);
+        const int8_t *p = output_ptr(self, idx, &n);
+        mp_obj_dict_store(d, mp_obj_new_str_from_cstr(nm), mp_obj_new_bytes((const byte *)p, n));
     }
     return d;
 }
@@ -456,12 +290,12 @@ static mp_obj_t model_output(mp_obj_t self_in, mp_obj_t name)
     if (!mp_obj_is_str(name)) {
         mp_raise_TypeError(MP_ERROR_TEXT("snapuq: output name must be a str"));
     }
-    int k = find_out_name(self, mp_obj_str_get_qstr(name));
+    int k = out_index(self, mp_obj_str_get_str(name));
     if (k < 0) {
         mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: no output named '%s'"), mp_obj_str_get_str(name));
     }
     uint32_t n;
-    const int8_t *p = output_ptr(self, self->out_index[k], &n);
+    const int8_t *p = output_ptr(self, (uint16_t)k, &n);
     return mp_obj_new_bytes((const byte *)p, n);
 }
 static MP_DEFINE_CONST_FUN_OBJ_2(model_output_obj, model_output);
@@ -484,117 +318,6 @@ static mp_obj_t model_quantize(mp_obj_t self_in, mp_obj_t x)
     return mp_obj_new_bytearray_by_ref(len, q);
 }
 static MP_DEFINE_CONST_FUN_OBJ_2(model_quantize_obj, model_quantize);
-
-/* ---- SNAP constants from manifest["snap"] (docs/FIXED_POINT.md, "Manifest") ---- */
-
-static void load_snap(model_obj_t *self)
-{
-    mp_obj_t snap = mget(self->manifest, MP_QSTR_snap, "snap");
-    mp_obj_t sv = mget_opt(snap, MP_QSTR_spec_version);
-    if (sv != MP_OBJ_NULL && mp_obj_get_int(sv) != 1 && mp_obj_get_int(sv) != SNAPUQ_SNAP_SPEC_VERSION) {
-        mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: manifest SNAP spec version %d is not supported (%d)"),
-                          (int)mp_obj_get_int(sv), SNAPUQ_SNAP_SPEC_VERSION);
-    }
-    mp_obj_t taps = mget(snap, MP_QSTR_taps, "snap.taps");
-    size_t n_taps;
-    mp_obj_t *tap_items;
-    if (!mp_obj_is_type(taps, &mp_type_list)) {
-        raise_value("manifest 'snap.taps' is not a list", "");
-    }
-    mp_obj_get_array(taps, &n_taps, &tap_items);
-    if (n_taps < 1 || n_taps > SNAPUQ_MAX_TAPS) {
-        mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: %d taps, this build supports 1..%d"),
-                          (int)n_taps, SNAPUQ_MAX_TAPS);
-    }
-    snapuq_snap_config_t *c = m_new0(snapuq_snap_config_t, 1);
-    self->cfg = c;
-    self->luts = m_new(int32_t, n_taps * SNAPUQ_SNAP_LUT_LEN + SNAPUQ_SIGMOID_LUT_LEN + SNAPUQ_PERR_LUT_LEN);
-    c->spec_version = SNAPUQ_SNAP_SPEC_VERSION;
-    mp_obj_t variant = mget_opt(snap, MP_QSTR_variant);
-    c->variant = (variant != MP_OBJ_NULL && mp_obj_is_str(variant)
-                  && strcmp(mp_obj_str_get_str(variant), "literal") == 0) ? SNAPUQ_SNAP_LITERAL : SNAPUQ_SNAP_BEST;
-    c->n_taps = (uint8_t)n_taps;
-    uint32_t n;
-    (void)output_ptr(self, (uint16_t)self->logits_out, &n);
-    c->n_classes = (uint16_t)n;
-    c->out_logits = self->logits_out;
-    mp_obj_t conf = mget(snap, MP_QSTR_conf, "snap.conf");
-    mp_obj_t probs_name = mget_opt(conf, MP_QSTR_probs);
-    c->out_probs = (int16_t)out_by_name(self, probs_name != MP_OBJ_NULL ? probs_name : MP_OBJ_NEW_QSTR(MP_QSTR_probs),
-                                        "snap.conf.probs");
-    self->probs_out = c->out_probs;
-    c->conf_a_q16 = mint(conf, MP_QSTR_a_q16, "snap.conf.a_q16");
-    for (size_t l = 0; l < n_taps; l++) {
-        mp_obj_t t = tap_items[l];
-        snapuq_snap_tap_t *tp = &c->taps[l];
-        int32_t d = mint(t, MP_QSTR_d, "snap.taps.d");
-        if (d < 1 || d > 16384) {
-            raise_value("manifest tap dimension out of 1..16384", "");
-        }
-        tp->d = (uint16_t)d;
-        tp->out_a = (int16_t)out_by_name(self, mget(t, MP_QSTR_a, "snap.taps.a"), "tap a");
-        tp->out_mu = (int16_t)out_by_name(self, mget(t, MP_QSTR_mu, "snap.taps.mu"), "tap mu");
-        tp->out_logvar = (int16_t)out_by_name(self, mget(t, MP_QSTR_logvar, "snap.taps.logvar"), "tap logvar");
-        const int16_t outs[3] = { tp->out_a, tp->out_mu, tp->out_logvar };
-        for (int k = 0; k < 3; k++) {
-            (void)output_ptr(self, (uint16_t)outs[k], &n);
-            if (n != (uint32_t)d) {
-                mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: tap %d output has %d values, d = %d"),
-                                  (int)l, (int)n, (int)d);
-            }
-        }
-        tp->z_a = mint(t, MP_QSTR_z_a, "snap.taps.z_a");
-        tp->z_mu = mint(t, MP_QSTR_z_mu, "snap.taps.z_mu");
-        tp->z_v = mint(t, MP_QSTR_z_v, "snap.taps.z_v");
-        tp->k_a = mint(t, MP_QSTR_k_a, "snap.taps.k_a");
-        tp->k_mu = mint(t, MP_QSTR_k_mu, "snap.taps.k_mu");
-        tp->lut_shift = mint(t, MP_QSTR_lut_shift, "snap.taps.lut_shift");
-        int32_t *lut = self->luts + l * SNAPUQ_SNAP_LUT_LEN;
-        mints(mget(t, MP_QSTR_inv_sigma_lut, "snap.taps.inv_sigma_lut"), lut, SNAPUQ_SNAP_LUT_LEN,
-              "snap.taps.inv_sigma_lut");
-        tp->inv_sigma_lut = lut;
-        tp->p_m = mint(t, MP_QSTR_p_m, "snap.taps.p_m");
-        tp->p_n = mint(t, MP_QSTR_p_n, "snap.taps.p_n");
-        tp->q_m = mint(t, MP_QSTR_q_m, "snap.taps.q_m");
-        tp->q_n = mint(t, MP_QSTR_q_n, "snap.taps.q_n");
-        tp->r_q16 = mint(t, MP_QSTR_r_q16, "snap.taps.r_q16");
-        c->defaults.w_q16[l] = mint(t, MP_QSTR_w_q16, "snap.taps.w_q16");
-    }
-    mp_obj_t hinge = mget_opt(snap, MP_QSTR_hinge);
-    if (hinge != MP_OBJ_NULL && hinge != mp_const_none) {
-        c->hinge = 1;
-        c->defaults.hinge_q_q16 = mint(hinge, MP_QSTR_q_q16, "snap.hinge.q_q16");
-        c->defaults.hinge_m = mint(hinge, MP_QSTR_m, "snap.hinge.m");
-        c->defaults.hinge_n = mint(hinge, MP_QSTR_n, "snap.hinge.n");
-    }
-    mp_obj_t lg = mget(snap, MP_QSTR_logistic, "snap.logistic");
-    c->defaults.b0_q16 = mint(lg, MP_QSTR_b0_q16, "snap.logistic.b0_q16");
-    c->defaults.b1_m = mint(lg, MP_QSTR_b1_m, "snap.logistic.b1_m");
-    c->defaults.b1_n = mint(lg, MP_QSTR_b1_n, "snap.logistic.b1_n");
-    c->defaults.b2_m = mint(lg, MP_QSTR_b2_m, "snap.logistic.b2_m");
-    c->defaults.b2_n = mint(lg, MP_QSTR_b2_n, "snap.logistic.b2_n");
-    int32_t *sig = self->luts + n_taps * SNAPUQ_SNAP_LUT_LEN;
-    mints(mget(lg, MP_QSTR_sigmoid_lut, "snap.logistic.sigmoid_lut"), sig, SNAPUQ_SIGMOID_LUT_LEN,
-          "snap.logistic.sigmoid_lut");
-    c->sigmoid_lut = sig;
-    /* v2: p_err table + alarm (combine "perr_alarm"); v1 manifests and the literal variant: logistic */
-    mp_obj_t comb = mget_opt(snap, MP_QSTR_combine);
-    if (comb != MP_OBJ_NULL && comb != mp_const_none && strcmp(mp_obj_str_get_str(comb), "perr_alarm") == 0) {
-        int32_t *pl = sig + SNAPUQ_SIGMOID_LUT_LEN;
-        mints(mget(mget(snap, MP_QSTR_perr, "snap.perr"), MP_QSTR_lut, "snap.perr.lut"), pl, SNAPUQ_PERR_LUT_LEN,
-              "snap.perr.lut");
-        c->combine = SNAPUQ_COMBINE_PERR_ALARM;
-        c->perr_lut = pl;
-        c->defaults.alarm_k_q16 = mint(mget(snap, MP_QSTR_alarm, "snap.alarm"), MP_QSTR_k_q16, "snap.alarm.k_q16");
-    }
-    c->defaults.u_threshold_q16 = mint(snap, MP_QSTR_u_threshold_q16, "snap.u_threshold_q16");
-    if (snapuq_snap_check(c) != SNAPUQ_OK) {
-        raise_value("manifest SNAP constants are out of range", "snapuq_snap_check failed");
-    }
-    if (snapuq_snap_params_init(c, &self->params) != SNAPUQ_OK) {
-        raise_value("manifest SNAP parameters are out of range", "");
-    }
-}
 
 /* ---- results ---- */
 
@@ -792,9 +515,8 @@ static mp_obj_t calib_solve(mp_obj_t self_in)
     uint16_t iters = 0;
     snapuq_status_t st = snapuq_fit_solve(&self->fit, &self->opt, beta, &iters);
     if (st != SNAPUQ_OK) {
-        mp_raise_msg_varg(&mp_type_ValueError,
-                          MP_ERROR_TEXT("snapuq: calibration failed (%s): needs >= 2 correct and >= 2 wrong samples and a convergent fit"),
-                          snapuq_status_str(st));
+        (void)st; /* NUMERIC: too few samples of a label or no convergence (messages < 80 chars) */
+        mp_raise_ValueError(MP_ERROR_TEXT("snapuq: calibration needs >= 2 correct and >= 2 wrong samples"));
     }
     mp_obj_t b[3] = { mp_obj_new_float(beta[0]), mp_obj_new_float(beta[1]), mp_obj_new_float(beta[2]) };
     mp_obj_t r[2] = { mp_obj_new_tuple(3, b), MP_OBJ_NEW_SMALL_INT(iters) };
@@ -1083,48 +805,46 @@ static void model_attr(mp_obj_t self_in, qstr attr, mp_obj_t *dest)
         case MP_QSTR_input_size: dest[0] = mp_obj_new_int_from_uint(self->in_bytes); return;
         case MP_QSTR_arena_bytes: dest[0] = mp_obj_new_int_from_uint(self->arena_bytes); return;
         case MP_QSTR_n_classes: dest[0] = MP_OBJ_NEW_SMALL_INT(self->cfg->n_classes); return;
-        case MP_QSTR_manifest: dest[0] = self->manifest; return;
         case MP_QSTR_beta: dest[0] = beta_tuple(&self->params); return;
         case MP_QSTR_u_threshold: dest[0] = q16_float(self->params.u_threshold_q16); return;
         case MP_QSTR_kernels: dest[0] = mp_obj_new_str_from_cstr(snapuq_kernels_name()); return;
         case MP_QSTR_class_names: {
-            mp_obj_t cn = mget_opt(self->manifest, MP_QSTR_class_names);
-            dest[0] = cn == MP_OBJ_NULL ? mp_const_empty_tuple : mp_obj_new_tuple(0, NULL);
-            if (cn != MP_OBJ_NULL) {
-                size_t len;
-                mp_obj_t *it;
-                mp_obj_get_array(cn, &len, &it);
-                dest[0] = mp_obj_new_tuple(len, it);
+            mp_obj_t t = mp_obj_new_tuple(self->blob.n_class_names, NULL);
+            for (uint16_t c = 0; c < self->blob.n_class_names; c++) {
+                const char *nm = "";
+                (void)snapuq_blob_class_name(&self->blob, c, &nm);
+                ((mp_obj_tuple_t *)MP_OBJ_TO_PTR(t))->items[c] = mp_obj_new_str_from_cstr(nm);
             }
+            dest[0] = t;
             return;
         }
         case MP_QSTR_taps: {
-            mp_obj_t taps = mget(mget(self->manifest, MP_QSTR_snap, "snap"), MP_QSTR_taps, "snap.taps");
-            size_t len;
-            mp_obj_t *it;
-            mp_obj_get_array(taps, &len, &it);
-            mp_obj_t t = mp_obj_new_tuple(len, NULL);
-            for (size_t l = 0; l < len; l++) {
-                mp_obj_t name = mget_opt(it[l], MP_QSTR_name);
-                mp_obj_t pair[2] = { name != MP_OBJ_NULL ? name : mp_obj_new_int((mp_int_t)l),
-                                     MP_OBJ_NEW_SMALL_INT(self->cfg->taps[l].d) };
+            mp_obj_t t = mp_obj_new_tuple(self->cfg->n_taps, NULL);
+            for (uint16_t l = 0; l < self->cfg->n_taps; l++) {
+                const char *nm = "";
+                (void)snapuq_blob_tap_name(&self->blob, l, &nm);
+                mp_obj_t pair[2] = { mp_obj_new_str_from_cstr(nm), MP_OBJ_NEW_SMALL_INT(self->cfg->taps[l].d) };
                 ((mp_obj_tuple_t *)MP_OBJ_TO_PTR(t))->items[l] = mp_obj_new_tuple(2, pair);
             }
             dest[0] = t;
             return;
         }
         case MP_QSTR_outputs: {
-            mp_obj_t t = mp_obj_new_tuple(self->n_out_names, NULL);
+            /* names ordered by model output index */
+            mp_obj_t t = mp_obj_new_tuple(self->blob.n_outputs, NULL);
             mp_obj_tuple_t *tt = MP_OBJ_TO_PTR(t);
-            /* ordered by model output index */
             size_t k = 0;
             for (uint16_t idx = 0; idx < snapuq_model_output_count(self->model); idx++) {
-                for (int i = 0; i < self->n_out_names; i++) {
-                    if (self->out_index[i] == idx) {
-                        tt->items[k++] = MP_OBJ_NEW_QSTR(self->out_names[i]);
+                for (uint16_t i = 0; i < self->blob.n_outputs; i++) {
+                    const char *nm;
+                    uint16_t oi;
+                    (void)snapuq_blob_output(&self->blob, i, &nm, &oi);
+                    if (oi == idx && k < tt->len) {
+                        tt->items[k++] = mp_obj_new_str_from_cstr(nm);
                     }
                 }
             }
+            tt->len = k;
             dest[0] = t;
             return;
         }

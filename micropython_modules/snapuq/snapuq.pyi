@@ -70,12 +70,14 @@ class Calibrator:
 
 
 class Model:
-    """An exported snapuq model: ``Model(blob_or_path)`` or ``Model(tflite, manifest)``.
+    """An exported snapuq model: ``Model(blob_or_path)`` (docs/BLOB.md; the twin also takes
+    ``Model(tflite, manifest)``).
 
-    ``model``: bytes-like .snapuq blob or .tflite, or a path to either. ``manifest``: dict, JSON
-    text or a path (default for a .tflite path: snapuq.json beside it). The buffer is used in
-    place: keep it unchanged while the model lives. Raises ValueError for corrupt or
-    inconsistent models (one line naming the problem), OSError for unreadable files.
+    ``model``: bytes-like .snapuq blob, a ROMFS file or a path. ``bytes`` and ROMFS files are used
+    in place; a bytearray or other writable buffer is copied at load (changing it later changes
+    nothing). Raises ValueError for corrupt or inconsistent models (one line naming the problem),
+    TypeError for inputs that are not int8 bytes / arrays / float lists (a str included), OSError
+    for unreadable files. NaN inputs quantize to -128, +-inf saturate (C module and twin alike).
     """
     input_shape: tuple[int, ...]
     input_scale: float

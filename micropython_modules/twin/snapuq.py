@@ -23,7 +23,7 @@ IMPLEMENTATION = "python"
 SPEC_VERSION = 1
 
 BLOB_MAGIC = b"SNUQ"
-BLOB_VERSION = 1
+BLOB_VERSION = 2
 BLOB_HEADER = 32
 
 # TFLite builtin operator codes and tensor types (schema.fbs)
@@ -434,22 +434,95 @@ class _Op:
 
 
 def split_blob(buf):
-    """(tflite_bytes, manifest_dict) from a single .snapuq blob (see docs/MICROPYTHON.md)."""
+    """(tflite, manifest dict) from a .snapuq blob v2 (docs/BLOB.md): header, CRC and the binary
+    SNAP section, read with the same checks as firmware/core/snapuq_blob.c."""
     if len(buf) < BLOB_HEADER or bytes(buf[:4]) != BLOB_MAGIC:
-        raise _err("not a snapuq blob (bad magic)")
-    ver, hsize, toff, tlen, moff, mlen, crc = struct.unpack_from("<HHIIIII", buf, 4)
+        raise _err("not a snapuq blob (bad magic or truncated header)")
+    ver, hsize, toff, tlen, soff, slen, crc = struct.unpack_from("<HHIIIII", buf, 4)
+    if ver == 1:
+        raise _err("blob version 1 (JSON manifest): rebuild it with `snapuq micropython blob`")
     if ver != BLOB_VERSION:
         raise _err("unsupported blob version %d" % ver)
-    if hsize != BLOB_HEADER or toff < hsize or moff < toff + tlen or moff + mlen != len(buf):
-        raise _err("corrupt blob: section offsets do not fit a %d-byte blob" % len(buf))
+    if (hsize != BLOB_HEADER or toff < hsize or toff % 16 or soff % 4 or soff < toff + tlen
+            or soff + slen != len(buf)):
+        raise _err("corrupt blob: section offsets do not fit the blob")
     if crc32(memoryview(buf)[BLOB_HEADER:]) != crc:
         raise _err("corrupt blob: CRC mismatch")
-    tfl = memoryview(buf)[toff:toff + tlen]
-    try:
-        man = json.loads(bytes(buf[moff:moff + mlen]))
-    except ValueError:
-        raise _err("corrupt blob: manifest is not JSON") from None
-    return tfl, man
+    return memoryview(buf)[toff:toff + tlen], parse_snap_section(bytes(buf[soff:soff + slen]))
+
+
+_SNAP_HDR = "<4sHHHHBBBBHHHHHBB12i6IiI"   # section v1 header: 108 bytes
+_SNAP_TAP = "<HHHH12iII"                   # 64 bytes
+_SNAP_OUT = "<HhI"                         # 8 bytes
+
+
+def parse_snap_section(sec):
+    """The manifest fields the device uses (outputs, class_names, snap) from a SNAP section."""
+    n = len(sec)
+    if n < 108 or sec[:4] != b"SNAP":
+        raise _err("SNAP section: bad magic")
+    h = struct.unpack_from(_SNAP_HDR, sec, 0)
+    (ver, hl, tr, orec, spec, variant, hinge, n_taps, n_classes, n_out, o_logits, o_probs, n_cls,
+     combine, pshift) = h[1:16]
+    a_q16, b0, b1m, b1n, b2m, b2n, hq, hm, hn, thr, zc, step = h[16:28]
+    sig_off, taps_off, outs_off, cls_off, str_off, str_len = h[28:34]
+    alarm_k, perr_off = h[34], h[35]
+    if ver < 1:
+        raise _err("SNAP section: version 0")
+    if hl < 108 or hl > n:
+        raise _err("SNAP section: header length out of range")
+    if tr < 64 or orec < 8 or tr % 4 or orec % 4:
+        raise _err("SNAP section: record sizes too small or unaligned")
+
+    def inside(off, count, size):
+        return 0 <= off <= n and count * size <= n - off
+
+    if not (inside(taps_off, n_taps, tr) and inside(outs_off, n_out, orec) and inside(cls_off, n_cls, 4)
+            and inside(str_off, str_len, 1)):
+        raise _err("SNAP section: a table lies outside the section")
+    strings = sec[str_off:str_off + str_len]
+
+    def sget(off, what):
+        end = strings.find(b"\0", off) if off < len(strings) else -1
+        if end < 0:
+            raise _err("SNAP section: bad %s name" % what)
+        return str(strings[off:end], "utf-8")
+
+    def lut(off, count, what):
+        if off % 4 or not inside(off, count, 4):
+            raise _err("SNAP section: %s LUT outside the section or unaligned" % what)
+        return list(struct.unpack_from("<%di" % count, sec, off))
+
+    outputs = {}
+    by_index = {}
+    for i in range(n_out):
+        idx, zp, nm = struct.unpack_from(_SNAP_OUT, sec, outs_off + i * orec)
+        name = sget(nm, "output")
+        outputs[name] = {"index": idx, "zero_point": zp}
+        by_index[idx] = name
+    keys = ("z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n", "q_m", "q_n", "r_q16", "w_q16")
+    taps = []
+    for k in range(n_taps):
+        f = struct.unpack_from(_SNAP_TAP, sec, taps_off + k * tr)
+        tap = {"name": sget(f[17], "tap"), "d": f[0], "a": by_index.get(f[1]), "mu": by_index.get(f[2]),
+               "logvar": by_index.get(f[3]), "inv_sigma_lut": lut(f[16], 256, "tap")}
+        for j in range(12):
+            tap[keys[j]] = f[4 + j]
+        taps.append(tap)
+    snap = {"spec_version": spec, "variant": "literal" if variant else "best",
+            "combine": "perr_alarm" if combine == 1 else "logistic", "taps": taps,
+            "hinge": {"q_q16": hq, "m": hm, "n": hn} if hinge else None,
+            "conf": {"a_q16": a_q16, "probs": by_index.get(o_probs, "probs")},
+            "logistic": {"b0_q16": b0, "b1_m": b1m, "b1_n": b1n, "b2_m": b2m, "b2_n": b2n,
+                         "z_clamp_q16": zc, "lut_step_shift": step, "sigmoid_lut": lut(sig_off, 513, "sigmoid")},
+            "u_threshold_q16": thr, "section_version": ver, "n_classes": n_classes}
+    if combine == 1:
+        snap["perr"] = {"lut": lut(perr_off, 257, "p_err"), "step_shift": pshift}
+        snap["alarm"] = {"k_q16": alarm_k}
+    classes = [sget(struct.unpack_from("<I", sec, cls_off + 4 * i)[0], "class") for i in range(n_cls)]
+    if by_index.get(o_logits) != "logits":
+        raise _err("SNAP section: the logits output is not named 'logits'")
+    return {"outputs": outputs, "class_names": classes, "snap": snap}
 
 
 try:
@@ -1251,14 +1324,16 @@ class Model:
             except TypeError:
                 raise TypeError("snapuq: model must be bytes, bytearray, memoryview, a ROMFS file "
                                 "or a path") from None
+        if isinstance(model, bytearray):
+            model = bytes(model)  # read in place for the object's life: a copy, not the caller's buffer
         if bytes(model[:4]) == BLOB_MAGIC:
             tfl, man = split_blob(model)
         else:
             tfl = model
             if manifest is None:
-                raise ValueError("snapuq: a .tflite needs its manifest (snapuq.json)")
+                raise ValueError("snapuq: not a .snapuq blob: make one with `snapuq micropython blob DIR`")
             man = manifest
-        if _is_path(man) and not man.lstrip().startswith("{"):
+        if _is_path(man) and not man.lstrip().startswith("{") and len(man) < 256 and "\n" not in man:
             man = _read(man)
         if isinstance(man, memoryview):
             man = bytes(man)
@@ -1353,7 +1428,13 @@ class Model:
             v = x[i]
             if not isinstance(v, (int, float)):
                 raise TypeError("snapuq: input values must be numbers")
-            q = _f32_div_round(float(v), s) + z
+            v = float(v)
+            if v != v:  # NaN: -128, like the C module (no exception mid-stream)
+                q = -128
+            elif v > 3.4028234e38 or v < -3.4028234e38:  # beyond float32: saturate
+                q = 127 if v > 0 else -128
+            else:
+                q = _f32_div_round(v, s) + z
             q = -128 if q < -128 else (127 if q > 127 else q)
             out[i] = q & 0xFF
         return out

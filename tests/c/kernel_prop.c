@@ -5,7 +5,8 @@
  * paddings, channel counts that are and are not multiples of 4, more channels than one
  * accumulation chunk, offsets, activation ranges, per-channel multipliers and shifts of both signs,
  * INT32_MIN multipliers) run through snapuq_*_dsp and snapuq_*_ref; every output byte must agree.
- * MEAN over H and W (its dedicated path, SIMD on DSP cores) is checked against the generic MEAN.
+ * MEAN over H and W (its dedicated path, SIMD on DSP cores) is checked against the generic MEAN,
+ * ADD (SMLAL requantization) against TFLM's arithmetic written with the reference primitives.
  * The reference kernels are themselves checked against tflite-micro by the model tests, so this
  * extends TFLM bit-exactness to the DSP kernels over far more shapes than the model tests build.
  *
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "snapuq_fixed.h"
 #include "snapuq_kernels.h"
 
 #ifdef KP_SEMIHOST
@@ -313,6 +315,49 @@ static int mean_case(int32_t case_no)
     }
 }
 
+/* element-wise ADD (its SMLAL requantization path) == TFLM's arithmetic written out with the
+ * reference fixed-point primitives */
+static int add_case(int32_t case_no)
+{
+    snapuq_add_args_t a;
+    int32_t i;
+    memset(&a, 0, sizeof a);
+    a.n = range(1, 3000);
+    fill(in_buf, a.n);
+    fill(f_buf, a.n);
+    a.in1 = in_buf;
+    a.in2 = f_buf;
+    a.in1_offset = range(-127, 128);
+    a.in2_offset = range(-127, 128);
+    a.out_offset = range(-128, 127);
+    a.left_shift = range(0, 1) ? 20 : range(0, 22);
+    a.in1_mult = (int32_t)(0x40000000u + (rnd() & 0x3FFFFFFFu));
+    a.in2_mult = (int32_t)(0x40000000u + (rnd() & 0x3FFFFFFFu));
+    a.out_mult = (int32_t)(0x40000000u + (rnd() & 0x3FFFFFFFu));
+    a.in1_shift = range(-31, 0);
+    a.in2_shift = range(-31, 0);
+    a.out_shift = range(-31, 3);
+    if (range(0, 20) == 0) {
+        a.in1_shift = range(1, 3);
+    }
+    a.act_min = range(0, 1) ? -128 : range(-128, 0);
+    a.act_max = range(0, 1) ? 127 : range(a.act_min, 127);
+    a.out = out_dsp;
+    snapuq_add_ref(&a);
+    for (i = 0; i < a.n; i++) {
+        const int32_t x1 = snapuq_shl_wrap(a.in1_offset + a.in1[i], a.left_shift);
+        const int32_t x2 = snapuq_shl_wrap(a.in2_offset + a.in2[i], a.left_shift);
+        const int32_t s1 = snapuq_mbqm(x1, a.in1_mult, a.in1_shift);
+        const int32_t s2 = snapuq_mbqm(x2, a.in2_mult, a.in2_shift);
+        const int32_t raw = snapuq_mbqm((int32_t)((uint32_t)s1 + (uint32_t)s2), a.out_mult, a.out_shift) + a.out_offset;
+        out_ref[i] = (int8_t)snapuq_clamp_i32(raw, a.act_min, a.act_max);
+    }
+    {
+        const int32_t dims[] = {a.n, a.left_shift, a.in1_shift, a.in2_shift, a.out_shift};
+        return report("add", case_no, dims, 5, a.n);
+    }
+}
+
 int kernel_prop_main(int32_t cases, uint32_t seed);
 
 int kernel_prop_main(int32_t cases, uint32_t seed)
@@ -322,8 +367,12 @@ int kernel_prop_main(int32_t cases, uint32_t seed)
     char *p = line;
     rng_state = seed != 0u ? seed : 1u;
     while (i < cases) {
-        const int32_t kind = range(0, 3);
-        const int r = kind == 0 ? conv_case(i, 0) : (kind == 1 ? conv_case(i, 1) : (kind == 2 ? fc_case(i) : mean_case(i)));
+        const int32_t kind = range(0, 4);
+        const int r = kind == 0   ? conv_case(i, 0)
+                      : kind == 1 ? conv_case(i, 1)
+                      : kind == 2 ? fc_case(i)
+                      : kind == 3 ? mean_case(i)
+                                  : add_case(i);
         if (r < 0) {
             continue;
         }

@@ -13,8 +13,10 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from snapuq.harness.protocol import Device
@@ -268,3 +270,40 @@ def test_firmware_built_for_another_model_is_rebuilt() -> None:
     before = elf.stat().st_mtime_ns
     elf2 = build_firmware(spec, MODEL, BUILD)
     assert elf2 == elf and elf.stat().st_mtime_ns != before and stamp.read_text() == good
+
+
+def test_uploaded_blob_gets_snap_bit_exact_with_host() -> None:
+    """`model` upload of a .snapuq blob: the firmware reads the blob's SNAP section with the core
+    blob reader and reports U for the uploaded model, equal to the host's integer reference. The
+    blob's p_err table (or logistic bias) differs from the compiled-in model's, so equal U proves the uploaded
+    constants are the ones used; a truncated blob gets one e-blob line."""
+    import copy
+
+    from snapuq.micropython import host_reference, load_model_files, sample_inputs, write_blob
+
+    spec = board_spec("qemu:m4")
+    elf = build_firmware(spec, MODEL, BUILD, budget="full")
+    tfl, man = load_model_files(MODEL)
+    man2 = copy.deepcopy(man)
+    if man2["snap"].get("combine") == "perr_alarm":
+        man2["snap"]["perr"]["lut"] = [min(65536, v + 5000) for v in man2["snap"]["perr"]["lut"]]
+    else:
+        man2["snap"]["logistic"]["b0_q16"] += 3 * 65536
+    blob = write_blob(tfl, man2)
+    x = sample_inputs(man, 5)
+    _, ref = host_reference(tfl, man2, x)
+    _, ref_builtin = host_reference(tfl, man, x)
+    assert ref["U16"].tolist() != ref_builtin["U16"].tolist()
+    with QemuProcess(spec, elf, icount=False) as q:
+        dev = Device(open_serial(q.url), timeout=120)  # QEMU's UART takes ~3 KB/s: ~45 s per blob
+        dev.wait_boot(timeout=20)
+        short = blob[:4000]
+        rep = dev.command(f"model {len(short)} 0x{zlib.crc32(short):08x}", payload=short, check=False)
+        assert any(ln.startswith("e-blob") and "offsets" in ln for ln in rep.errors), rep.errors
+        loaded = dev.load_model(blob, timeout=300)
+        assert loaded["snap"] == 1 and loaded["bytes"] == len(blob)
+        for i, xi in enumerate(x):
+            res = dev.run_input(np.asarray(xi, np.int8).tobytes(), check_outputs=False)[1]
+            assert res["u"] == int(ref["U16"][i]) and res["ebar"] == ref["ebar16"][i].tolist()
+        assert dev.profile()["taps"] == len(man["snap"]["taps"])
+        dev.close()

@@ -174,3 +174,27 @@ def test_device_error_on_dead_port(exe: Path) -> None:
     with pytest.raises((DeviceError, OSError)):
         d.command("name")
     d.close()
+
+
+def test_model_that_does_not_fit_says_why(tmp_path: Path) -> None:
+    """A board whose RAM pool is too small for the model: `profile` says loaded=0 and `model builtin`
+    (what the harness asks then) repeats the firmware's own e-arena line, which the harness prints."""
+    model = ROOT / "models" / "digits"
+    if not (model / "snapuq_model.c").exists():
+        pytest.skip("models/digits not exported")
+    build = tmp_path / "b"
+    make = ["make", "-C", str(ROOT / "firmware"), "host", f"BUILD={build}", f"MODEL={model}",
+            "CDEFS=-DSNAPUQ_HOST_POOL_BYTES=4096", "VARIANT=_tiny"]
+    p = subprocess.run(make, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    ser = PipeSerial(build / "host_tiny" / "snapuq_fw")
+    d = Device(ser, timeout=5.0)
+    try:
+        d.wait_boot(timeout=10)
+        assert d.profile()["loaded"] == 0
+        errs = d.command("model builtin", check=False).errors
+        assert errs and errs[0].startswith("e-arena need=") and "have=4096" in errs[0], errs
+        rep = d.command("infer", check=False)
+        assert rep.errors and rep.errors[0].startswith("e-no-model")
+    finally:
+        d.close()

@@ -40,7 +40,7 @@ MICROPYTHON = Path(os.environ.get("SNAPUQ_MICROPYTHON") or Path(sys.executable).
 COMMON = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MAX_POOL_2D", "AVERAGE_POOL_2D", "MEAN",
           "ADD", "RESHAPE", "SOFTMAX", "LOGISTIC", "QUANTIZE", "model"}
 OP_SETS = {
-    "c": COMMON | {"SQUEEZE", "DEQUANTIZE"},
+    "c": COMMON | {"SQUEEZE", "DEQUANTIZE", "CONCATENATION"},
     "twin": COMMON | {"SQUEEZE"},
 }
 
@@ -65,7 +65,7 @@ def _diff(case: Case, got: list[list[np.ndarray]]) -> int:
 
 def test_vector_set_covers_every_operator(cases: list[Case]) -> None:
     ops = {c.op for c in cases}
-    assert COMMON | {"SQUEEZE", "DEQUANTIZE"} <= ops
+    assert COMMON | {"SQUEEZE", "DEQUANTIZE", "CONCATENATION"} <= ops
     # the outputs are not constant (a comparison against them can fail)
     for c in cases:
         assert len({bytes(r) for r in c.expected}) > 1, c.name

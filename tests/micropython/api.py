@@ -1,13 +1,20 @@
 # API behaviour of snapuq (twin or C module) on the shipped digits model; expected output in
 # api.exp (model-independent lines only: shapes, error messages, monitor and calibrator logic).
-#   micropython api.py MODEL_DIR
+#   micropython api.py MODEL_DIR BLOB        (BLOB: `snapuq micropython blob MODEL_DIR`)
 import array
+import gc
 import sys
 
 import snapuq
 
 d = sys.argv[1]
-m = snapuq.Model(d + "/model_int8.tflite")  # manifest: snapuq.json beside it
+m = snapuq.Model(sys.argv[2])
+buf = bytearray(open(sys.argv[2], "rb").read())
+m2 = snapuq.Model(buf)
+buf[100:] = b""  # the model copied a mutable buffer: shrinking it changes nothing
+print("copy", m2.infer(bytearray(64)).u_q16 == m.infer(bytearray(64)).u_q16)
+del m2, buf
+gc.collect()
 print("shape", m.input_shape, "size", m.input_size, "classes", m.n_classes, len(m.class_names))
 print("taps", [name for name, _ in m.taps], "outputs", sorted(m.outputs))
 print("arena > 0", m.arena_bytes > 0, "threshold in (0,1)", 0 < m.u_threshold < 1)
@@ -19,7 +26,7 @@ print("same", m.infer(array.array("b", bytes(x))).u_q16 == r.u_q16, m.infer(memo
 q = m.quantize([0.0, 0.5, 1.0, 2.0] + [0.0] * 60)
 print("quantize", list(q[:4]), m.infer([0.0, 0.5, 1.0, 2.0] + [0.0] * 60).u_q16 == m.infer(q).u_q16)
 print("run", sorted(m.run(x)) == sorted(m.outputs), len(m.output("logits")))
-for bad in (bytearray(63), [1.0] * 3, 3.5, array.array("h", [0] * 64), ["a"] * 64):
+for bad in (bytearray(63), [1.0] * 3, 3.5, array.array("h", [0] * 64), ["a"] * 64, "a" * 64, None):
     try:
         m.infer(bad)
     except (ValueError, TypeError) as e:
@@ -28,6 +35,8 @@ try:
     m.output("nope")
 except ValueError as e:
     print("ValueError", e)
+for v in (float("nan"), float("inf"), float("-inf"), 1e30):
+    print("nonfinite", v, list(m.quantize([v] + [0.0] * 63)[:1]), m.infer([v] + [0.0] * 63).u_q16 >= 0)
 blob = open(d + "/model_int8.tflite", "rb").read()
 for bad in (blob[:100], b"XXXX" + blob[4:200], b"SNUQ" + bytes(40)):
     try:

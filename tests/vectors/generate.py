@@ -197,6 +197,8 @@ def single_op_cases() -> dict[str, tuple[str, Callable[[], bytes]]]:
             lambda L, x: L.Softmax()(L.Dense(9)(x)), (14,), 14)),
         "logistic": ("LOGISTIC", _keras_case(
             lambda L, x: L.Activation("sigmoid")(L.Dense(10)(x)), (12,), 15)),
+        "concat_channels": ("CONCATENATION", _keras_case(
+            lambda L, x: L.Concatenate()([L.Conv2D(3, 1)(x), L.Conv2D(2, 1)(x)]), (4, 5, 2), 17)),
         "quantize_int8": ("QUANTIZE", _edit(_fake_quant_pair, _to_int8_requantize)),
         "squeeze": ("SQUEEZE", _edit(_squeeze_source, _reshape_to_squeeze)),
         "dequantize": ("DEQUANTIZE", _keras_case(lambda L, x: L.Dense(6)(x), (9,), 16, float_out=True)),

@@ -1,0 +1,326 @@
+/*
+ * snapuq_blob.c - model blob reader (format: docs/BLOB.md; API: snapuq_blob.h).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "snapuq_blob.h"
+#include "snapuq_flatbuffer.h" /* little-endian loads */
+
+/* SNAP section v1 layout (offsets from the section start) */
+#define SEC_HEADER_V1 108u
+#define TAP_RECORD_V1 64u
+#define OUT_RECORD_V1 8u
+#define SIGMOID_BYTES (4u * SNAPUQ_SIGMOID_LUT_LEN)
+#define PERR_BYTES (4u * SNAPUQ_PERR_LUT_LEN)
+#define SPEC_PERR_STEP_SHIFT 8
+#define INV_SIGMA_BYTES (4u * SNAPUQ_SNAP_LUT_LEN)
+#define SPEC_Z_CLAMP 1048575
+#define SPEC_LUT_STEP_SHIFT 11
+
+uint32_t snapuq_crc32(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    size_t i;
+    int k;
+    for (i = 0; i < n; i++) {
+        c ^= p[i];
+        for (k = 0; k < 8; k++) {
+            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+        }
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+static snapuq_status_t bad(const char **why, snapuq_status_t st, const char *text)
+{
+    if (why != NULL) {
+        *why = text;
+    }
+    return st;
+}
+
+static uint16_t u16at(const snapuq_blob_t *b, uint32_t off)
+{
+    return snapuq_rd_u16(b->snap + off);
+}
+static uint32_t u32at(const snapuq_blob_t *b, uint32_t off)
+{
+    return snapuq_rd_u32(b->snap + off);
+}
+static int32_t i32at(const snapuq_blob_t *b, uint32_t off)
+{
+    return snapuq_rd_i32(b->snap + off);
+}
+
+/* table of n records of `rec` bytes at `off` inside the section */
+static int table_ok(uint32_t len, uint32_t off, uint32_t n, uint32_t rec)
+{
+    return off <= len && (uint64_t)n * rec <= (uint64_t)(len - off);
+}
+
+/* 4-aligned int32 LUT of `bytes` at `off` inside the section */
+static int lut_ok(uint32_t len, uint32_t off, uint32_t bytes)
+{
+    return (off & 3u) == 0 && off <= len && bytes <= len - off;
+}
+
+/* string at `off` of the string table: NUL-terminated inside it */
+static const char *string_at(const snapuq_blob_t *b, uint32_t off)
+{
+    const uint32_t s = u32at(b, 92), n = u32at(b, 96);
+    if (off >= n || memchr(b->snap + s + off, 0, n - off) == NULL) {
+        return NULL;
+    }
+    return (const char *)(b->snap + s + off);
+}
+
+static uint32_t tap_rec(const snapuq_blob_t *b, uint16_t l)
+{
+    return u32at(b, 80) + (uint32_t)l * u16at(b, 8);
+}
+
+static uint32_t out_rec(const snapuq_blob_t *b, uint16_t i)
+{
+    return u32at(b, 84) + (uint32_t)i * u16at(b, 10);
+}
+
+static snapuq_status_t check_section(snapuq_blob_t *b, const char **why)
+{
+    const uint32_t len = b->snap_len;
+    uint32_t hl, tr, orec, strings, strings_len;
+    uint16_t i;
+    if (len < 8u || memcmp(b->snap, "SNAP", 4) != 0) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: bad magic");
+    }
+    b->snap_version = snapuq_rd_u16(b->snap + 4);
+    hl = snapuq_rd_u16(b->snap + 6);
+    if (b->snap_version < 1u) {
+        return bad(why, SNAPUQ_ERR_VERSION, "SNAP section: version 0");
+    }
+    if (hl < SEC_HEADER_V1 || hl > len) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: header length out of range");
+    }
+    tr = u16at(b, 8);
+    orec = u16at(b, 10);
+    if (tr < TAP_RECORD_V1 || orec < OUT_RECORD_V1 || (tr & 3u) != 0 || (orec & 3u) != 0) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: record sizes too small or unaligned");
+    }
+    b->n_taps = b->snap[15];
+    b->n_outputs = u16at(b, 18);
+    b->n_class_names = u16at(b, 24);
+    strings = u32at(b, 92);
+    strings_len = u32at(b, 96);
+    if (!table_ok(len, u32at(b, 80), b->n_taps, tr) || !table_ok(len, u32at(b, 84), b->n_outputs, orec) ||
+        !table_ok(len, u32at(b, 88), b->n_class_names, 4u) || !table_ok(len, strings, strings_len, 1u)) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: a table lies outside the section");
+    }
+    if (!lut_ok(len, u32at(b, 76), SIGMOID_BYTES)) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: sigmoid LUT outside the section or unaligned");
+    }
+    if (b->snap[26] > SNAPUQ_COMBINE_PERR_ALARM) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: unknown combine");
+    }
+    if (b->snap[26] == SNAPUQ_COMBINE_PERR_ALARM && !lut_ok(len, u32at(b, 104), PERR_BYTES)) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: p_err LUT outside the section or unaligned");
+    }
+    for (i = 0; i < b->n_taps; i++) {
+        if (!lut_ok(len, u32at(b, tap_rec(b, i) + 56u), INV_SIGMA_BYTES)) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: tap LUT outside the section or unaligned");
+        }
+        if (string_at(b, u32at(b, tap_rec(b, i) + 60u)) == NULL) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: bad tap name");
+        }
+    }
+    for (i = 0; i < b->n_outputs; i++) {
+        if (string_at(b, u32at(b, out_rec(b, i) + 4u)) == NULL) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: bad output name");
+        }
+    }
+    for (i = 0; i < b->n_class_names; i++) {
+        if (string_at(b, u32at(b, u32at(b, 88) + 4u * i)) == NULL) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: bad class name");
+        }
+    }
+    return SNAPUQ_OK;
+}
+
+snapuq_status_t snapuq_blob_open(snapuq_blob_t *b, const void *bytes, size_t len, const char **why)
+{
+    const uint8_t *p = (const uint8_t *)bytes;
+    uint32_t ver, hsize, toff, tlen, soff, slen;
+    if (b == NULL || p == NULL) {
+        return bad(why, SNAPUQ_ERR_ARG, "blob is NULL");
+    }
+    memset(b, 0, sizeof *b);
+    if (((uintptr_t)p & 3u) != 0) {
+        return bad(why, SNAPUQ_ERR_ARG, "blob is not 4-byte aligned");
+    }
+    if (len < SNAPUQ_BLOB_HEADER || memcmp(p, SNAPUQ_BLOB_MAGIC, 4) != 0) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "not a snapuq blob (bad magic or truncated header)");
+    }
+    if (len > 0x7FFFFFF0u) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "blob too large");
+    }
+    ver = snapuq_rd_u16(p + 4);
+    hsize = snapuq_rd_u16(p + 6);
+    toff = snapuq_rd_u32(p + 8);
+    tlen = snapuq_rd_u32(p + 12);
+    soff = snapuq_rd_u32(p + 16);
+    slen = snapuq_rd_u32(p + 20);
+    if (ver != SNAPUQ_BLOB_VERSION) {
+        return bad(why, SNAPUQ_ERR_VERSION,
+                   ver == 1u ? "blob version 1 (JSON manifest): rebuild it with `snapuq micropython blob`"
+                             : "unsupported blob version");
+    }
+    if (hsize != SNAPUQ_BLOB_HEADER || toff < hsize || (toff & 15u) != 0 || (soff & 3u) != 0 ||
+        (uint64_t)toff + tlen > soff || (uint64_t)soff + slen != len) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "corrupt blob: section offsets do not fit the blob");
+    }
+    if (snapuq_crc32(p + SNAPUQ_BLOB_HEADER, len - SNAPUQ_BLOB_HEADER) != snapuq_rd_u32(p + 24)) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "corrupt blob: CRC mismatch");
+    }
+    b->tflite = p + toff;
+    b->tflite_len = tlen;
+    b->snap = p + soff;
+    b->snap_len = slen;
+    return check_section(b, why);
+}
+
+static snapuq_status_t model_output(const snapuq_model_t *model, uint16_t idx, uint32_t n, const char **why)
+{
+    snapuq_tensor_info_t info;
+    if (snapuq_model_output_info(model, idx, &info) != SNAPUQ_OK) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section names a model output that does not exist");
+    }
+    if (info.type != SNAPUQ_DTYPE_INT8 || info.elements != n) {
+        return bad(why, SNAPUQ_ERR_SIZE, "SNAP section: output size or type differs from the model");
+    }
+    return SNAPUQ_OK;
+}
+
+snapuq_status_t snapuq_blob_snap_config(const snapuq_blob_t *b, const snapuq_model_t *model,
+                                        snapuq_snap_config_t *c, const char **why)
+{
+    snapuq_status_t st;
+    uint16_t l, i;
+    if (b == NULL || b->snap == NULL || model == NULL || c == NULL) {
+        return bad(why, SNAPUQ_ERR_ARG, "NULL argument");
+    }
+    if (snapuq_model_output_count(model) == 0) {
+        return bad(why, SNAPUQ_ERR_STATE, "model not loaded");
+    }
+    if (b->n_taps < 1 || b->n_taps > SNAPUQ_MAX_TAPS) {
+        return bad(why, SNAPUQ_ERR_LIMIT, "SNAP section: tap count outside 1..SNAPUQ_MAX_TAPS");
+    }
+    if (i32at(b, 68) != SPEC_Z_CLAMP || i32at(b, 72) != SPEC_LUT_STEP_SHIFT) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: logistic clamp or LUT step differ from the spec");
+    }
+    if (b->snap[12] < 1u || b->snap[12] > SNAPUQ_SNAP_SPEC_VERSION) {
+        return bad(why, SNAPUQ_ERR_VERSION, "SNAP section: fixed-point spec version not supported");
+    }
+    if (b->snap[26] == SNAPUQ_COMBINE_PERR_ALARM && b->snap[27] != SPEC_PERR_STEP_SHIFT) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: p_err step differs from the spec");
+    }
+    memset(c, 0, sizeof *c);
+    c->spec_version = SNAPUQ_SNAP_SPEC_VERSION; /* spec v1 sections run as combine logistic */
+    c->variant = b->snap[13];
+    c->hinge = b->snap[14];
+    c->n_taps = (uint8_t)b->n_taps;
+    c->n_classes = u16at(b, 16);
+    c->out_logits = (int16_t)u16at(b, 20);
+    c->out_probs = (int16_t)u16at(b, 22);
+    c->conf_a_q16 = i32at(b, 28);
+    c->defaults.b0_q16 = i32at(b, 32);
+    c->defaults.b1_m = i32at(b, 36);
+    c->defaults.b1_n = i32at(b, 40);
+    c->defaults.b2_m = i32at(b, 44);
+    c->defaults.b2_n = i32at(b, 48);
+    c->defaults.hinge_q_q16 = i32at(b, 52);
+    c->defaults.hinge_m = i32at(b, 56);
+    c->defaults.hinge_n = i32at(b, 60);
+    c->defaults.u_threshold_q16 = i32at(b, 64);
+    c->sigmoid_lut = (const int32_t *)(const void *)(b->snap + u32at(b, 76));
+    c->combine = b->snap[26];
+    if (c->combine == SNAPUQ_COMBINE_PERR_ALARM) {
+        c->perr_lut = (const int32_t *)(const void *)(b->snap + u32at(b, 104));
+        c->defaults.alarm_k_q16 = i32at(b, 100);
+    }
+    if ((st = model_output(model, u16at(b, 20), c->n_classes, why)) != SNAPUQ_OK ||
+        (st = model_output(model, u16at(b, 22), c->n_classes, why)) != SNAPUQ_OK) {
+        return st;
+    }
+    for (l = 0; l < b->n_taps; l++) {
+        const uint32_t r = tap_rec(b, l);
+        snapuq_snap_tap_t *t = &c->taps[l];
+        t->d = u16at(b, r);
+        t->out_a = (int16_t)u16at(b, r + 2u);
+        t->out_mu = (int16_t)u16at(b, r + 4u);
+        t->out_logvar = (int16_t)u16at(b, r + 6u);
+        t->z_a = i32at(b, r + 8u);
+        t->z_mu = i32at(b, r + 12u);
+        t->z_v = i32at(b, r + 16u);
+        t->k_a = i32at(b, r + 20u);
+        t->k_mu = i32at(b, r + 24u);
+        t->lut_shift = i32at(b, r + 28u);
+        t->p_m = i32at(b, r + 32u);
+        t->p_n = i32at(b, r + 36u);
+        t->q_m = i32at(b, r + 40u);
+        t->q_n = i32at(b, r + 44u);
+        t->r_q16 = i32at(b, r + 48u);
+        c->defaults.w_q16[l] = i32at(b, r + 52u);
+        t->inv_sigma_lut = (const int32_t *)(const void *)(b->snap + u32at(b, r + 56u));
+        if ((st = model_output(model, u16at(b, r + 2u), t->d, why)) != SNAPUQ_OK ||
+            (st = model_output(model, u16at(b, r + 4u), t->d, why)) != SNAPUQ_OK ||
+            (st = model_output(model, u16at(b, r + 6u), t->d, why)) != SNAPUQ_OK) {
+            return st;
+        }
+    }
+    for (i = 0; i < b->n_outputs; i++) {
+        snapuq_tensor_info_t info;
+        const uint32_t r = out_rec(b, i);
+        if (snapuq_model_output_info(model, u16at(b, r), &info) != SNAPUQ_OK) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section names a model output that does not exist");
+        }
+        if ((int32_t)(int16_t)u16at(b, r + 2u) != info.zero_point) {
+            return bad(why, SNAPUQ_ERR_QUANT, "SNAP section: output zero point differs from the model");
+        }
+    }
+    if (snapuq_snap_check(c) != SNAPUQ_OK) {
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: constants out of range (snapuq_snap_check)");
+    }
+    return SNAPUQ_OK;
+}
+
+snapuq_status_t snapuq_blob_output(const snapuq_blob_t *b, uint16_t i, const char **name, uint16_t *index)
+{
+    if (b == NULL || b->snap == NULL || i >= b->n_outputs) {
+        return SNAPUQ_ERR_ARG;
+    }
+    if (name != NULL) {
+        *name = string_at(b, u32at(b, out_rec(b, i) + 4u));
+    }
+    if (index != NULL) {
+        *index = u16at(b, out_rec(b, i));
+    }
+    return SNAPUQ_OK;
+}
+
+snapuq_status_t snapuq_blob_tap_name(const snapuq_blob_t *b, uint16_t l, const char **name)
+{
+    if (b == NULL || b->snap == NULL || l >= b->n_taps || name == NULL) {
+        return SNAPUQ_ERR_ARG;
+    }
+    *name = string_at(b, u32at(b, tap_rec(b, l) + 60u));
+    return SNAPUQ_OK;
+}
+
+snapuq_status_t snapuq_blob_class_name(const snapuq_blob_t *b, uint16_t c, const char **name)
+{
+    if (b == NULL || b->snap == NULL || c >= b->n_class_names || name == NULL) {
+        return SNAPUQ_ERR_ARG;
+    }
+    *name = string_at(b, u32at(b, u32at(b, 88) + 4u * c));
+    return SNAPUQ_OK;
+}
