@@ -300,7 +300,7 @@ def host_reference(tfl: bytes, man: dict[str, Any], x: np.ndarray) -> tuple[dict
     from snapuq.ccore import CoreModel, CoreSnap
 
     model = CoreModel(tfl)
-    outs, r = CoreSnap(man["snap"], man["outputs"]).run(model, np.asarray(x, np.int8))
+    outs, r = CoreSnap(tfl, man).run(model, np.asarray(x, np.int8))
     return {k: v.reshape(len(v), -1) for k, v in outs.items() if k in man["outputs"]}, r
 
 
