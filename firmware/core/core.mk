@@ -51,6 +51,8 @@ SNAPUQ_CORE_DSP_SRC += kernels/dsp/mean.c
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/requant.c
 
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap.c
+SNAPUQ_CORE_SNAP_SRC += snapuq_snap_calib.c
+SNAPUQ_CORE_SNAP_SRC += snapuq_snap_monitor.c
 SNAPUQ_CORE_SNAP_SRC += snapuq_blob.c
 
 SNAPUQ_CORE_TOKENS_SRC += snapuq_tokens.c
