@@ -39,6 +39,8 @@ SNAPUQ_CORE_RUNTIME_SRC += ops/op_relu.c
 SNAPUQ_CORE_DSP_SRC += snapuq_kernels_dsp.c
 
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap.c
+SNAPUQ_CORE_SNAP_SRC += snapuq_snap_calib.c
+SNAPUQ_CORE_SNAP_SRC += snapuq_snap_monitor.c
 SNAPUQ_CORE_SNAP_SRC += snapuq_blob.c
 
 SNAPUQ_CORE_TOKENS_SRC += snapuq_tokens.c

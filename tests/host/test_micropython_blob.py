@@ -1,6 +1,7 @@
-"""The model blob v2 (docs/BLOB.md): host writer/reader, the twin's reader under the real MicroPython
-interpreter (same parse as the host), and the C reader (firmware/core/snapuq_blob.c) under ASan/UBSan
-on the host: every truncation and many byte flips give a status, never a crash."""
+"""The model blob v2 (docs/BLOB.md): the host writer against an independent reader
+(tests/oracles/blob_reader.py), the twin's reader under the real MicroPython interpreter (same
+parse as that reader), and the C reader (firmware/core/snapuq_blob.c) under ASan/UBSan on the
+host: every truncation and many byte flips give a status, never a crash."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+from oracles.blob_reader import read_blob
 
 from snapuq.errors import ModelFormatError
-from snapuq.micropython import HEADER, SNAP_HEADER, load_model_files, read_blob, write_blob
+from snapuq.micropython import HEADER, SNAP_HEADER, load_model_files, write_blob
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN_DIR = ROOT / "micropython_modules" / "twin"
