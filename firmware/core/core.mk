@@ -43,6 +43,7 @@ SNAPUQ_CORE_RUNTIME_SRC += ops/op_reshape.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_softmax.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_logistic.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_quantize.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_relu.c
 
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/conv.c
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/depthwise_conv.c
