@@ -878,29 +878,35 @@ class Interpreter:
             vals[op.outs[0]] = r
         return {i: vals[i] for i in self.outputs}
 
+    @staticmethod
+    def _taps(op, oy, ox, wc):
+        """The valid taps of output pixel (oy, ox) of a CONV_2D / DEPTHWISE_CONV_2D window:
+        (input offset, filter offset) pairs, taps outside the input (padding) left out; wc is the
+        filter's channel stride (in channels for CONV_2D, out channels for DEPTHWISE)."""
+        ih, iw, ic, fh, fw = op.dims[:5]
+        y0 = oy * op.sh - op.pt
+        x0 = ox * op.sw - op.pl
+        rows = []
+        for ky in range(fh):
+            iy = y0 + ky * op.dh
+            if 0 <= iy < ih:
+                for kx in range(fw):
+                    ix = x0 + kx * op.dw_
+                    if 0 <= ix < iw:
+                        rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * wc))
+        return rows
+
     def _conv(self, op, x):
-        ih, iw, ic, fh, fw, oh, ow, oc = op.dims
-        sh, sw, dh, dw, pt, pl = op.sh, op.sw, op.dh, op.dw_, op.pt, op.pl
-        w = op_w = self.tensors[op.ins[1]].data
-        del op_w
+        ic, fh, fw, oh, ow, oc = op.dims[2:]
+        w = self.tensors[op.ins[1]].data
         bias, mult, shift = op.bias, op.mult, op.shift
         ioff, ooff, lo, hi = op.in_off, op.out_off, op.lo, op.hi
         y = array.array("b", bytes(oh * ow * oc))
         fstride = fh * fw * ic
         yi = 0
         for oy in range(oh):
-            y0 = oy * sh - pt
             for ox in range(ow):
-                x0 = ox * sw - pl
-                # the valid taps of this window: (input offset, filter offset) pairs per row
-                rows = []
-                for ky in range(fh):
-                    iy = y0 + ky * dh
-                    if 0 <= iy < ih:
-                        for kx in range(fw):
-                            ix = x0 + kx * dw
-                            if 0 <= ix < iw:
-                                rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * ic))
+                rows = self._taps(op, oy, ox, ic)
                 for o in range(oc):
                     acc = 0
                     fb_ = o * fstride
@@ -914,25 +920,16 @@ class Interpreter:
         return y
 
     def _dwconv(self, op, x):
-        ih, iw, ic, fh, fw, oh, ow, oc = op.dims
-        sh, sw, dh, dw, pt, pl, dm = op.sh, op.sw, op.dh, op.dw_, op.pt, op.pl, op.dm
+        oh, ow, oc = op.dims[5:]
+        dm = op.dm
         w = self.tensors[op.ins[1]].data
         bias, mult, shift = op.bias, op.mult, op.shift
         ioff, ooff, lo, hi = op.in_off, op.out_off, op.lo, op.hi
         y = array.array("b", bytes(oh * ow * oc))
         yi = 0
         for oy in range(oh):
-            y0 = oy * sh - pt
             for ox in range(ow):
-                x0 = ox * sw - pl
-                rows = []
-                for ky in range(fh):
-                    iy = y0 + ky * dh
-                    if 0 <= iy < ih:
-                        for kx in range(fw):
-                            ix = x0 + kx * dw
-                            if 0 <= ix < iw:
-                                rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * oc))
+                rows = self._taps(op, oy, ox, oc)
                 for o in range(oc):
                     ci = o // dm
                     acc = 0
