@@ -51,8 +51,13 @@ def run(args: argparse.Namespace) -> int:
     from snapuq.harness.runner import run as run_harness
     from snapuq.io import read_json
 
+    # every path the user gave, made absolute once, here: later steps run tools in other directories
+    # (make -C firmware, QEMU), and a relative --build-dir used to be built under firmware/
+    for name in ("model", "out", "build_dir", "firmware"):
+        if getattr(args, name) is not None:
+            setattr(args, name, Path(getattr(args, name)).expanduser().absolute())
     dataset = args.dataset
-    data_dir = args.data_dir
+    data_dir = str(Path(args.data_dir).expanduser().absolute()) if args.data_dir else None
     cfg_path = ModelPaths(args.model).config
     if not args.model.is_dir():
         raise SnapuqError(f"--model {args.model}: no such model directory")
