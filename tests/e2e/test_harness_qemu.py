@@ -277,8 +277,9 @@ def test_relative_paths_are_taken_from_the_callers_directory(tmp_path: Path) -> 
     under firmware/, where `make -C firmware` runs) and the run succeeds."""
     stray = ROOT / "firmware" / "fw-rel"
     shutil.rmtree(stray, ignore_errors=True)
-    cmd = [sys.executable, "-m", "snapuq.cli", "harness", "--port", "qemu:m4", "--limit", "3", "--no-progress",
-           "--model", os.path.relpath(MODEL, tmp_path), "--build-dir", "fw-rel", "--out", "R"]
+    cmd = [sys.executable, "-m", "snapuq.cli", "harness", "--port", "qemu:m4", "--limit", "3",
+           "--no-progress", "--model", os.path.relpath(MODEL, tmp_path), "--build-dir", "fw-rel",
+           "--out", "R"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     made_stray = stray.exists()
     shutil.rmtree(stray, ignore_errors=True)
