@@ -100,8 +100,8 @@ def _symbol_sizes(elf: Path) -> dict[str, int]:
 
 def _snap_code_bytes(elf: Path) -> int:
     """.text of the SNAP core's functions that the linker kept, from the ELF symbol sizes."""
-    src = Path(__file__).resolve().parents[2] / "firmware" / "core" / "snapuq_snap.c"
-    text = src.read_text()
+    core = Path(__file__).resolve().parents[2] / "firmware" / "core"
+    text = "".join(p.read_text() for p in sorted(core.glob("snapuq_snap*.c")))  # score, calib, monitor
     sizes = _symbol_sizes(elf)
     return sum(v for k, v in sizes.items() if (k.startswith("snapuq_snap_") or k.startswith("snapuq_fit_")
                or k.startswith("snapuq_welford_") or k.startswith("snapuq_monitor_")

@@ -37,11 +37,14 @@ def test_api_script_matches_expected(tmp_path: Path) -> None:
 
 def test_push_device_script_reports_host_values(tmp_path: Path) -> None:
     """The script `python -m snapuq.micropython push` runs on the board, here on the unix
-    MicroPython with the twin: its U16 and ebar equal the host reference."""
+    MicroPython (the twin, or the C module when SNAPUQ_MICROPYTHON is such a build): every integer
+    of the result (U, S, F, m, z, p_err, alarm, per-tap ebar and s, pred, flag) equals the host
+    reference (the C core through snapuq.ccore)."""
     import json
 
     from snapuq.micropython import (
         BLOB_NAME,
+        DEVICE_FIELDS,
         device_script,
         host_reference,
         load_model_files,
@@ -62,5 +65,7 @@ def test_push_device_script_reports_host_values(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     rows = [json.loads(line) for line in p.stdout.splitlines()]
     _, ref = host_reference(tfl, man, x)
-    assert [r["u_q16"] for r in rows] == ref["U16"].tolist()
-    assert [r["ebar_q16"] for r in rows] == ref["ebar16"].tolist()
+    assert len(rows) == len(x)
+    assert set(DEVICE_FIELDS) <= set(rows[0])
+    for dev, host in DEVICE_FIELDS.items():
+        assert [r[dev] for r in rows] == ref[host].tolist(), dev
