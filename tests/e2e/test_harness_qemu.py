@@ -272,6 +272,25 @@ def test_firmware_built_for_another_model_is_rebuilt() -> None:
     assert elf2 == elf and elf.stat().st_mtime_ns != before and stamp.read_text() == good
 
 
+def test_relative_paths_are_taken_from_the_callers_directory(tmp_path: Path) -> None:
+    """--build-dir, --out and --model relative to the caller's cwd: the firmware is built there (not
+    under firmware/, where `make -C firmware` runs) and the run succeeds."""
+    stray = ROOT / "firmware" / "fw-rel"
+    shutil.rmtree(stray, ignore_errors=True)
+    cmd = [sys.executable, "-m", "snapuq.cli", "harness", "--port", "qemu:m4", "--limit", "3",
+           "--no-progress", "--model", os.path.relpath(MODEL, tmp_path), "--build-dir", "fw-rel",
+           "--out", "R"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    made_stray = stray.exists()
+    shutil.rmtree(stray, ignore_errors=True)
+    assert p.returncode == 0 and p.stderr.strip() == "", p.stdout + p.stderr
+    assert not made_stray
+    built = tmp_path / "fw-rel" / "qemu_m4"
+    assert (built / "firmware.elf").is_file() and (built / "model.sha256").is_file()
+    s = json.loads((tmp_path / "R" / "summary.json").read_text())
+    assert s["n"] == 3 and s["mismatches_vs_host"] == 0
+
+
 def test_uploaded_blob_gets_snap_bit_exact_with_host() -> None:
     """`model` upload of a .snapuq blob: the firmware reads the blob's SNAP section with the core
     blob reader and reports U for the uploaded model, equal to the host's integer reference. The

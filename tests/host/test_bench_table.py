@@ -4,6 +4,7 @@ against TFLM, the OOM parsing and the markdown layout. The QEMU runs of the full
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -155,3 +156,63 @@ def test_schedule_runs_heads_early_and_halves_the_keywords_arena() -> None:
     tflm = json.loads((KEYWORDS / "snapuq.json").read_text())["model"]["arena_bytes_tflm"]
     # 2 feature maps of 25x5x64 + the input + head vectors + per-channel tables: under half of TFLM's
     assert arena < tflm // 2
+
+
+DIGITS = ROOT / "models" / "digits"
+
+
+@pytest.mark.skipif(not (VARIANTS / "base.tflite").exists(), reason="models/digits/variants not exported")
+def test_table_command_writes_both_files_with_model_figures_labelled(tmp_path: Path, capsys) -> None:
+    """`snapuq bench --table` end to end on its smallest configuration (one QEMU cell, a few seconds):
+    both files written atomically (old results survive a failed run), modelled figures labelled."""
+    from snapuq.cli import main
+
+    out = tmp_path / "t.json"
+    md = tmp_path / "t.md"
+    common = ["--table-boards", "small", "--no-real-link", "--out", str(out), "--build-dir", str(BUILD)]
+    out.write_text("old\n")
+    md.write_text("old\n")
+    # a failing run (an unknown workload) leaves the previous results as they were
+    assert main(["bench", "--table", "--workloads", "digits,nosuch", *common]) == 1
+    assert "nosuch" in capsys.readouterr().err
+    assert out.read_text() == "old\n" and md.read_text() == "old\n"
+
+    rc = main(
+        ["bench", "--table", "--workloads", "digits", "--methods", "base", "--check-inputs", "1",
+         "--repeats", "1", *common]
+    )  # fmt: skip
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "[1/1] digits small BASE: flash" in err  # progress, one line per cell
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json", "t.md"]  # no temporary files left
+    rep = json.loads(out.read_text())
+    (c,) = rep["rows"]
+    assert c["status"] == "ok" and c["mismatches_vs_tflm"] == 0 and c["checked_inputs"] == 1
+    # measured: flash, RAM parts, QEMU instructions; modelled: latency and energy, and said so
+    assert c["flash"] > 0 and c["ram"]["peak"] == c["ram"]["static"] + c["ram"]["arena"] + c["ram"][
+        "input"
+    ] + c["ram"]["stack_peak"]
+    assert c["instructions"]["total"] > 1e5
+    assert c["model"]["source"].startswith("model:") and rep["latency_energy"].startswith("model:")
+    assert "not cycles" in rep["instructions_unit"]
+    text = md.read_text()
+    head = text.splitlines()[0]
+    assert "latency ms (model)" in head and "energy mJ (model)" in head and "instr/inf (QEMU)" in head
+    assert text.splitlines()[2].startswith("| Small-MCU (STM32L432KC, M4) | digits | BASE |")
+    assert "not linked (--no-real-link)" in text
+
+
+def test_core_sources_use_no_board_or_app_define() -> None:
+    """firmware/Makefile shares one set of core objects between every image with the same CPU, kernels
+    and capacities (BUILD/core-<checksum>): that holds only while the core tests no board/app/model define."""
+    import re
+
+    core = ROOT / "firmware" / "core"
+    bad = re.compile(r"\bSNAPUQ_(BOARD|CPU_\w+|STM32\w*|QEMU_\w+|APP_\w+)\b")
+    hits = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in sorted(core.rglob("*"))
+        if p.suffix in (".c", ".h")
+        for m in bad.finditer(p.read_text())
+    ]
+    assert hits == []
