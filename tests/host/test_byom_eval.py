@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from snapuq.cli import main
+
+pytestmark = pytest.mark.slow  # ~30-60 s: one TensorFlow training + conversion, the eval's plots
 
 
 def _tiny_sensor_model():
