@@ -225,6 +225,29 @@ def _f32_parts(x):
     return sign * m, e - 150
 
 
+def _div_nearest(nm, dm, bits):
+    """nm / dm (positive integers) rounded to `bits` significant bits, nearest-even, as an IEEE
+    division rounds: (q, k) with 2**(bits-1) <= q <= 2**bits and nm / dm ~ q * 2**-k."""
+    # quotient Q = floor(nm * 2**k / dm) with 2**bits <= Q < 2**(bits+1) (one guard bit)
+    k = bits + 1 - (_bitlen(nm) - _bitlen(dm))
+    while True:
+        num = nm << k if k >= 0 else nm >> -k  # k < 0 never loses bits: nm is small
+        q, r = divmod(num, dm)
+        if q >= (1 << (bits + 1)):
+            k -= 1
+            continue
+        if q < (1 << bits):
+            k += 1
+            continue
+        break
+    # drop the guard bit, nearest-even (sticky = remainder)
+    low = q & 1
+    q >>= 1
+    if low and (r or (q & 1)):
+        q += 1
+    return q, k - 1
+
+
 def _quantize_ratio(nm, ne, dm, de):
     """TFLite QuantizeMultiplier((double)(nm*2**ne) / (double)(dm*2**de)), integers only.
 
@@ -236,24 +259,8 @@ def _quantize_ratio(nm, ne, dm, de):
         if nm == 0:
             return 0, 0
         raise _err("model has a non-positive quantization scale")
-    # quotient Q = floor(nm * 2**k / dm) with 2**53 <= Q < 2**54 (one guard bit), then round
-    k = 54 - (_bitlen(nm) - _bitlen(dm))
-    while True:
-        num = nm << k if k >= 0 else nm >> -k  # k < 0 never loses bits: nm is small
-        q, r = divmod(num, dm)
-        if q >= (1 << 54):
-            k -= 1
-            continue
-        if q < (1 << 53):
-            k += 1
-            continue
-        break
-    # round Q to 53 significant bits, nearest-even (sticky = remainder)
-    low = q & 1
-    q >>= 1
-    if low and (r or (q & 1)):
-        q += 1
-    exp2 = ne - de - k + 1  # value = q * 2**exp2, 2**52 <= q <= 2**53
+    q, k = _div_nearest(nm, dm, 53)  # the quotient as a double: q * 2**-k
+    exp2 = ne - de - k  # value = q * 2**exp2, 2**52 <= q <= 2**53
     if q == (1 << 53):
         q >>= 1
         exp2 += 1
@@ -283,22 +290,8 @@ def _f32_div_round(a, b):
     am, bm = abs(am), abs(bm)
     if am == 0:
         return 0
-    k = 25 - (_bitlen(am) - _bitlen(bm))
-    while True:
-        num = am << k if k >= 0 else am >> -k
-        q, r = divmod(num, bm)
-        if q >= (1 << 25):
-            k -= 1
-            continue
-        if q < (1 << 24):
-            k += 1
-            continue
-        break
-    low = q & 1
-    q >>= 1
-    if low and (r or (q & 1)):
-        q += 1
-    e = ae - be - k + 1  # float32 quotient = q * 2**e
+    q, k = _div_nearest(am, bm, 24)  # the quotient as a float32: q * 2**-k
+    e = ae - be - k  # float32 quotient = q * 2**e
     if e >= 0:
         v = q << e
     else:

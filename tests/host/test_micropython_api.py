@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +56,9 @@ def test_push_device_script_reports_host_values(tmp_path: Path) -> None:
     if not MICROPYTHON.exists() or not (MODEL_DIR / "model_int8.tflite").is_file():
         pytest.skip("MicroPython interpreter or shipped model missing")
     tfl, man = load_model_files(MODEL_DIR)
-    x = sample_inputs(man, 4)
+    # 4 test images and 2 noise inputs (surprisal high: the alarm path runs, A16 > 0)
+    noise = np.random.default_rng(1).integers(-128, 128, size=(2, 64), dtype=np.int8)
+    x = np.concatenate([sample_inputs(man, 4), noise])
     (tmp_path / BLOB_NAME).write_bytes(write_blob(tfl, man))
     (tmp_path / "inputs.bin").write_bytes(x.tobytes())
     (tmp_path / "run.py").write_text(device_script(len(x), x.shape[1]))
@@ -67,5 +70,6 @@ def test_push_device_script_reports_host_values(tmp_path: Path) -> None:
     _, ref = host_reference(tfl, man, x)
     assert len(rows) == len(x)
     assert set(DEVICE_FIELDS) <= set(rows[0])
+    assert min(r["a_q16"] for r in rows) == 0 and max(r["a_q16"] for r in rows) > 0
     for dev, host in DEVICE_FIELDS.items():
         assert [r[dev] for r in rows] == ref[host].tolist(), dev

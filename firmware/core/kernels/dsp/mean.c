@@ -54,87 +54,119 @@ static inline void rq_word(int32_t m, int32_t right, int32_t out_zp, uint32_t e,
     out[3] = rq_lane(snapuq_smlawt(m, o, half), right, out_zp);
 }
 
+/* lanes (e0, o0, e1, o1) += channels 0..7 of n pixels `step` bytes apart; 2 pixels per iteration */
+static inline const int8_t *sum8(const int8_t *x, int32_t n, ptrdiff_t step, uint32_t *lanes)
+{
+    uint32_t e0 = lanes[0], o0 = lanes[1], e1 = lanes[2], o1 = lanes[3];
+    int32_t p;
+    for (p = 0; p + 2 <= n; p += 2) {
+        const uint32_t w0 = snapuq_ld4(x), w1 = snapuq_ld4(x + 4);
+        const uint32_t w2 = snapuq_ld4(x + step), w3 = snapuq_ld4(x + step + 4);
+        e0 = snapuq_sxtab16(e0, w0);
+        o0 = snapuq_sxtab16_ror8(o0, w0);
+        e1 = snapuq_sxtab16(e1, w1);
+        o1 = snapuq_sxtab16_ror8(o1, w1);
+        e0 = snapuq_sxtab16(e0, w2);
+        o0 = snapuq_sxtab16_ror8(o0, w2);
+        e1 = snapuq_sxtab16(e1, w3);
+        o1 = snapuq_sxtab16_ror8(o1, w3);
+        x += 2 * step;
+    }
+    if (p < n) {
+        const uint32_t w0 = snapuq_ld4(x), w1 = snapuq_ld4(x + 4);
+        e0 = snapuq_sxtab16(e0, w0);
+        o0 = snapuq_sxtab16_ror8(o0, w0);
+        e1 = snapuq_sxtab16(e1, w1);
+        o1 = snapuq_sxtab16_ror8(o1, w1);
+        x += step;
+    }
+    lanes[0] = e0;
+    lanes[1] = o0;
+    lanes[2] = e1;
+    lanes[3] = o1;
+    return x;
+}
+
+/* lanes (e, o) += channels 0..3 of n pixels */
+static inline const int8_t *sum4(const int8_t *x, int32_t n, ptrdiff_t step, uint32_t *lanes)
+{
+    uint32_t e = lanes[0], o = lanes[1];
+    int32_t p;
+    for (p = 0; p < n; p++) {
+        const uint32_t w = snapuq_ld4(x);
+        e = snapuq_sxtab16(e, w);
+        o = snapuq_sxtab16_ror8(o, w);
+        x += step;
+    }
+    lanes[0] = e;
+    lanes[1] = o;
+    return x;
+}
+
+/* channel c alone (a tail of C % 4 channels): int32 sum(x - zp) */
+static int32_t sum1(const int8_t *x, int32_t n, ptrdiff_t step, int32_t zp)
+{
+    int32_t s = -zp * n, p;
+    for (p = 0; p < n; p++) {
+        s += *x;
+        x += step;
+    }
+    return s;
+}
+
 /* H*W <= 128: one lane pass per channel group, requantized from the lanes */
 static void mean_short(const mean_rq_t *q, const int8_t *in, int8_t *out, int32_t HW, int32_t C)
 {
     const uint32_t init = snapuq_dup16(-q->zp * HW);
     const int32_t m = q->m, right = q->right, out_zp = q->out_zp; /* in registers across the loops */
-    const ptrdiff_t step = C;
-    int32_t c = 0, p;
+    int32_t c = 0;
     for (; c + 8 <= C; c += 8) {
-        const int8_t *x = in + c;
-        uint32_t e0 = init, o0 = init, e1 = init, o1 = init;
-        for (p = 0; p < HW; p++) {
-            const uint32_t w0 = snapuq_ld4(x), w1 = snapuq_ld4(x + 4);
-            e0 = snapuq_sxtab16(e0, w0);
-            o0 = snapuq_sxtab16_ror8(o0, w0);
-            e1 = snapuq_sxtab16(e1, w1);
-            o1 = snapuq_sxtab16_ror8(o1, w1);
-            x += step;
-        }
-        rq_word(m, right, out_zp, e0, o0, out + c);
-        rq_word(m, right, out_zp, e1, o1, out + c + 4);
+        uint32_t l[4];
+        l[0] = l[1] = l[2] = l[3] = init;
+        (void)sum8(in + c, HW, C, l);
+        rq_word(m, right, out_zp, l[0], l[1], out + c);
+        rq_word(m, right, out_zp, l[2], l[3], out + c + 4);
     }
     for (; c + 4 <= C; c += 4) {
-        const int8_t *x = in + c;
-        uint32_t e = init, o = init;
-        for (p = 0; p < HW; p++) {
-            const uint32_t w = snapuq_ld4(x);
-            e = snapuq_sxtab16(e, w);
-            o = snapuq_sxtab16_ror8(o, w);
-            x += step;
-        }
-        rq_word(m, right, out_zp, e, o, out + c);
+        uint32_t l[2];
+        l[0] = l[1] = init;
+        (void)sum4(in + c, HW, C, l);
+        rq_word(m, right, out_zp, l[0], l[1], out + c);
     }
     for (; c < C; c++) {
-        const int8_t *x = in + c;
-        int32_t s = -q->zp * HW;
-        for (p = 0; p < HW; p++) {
-            s += *x;
-            x += step;
-        }
-        out[c] = rq_i32(q, s);
+        out[c] = rq_i32(q, sum1(in + c, HW, C, q->zp));
     }
 }
 
 /* H*W > 128: lane passes of up to 128 pixels flushed into int32 sums */
 static void mean_long(const mean_rq_t *q, const int8_t *in, int8_t *out, int32_t HW, int32_t C)
 {
-    const ptrdiff_t step = C;
-    int32_t c = 0, p;
-    for (; c + 4 <= C; c += 4) {
+    int32_t c = 0, p, j;
+    for (; c + 4 <= C; c += C - c >= 8 ? 8 : 4) {
+        const int32_t eight = C - c >= 8;
         const int8_t *x = in + c;
-        int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        int32_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (p = 0; p < HW;) {
             const int32_t n = HW - p < MEAN_LANE_PIXELS ? HW - p : MEAN_LANE_PIXELS;
             const uint32_t init = snapuq_dup16(-q->zp * n);
-            uint32_t e = init, o = init;
-            int32_t i;
-            for (i = 0; i < n; i++) {
-                const uint32_t w = snapuq_ld4(x);
-                e = snapuq_sxtab16(e, w);
-                o = snapuq_sxtab16_ror8(o, w);
-                x += step;
+            uint32_t l[4];
+            l[0] = l[1] = l[2] = l[3] = init;
+            x = eight ? sum8(x, n, C, l) : sum4(x, n, C, l);
+            for (j = 0; j < (eight ? 2 : 1); j++) {
+                /* lanes e = (c, c + 2), o = (c + 1, c + 3) of word j */
+                s[4 * j] += (int16_t)(l[2 * j] & 0xFFFFu);
+                s[4 * j + 2] += (int16_t)(l[2 * j] >> 16);
+                s[4 * j + 1] += (int16_t)(l[2 * j + 1] & 0xFFFFu);
+                s[4 * j + 3] += (int16_t)(l[2 * j + 1] >> 16);
             }
-            s0 += (int16_t)(e & 0xFFFFu);
-            s2 += (int16_t)(e >> 16);
-            s1 += (int16_t)(o & 0xFFFFu);
-            s3 += (int16_t)(o >> 16);
             p += n;
         }
-        out[c] = rq_i32(q, s0);
-        out[c + 1] = rq_i32(q, s1);
-        out[c + 2] = rq_i32(q, s2);
-        out[c + 3] = rq_i32(q, s3);
+        for (j = 0; j < (eight ? 8 : 4); j++) {
+            out[c + j] = rq_i32(q, s[j]);
+        }
     }
     for (; c < C; c++) {
-        const int8_t *x = in + c;
-        int32_t s = -q->zp * HW;
-        for (p = 0; p < HW; p++) {
-            s += *x;
-            x += step;
-        }
-        out[c] = rq_i32(q, s);
+        out[c] = rq_i32(q, sum1(in + c, HW, C, q->zp));
     }
 }
 
