@@ -157,6 +157,12 @@ def make_blob(model_dir: str | Path, out: str | Path | None = None) -> Path:
     return dst
 
 
+# device result field -> host reference (snapuq.ccore) field: every integer of one score
+DEVICE_FIELDS = {"u_q16": "U16", "s_q16": "S16", "f_q16": "F16", "m_q16": "m16", "z_q16": "Z16",
+                 "p_q16": "P16", "a_q16": "A16", "ebar_q16": "ebar16", "tap_q16": "s16", "pred": "pred",
+                 "flag": "flag"}
+
+
 def device_script(n_inputs: int, input_bytes: int, blob_name: str = BLOB_NAME) -> str:
     """MicroPython code that scores the pushed inputs and prints one JSON line per input."""
     return (
@@ -166,7 +172,8 @@ def device_script(n_inputs: int, input_bytes: int, blob_name: str = BLOB_NAME) -
         f"for i in range({n_inputs}):\n"
         f"    r = m.infer(bytearray(d[i * {input_bytes}:(i + 1) * {input_bytes}]))\n"
         "    print(json.dumps({'i': i, 'pred': r.pred, 'u_q16': r.u_q16, 's_q16': r.s_q16,"
-        " 'ebar_q16': list(r.ebar_q16)}))\n"
+        " 'f_q16': r.f_q16, 'm_q16': r.m_q16, 'z_q16': r.z_q16, 'p_q16': r.p_q16, 'a_q16': r.a_q16,"
+        " 'ebar_q16': list(r.ebar_q16), 'tap_q16': list(r.tap_q16), 'flag': r.flag}))\n"
     )
 
 
@@ -207,8 +214,7 @@ def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed:
     for row in rows:
         i = row["i"]
         row["host_u_q16"] = int(ref["U16"][i])
-        ebar = [int(v) for v in ref["ebar16"][i]]
-        row["match"] = row["u_q16"] == row["host_u_q16"] and row["ebar_q16"] == ebar
+        row["match"] = all(row.get(dev) == ref[host][i].tolist() for dev, host in DEVICE_FIELDS.items())
     return rows
 
 

@@ -225,6 +225,29 @@ def _f32_parts(x):
     return sign * m, e - 150
 
 
+def _div_nearest(nm, dm, bits):
+    """nm / dm (positive integers) rounded to `bits` significant bits, nearest-even, as an IEEE
+    division rounds: (q, k) with 2**(bits-1) <= q <= 2**bits and nm / dm ~ q * 2**-k."""
+    # quotient Q = floor(nm * 2**k / dm) with 2**bits <= Q < 2**(bits+1) (one guard bit)
+    k = bits + 1 - (_bitlen(nm) - _bitlen(dm))
+    while True:
+        num = nm << k if k >= 0 else nm >> -k  # k < 0 never loses bits: nm is small
+        q, r = divmod(num, dm)
+        if q >= (1 << (bits + 1)):
+            k -= 1
+            continue
+        if q < (1 << bits):
+            k += 1
+            continue
+        break
+    # drop the guard bit, nearest-even (sticky = remainder)
+    low = q & 1
+    q >>= 1
+    if low and (r or (q & 1)):
+        q += 1
+    return q, k - 1
+
+
 def _quantize_ratio(nm, ne, dm, de):
     """TFLite QuantizeMultiplier((double)(nm*2**ne) / (double)(dm*2**de)), integers only.
 
@@ -236,24 +259,8 @@ def _quantize_ratio(nm, ne, dm, de):
         if nm == 0:
             return 0, 0
         raise _err("model has a non-positive quantization scale")
-    # quotient Q = floor(nm * 2**k / dm) with 2**53 <= Q < 2**54 (one guard bit), then round
-    k = 54 - (_bitlen(nm) - _bitlen(dm))
-    while True:
-        num = nm << k if k >= 0 else nm >> -k  # k < 0 never loses bits: nm is small
-        q, r = divmod(num, dm)
-        if q >= (1 << 54):
-            k -= 1
-            continue
-        if q < (1 << 53):
-            k += 1
-            continue
-        break
-    # round Q to 53 significant bits, nearest-even (sticky = remainder)
-    low = q & 1
-    q >>= 1
-    if low and (r or (q & 1)):
-        q += 1
-    exp2 = ne - de - k + 1  # value = q * 2**exp2, 2**52 <= q <= 2**53
+    q, k = _div_nearest(nm, dm, 53)  # the quotient as a double: q * 2**-k
+    exp2 = ne - de - k  # value = q * 2**exp2, 2**52 <= q <= 2**53
     if q == (1 << 53):
         q >>= 1
         exp2 += 1
@@ -283,22 +290,8 @@ def _f32_div_round(a, b):
     am, bm = abs(am), abs(bm)
     if am == 0:
         return 0
-    k = 25 - (_bitlen(am) - _bitlen(bm))
-    while True:
-        num = am << k if k >= 0 else am >> -k
-        q, r = divmod(num, bm)
-        if q >= (1 << 25):
-            k -= 1
-            continue
-        if q < (1 << 24):
-            k += 1
-            continue
-        break
-    low = q & 1
-    q >>= 1
-    if low and (r or (q & 1)):
-        q += 1
-    e = ae - be - k + 1  # float32 quotient = q * 2**e
+    q, k = _div_nearest(am, bm, 24)  # the quotient as a float32: q * 2**-k
+    e = ae - be - k  # float32 quotient = q * 2**e
     if e >= 0:
         v = q << e
     else:
@@ -958,29 +951,35 @@ class Interpreter:
             vals[op.outs[0]] = r
         return {i: vals[i] for i in self.outputs}
 
+    @staticmethod
+    def _taps(op, oy, ox, wc):
+        """The valid taps of output pixel (oy, ox) of a CONV_2D / DEPTHWISE_CONV_2D window:
+        (input offset, filter offset) pairs, taps outside the input (padding) left out; wc is the
+        filter's channel stride (in channels for CONV_2D, out channels for DEPTHWISE)."""
+        ih, iw, ic, fh, fw = op.dims[:5]
+        y0 = oy * op.sh - op.pt
+        x0 = ox * op.sw - op.pl
+        rows = []
+        for ky in range(fh):
+            iy = y0 + ky * op.dh
+            if 0 <= iy < ih:
+                for kx in range(fw):
+                    ix = x0 + kx * op.dw_
+                    if 0 <= ix < iw:
+                        rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * wc))
+        return rows
+
     def _conv(self, op, x):
-        ih, iw, ic, fh, fw, oh, ow, oc = op.dims
-        sh, sw, dh, dw, pt, pl = op.sh, op.sw, op.dh, op.dw_, op.pt, op.pl
-        w = op_w = self.tensors[op.ins[1]].data
-        del op_w
+        ic, fh, fw, oh, ow, oc = op.dims[2:]
+        w = self.tensors[op.ins[1]].data
         bias, mult, shift = op.bias, op.mult, op.shift
         ioff, ooff, lo, hi = op.in_off, op.out_off, op.lo, op.hi
         y = array.array("b", bytes(oh * ow * oc))
         fstride = fh * fw * ic
         yi = 0
         for oy in range(oh):
-            y0 = oy * sh - pt
             for ox in range(ow):
-                x0 = ox * sw - pl
-                # the valid taps of this window: (input offset, filter offset) pairs per row
-                rows = []
-                for ky in range(fh):
-                    iy = y0 + ky * dh
-                    if 0 <= iy < ih:
-                        for kx in range(fw):
-                            ix = x0 + kx * dw
-                            if 0 <= ix < iw:
-                                rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * ic))
+                rows = self._taps(op, oy, ox, ic)
                 for o in range(oc):
                     acc = 0
                     fb_ = o * fstride
@@ -994,25 +993,16 @@ class Interpreter:
         return y
 
     def _dwconv(self, op, x):
-        ih, iw, ic, fh, fw, oh, ow, oc = op.dims
-        sh, sw, dh, dw, pt, pl, dm = op.sh, op.sw, op.dh, op.dw_, op.pt, op.pl, op.dm
+        oh, ow, oc = op.dims[5:]
+        dm = op.dm
         w = self.tensors[op.ins[1]].data
         bias, mult, shift = op.bias, op.mult, op.shift
         ioff, ooff, lo, hi = op.in_off, op.out_off, op.lo, op.hi
         y = array.array("b", bytes(oh * ow * oc))
         yi = 0
         for oy in range(oh):
-            y0 = oy * sh - pt
             for ox in range(ow):
-                x0 = ox * sw - pl
-                rows = []
-                for ky in range(fh):
-                    iy = y0 + ky * dh
-                    if 0 <= iy < ih:
-                        for kx in range(fw):
-                            ix = x0 + kx * dw
-                            if 0 <= ix < iw:
-                                rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * oc))
+                rows = self._taps(op, oy, ox, oc)
                 for o in range(oc):
                     ci = o // dm
                     acc = 0

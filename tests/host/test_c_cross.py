@@ -49,7 +49,7 @@ def test_cross_compile(cpu: str, tmp_path: Path) -> None:
                            text=True)
             result[k][src] = sections(obj)
         if k == "dsp":
-            dsp_obj = tmp_path / "dsp_snapuq_kernels_dsp.c.o"
+            dsp_obj = tmp_path / "dsp_kernels_dsp_conv.c.o"
             dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(dsp_obj)], check=True,
                                  capture_output=True, text=True).stdout
             assert "smlad" in dis and "sxtb16" in dis, "DSP kernels do not use SMLAD/SXTB16"

@@ -91,6 +91,9 @@ def test_twin_reads_host_blob_under_micropython(shipped, tmp_path: Path) -> None
     (tmp_path / "bad.snapuq").write_bytes(bytes(bad))
     code = """
 import json, snapuq
+if not hasattr(snapuq, 'split_blob'):
+    print('C-MODULE')
+    raise SystemExit
 b = open('m.snapuq', 'rb').read()
 tfl, man = snapuq.split_blob(b)
 print(json.dumps({'n': len(tfl), 'man': man, 'crc': snapuq.crc32(b'123456789')}))
@@ -106,6 +109,8 @@ except ValueError as e:
     p = run_mpy(code, tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.splitlines()
+    if lines == ["C-MODULE"]:   # SNAPUQ_MICROPYTHON is a build with the C module: it shadows the twin
+        pytest.skip("the interpreter's snapuq is the C module (split_blob is twin-only)")
     got = json.loads(lines[0])
     tfl, dev = read_blob(blob)
     assert got["n"] == len(tfl)

@@ -14,16 +14,10 @@ from typing import Any
 
 from snapuq.errors import ModelFormatError
 
-MAGIC = b"SNUQ"
-VERSION = 2
-HEADER = 32
-SNAP_MAGIC = b"SNAP"
-SNAP_HEADER = 108
-TAP_RECORD = 64
-OUT_RECORD = 8
-SIGMOID_LEN = 513
-LUT_LEN = 256
-PERR_LEN = 257
+# the sizes docs/BLOB.md states (blob header; SNAP section v1 header and records; LUT lengths)
+MAGIC, VERSION, HEADER = b"SNUQ", 2, 32
+SNAP_MAGIC, SNAP_HEADER, TAP_RECORD, OUT_RECORD = b"SNAP", 108, 64, 8
+SIGMOID_LEN, LUT_LEN, PERR_LEN = 513, 256, 257
 _HDR = struct.Struct("<4sHHHHBBBBHHHHHBB12i6IiI")   # the section header table of docs/BLOB.md
 _TAP = struct.Struct("<HHHH12iII")
 _OUT = struct.Struct("<HhI")
