@@ -616,9 +616,14 @@ def run_table(args) -> int:
         f"{len(methods)} methods), {jobs} at a time, build folder {build}"
     )
     pool = ThreadPoolExecutor(max_workers=jobs)
-    futures: list[Future] = [pool.submit(one, *c) for c in cells]
+    # started board by board in turn: two cells running side by side then compile different cores (a
+    # board's core objects are shared by its later cells, not compiled twice at once); rows keep the
+    # table's order
+    order = sorted(range(total), key=lambda k: (workloads.index(cells[k][0]), methods.index(cells[k][3]), k))
+    submitted = {k: pool.submit(one, *cells[k]) for k in order}
+    futures: list[Future] = [submitted[k] for k in range(total)]
     try:
-        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        wait(futures, return_when=FIRST_EXCEPTION)
         failed = [f for f in futures if f.done() and f.exception() is not None]
         if failed:
             for f in futures:
