@@ -138,10 +138,22 @@ def add_arguments(p) -> None:
 _OVERFLOW = re.compile(r"region `(FLASH|RAM)' overflowed by (\d+) bytes")
 
 
+# set when the table is interrupted: no cell starts a build or a QEMU after it
+_STOP = threading.Event()
+
+
 def _make(target: str, args: list[str], jobs: int = 1) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["make", "-C", str(FIRMWARE), f"-j{max(1, jobs)}", target, *args], capture_output=True, text=True
+    """make -C firmware, as a child that an interrupt stops with its compilers (popen_owned)."""
+    from snapuq.harness.qemu import popen_owned
+
+    if _STOP.is_set():
+        raise SnapuqError("interrupted")
+    cmd = ["make", "-C", str(FIRMWARE), f"-j{max(1, jobs)}", target, *args]
+    proc = popen_owned(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    out, err = proc.communicate()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _size(elf: Path) -> dict[str, int]:
@@ -457,6 +469,8 @@ def measure_cell(
             }
         )
         return cell
+    if _STOP.is_set():
+        raise SnapuqError("interrupted")
     t1 = time.monotonic()
     run = run_image(board, Path(link["elf"]), method, files, inputs, repeats, expected)
     cell["seconds"]["run"] = round(time.monotonic() - t1, 1)
@@ -504,6 +518,7 @@ def run_table(args) -> int:
     from snapuq.io import check_out_file, default_data_dir, write_text
 
     t_start = time.time()
+    _STOP.clear()
     out = Path(args.out) if args.out else ROOT / "build" / "bench" / "table.json"
     md_path = out.with_suffix(".md")
     build = (Path(args.build_dir) if args.build_dir else ROOT / "build" / "bench-table").resolve()
@@ -616,9 +631,14 @@ def run_table(args) -> int:
         f"{len(methods)} methods), {jobs} at a time, build folder {build}"
     )
     pool = ThreadPoolExecutor(max_workers=jobs)
-    futures: list[Future] = [pool.submit(one, *c) for c in cells]
+    # started board by board in turn: two cells running side by side then compile different cores (a
+    # board's core objects are shared by its later cells, not compiled twice at once); rows keep the
+    # table's order
+    order = sorted(range(total), key=lambda k: (workloads.index(cells[k][0]), methods.index(cells[k][3]), k))
+    submitted = {k: pool.submit(one, *cells[k]) for k in order}
+    futures: list[Future] = [submitted[k] for k in range(total)]
     try:
-        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        wait(futures, return_when=FIRST_EXCEPTION)
         failed = [f for f in futures if f.done() and f.exception() is not None]
         if failed:
             for f in futures:
@@ -626,10 +646,11 @@ def run_table(args) -> int:
             raise failed[0].exception()  # type: ignore[misc]
         rows = [f.result() for f in futures]
     except BaseException:
+        _STOP.set()
         pool.shutdown(wait=False, cancel_futures=True)
         from snapuq.harness.qemu import _kill_children
 
-        _kill_children()  # running cells end at once (their QEMU is gone), nothing is left behind
+        _kill_children()  # running cells end at once (their make or QEMU is gone), nothing is left behind
         raise
     pool.shutdown(wait=True)
     report = {
