@@ -291,6 +291,27 @@ def test_relative_paths_are_taken_from_the_callers_directory(tmp_path: Path) -> 
     assert s["n"] == 3 and s["mismatches_vs_host"] == 0
 
 
+def test_model_too_big_for_the_board_is_the_firmwares_own_line(tmp_path: Path) -> None:
+    """A board image whose RAM pool is too small for the model (app buffers grown to leave ~5 KB of
+    pool on qemu_m4): the harness CLI exits 1 with one stderr line that carries the firmware's own
+    `e-arena need=N have=M msg=...` line verbatim (not "no model", not "QEMU exited")."""
+    import re
+
+    cdefs = "CDEFS=-USNAPUQ_APP_FIT_CAPACITY -DSNAPUQ_APP_FIT_CAPACITY=4400u"
+    make = ["make", "-C", str(ROOT / "firmware"), "qemu_m4", f"BUILD={BUILD}", f"MODEL={MODEL}",
+            "VARIANT=_arena_tiny", cdefs]
+    b = subprocess.run(make, capture_output=True, text=True, timeout=600)
+    assert b.returncode == 0, b.stderr[-2000:]
+    elf = BUILD / "qemu_m4_arena_tiny" / "firmware.elf"
+    p = _harness("--port", "qemu:m4", "--firmware", str(elf), "--limit", "2", "--out", str(tmp_path / "R"),
+                 check=False)
+    err = p.stderr.strip()
+    assert p.returncode == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, p.stderr
+    m = re.search(r'e-arena need=(\d+) have=(\d+) msg="model does not fit the board\'s RAM budget"$', err)
+    assert m and int(m.group(1)) > int(m.group(2)) > 0, err
+    assert "QEMU exited" not in err and not (tmp_path / "R" / "results.jsonl").exists()
+
+
 def test_uploaded_blob_gets_snap_bit_exact_with_host() -> None:
     """`model` upload of a .snapuq blob: the firmware reads the blob's SNAP section with the core
     blob reader and reports U for the uploaded model, equal to the host's integer reference. The

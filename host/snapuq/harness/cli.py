@@ -1,7 +1,8 @@
 """python host/harness.py --port URL --model DIR [--dataset NAME --split test --limit N] --out RDIR
 
-URL: any pyserial URL (/dev/ttyACM0, socket://host:port, rfc2217://host:port) or qemu:m4 /
-qemu:m7 (builds the firmware when needed, boots QEMU on a free loopback port, tears it down).
+URL: any pyserial URL (/dev/ttyACM0, socket://host:port, rfc2217://host:port) or an emulated board,
+qemu:m4 / qemu:m7 / qemu:stm32f405 (builds the firmware when needed, boots QEMU on a free loopback
+port, tears it down).
 Writes RDIR/results.jsonl (one line per input, flushed as it goes) and RDIR/summary.json."""
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from snapuq.modeldir import ModelPaths
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", required=True, help="serial URL or qemu:m4 / qemu:m7")
+    from snapuq.harness.qemu import BOARDS
+
+    emulated = ", ".join(f"qemu:{k} ({b.machine}, budgets of {b.models})" for k, b in BOARDS.items())
+    p.add_argument("--port", required=True,
+                   help="a serial port or pyserial URL of a real board (/dev/ttyACM0, COM3, "
+                   f"socket://HOST:PORT), or an emulated board: {emulated}")
     p.add_argument("--model", required=True, type=Path, help="model directory (after snapuq export)")
     p.add_argument("--dataset", default=None, help="dataset name (default: the model's)")
     p.add_argument("--data-dir", default=None)

@@ -215,6 +215,8 @@ class QemuProcess:
         if icount:
             args[1:1] = ["-icount", "shift=0"]
         self.args = args
+        self._closed = False
+        self._died_first = False  # QEMU had exited by itself when close() came
         self.proc = popen_owned(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
         try:
@@ -246,7 +248,20 @@ class QemuProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def exited_by_itself(self) -> bool:
+        """QEMU ended without us closing it (crash, a signal from outside), also when asked after
+        close(): an error inside the run closes QEMU before the error is reported, and a firmware
+        error must not be reported as \"QEMU exited\"."""
+        return self._died_first if self._closed else not self.alive()
+
     def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:  # a QEMU killed from outside may take a moment to be reapable after its socket closed
+                self.proc.wait(timeout=0.1)
+                self._died_first = True
+            except subprocess.TimeoutExpired:
+                pass
         kill_owned(self.proc)
         if self.proc.stdout:
             self.proc.stdout.close()
