@@ -8,9 +8,11 @@
 #   tests/c/ccore.py (host C tests, host/snapuq C library) parse it
 # Keep the format: one `VAR += file` per line, so the non-make readers stay one-line regexes.
 #
-#   SNAPUQ_CORE_RUNTIME_SRC  int8 TFLite runtime: loader, planner, operators, reference kernels
-#   SNAPUQ_CORE_DSP_SRC      Armv7E-M DSP kernels (compiled everywhere; empty unless
-#                            -DSNAPUQ_KERNELS_DSP=1 selects them)
+#   SNAPUQ_CORE_RUNTIME_SRC  int8 TFLite runtime: loader, planner, operators (ops/op_<name>.c),
+#                            reference kernels (kernels/ref/<op>.c, one file per operator family)
+#   SNAPUQ_CORE_DSP_SRC      Armv7E-M DSP kernels kernels/dsp/<op>.c, same-named alternatives of
+#                            kernels/ref/<op>.c (compiled everywhere; empty unless
+#                            -DSNAPUQ_KERNELS_DSP=1 selects them; ops without one use the reference)
 #   SNAPUQ_CORE_SNAP_SRC     SNAP-UQ score, calibration, stream monitor, model blob reader
 #   SNAPUQ_CORE_TOKENS_SRC   Uncert token scoring (optional)
 
@@ -21,7 +23,14 @@ SNAPUQ_CORE_RUNTIME_SRC += snapuq_schedule.c
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_flatbuffer.c
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_quant.c
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_opnames.c
-SNAPUQ_CORE_RUNTIME_SRC += snapuq_kernels_ref.c
+SNAPUQ_CORE_RUNTIME_SRC += kernels/ref/conv.c
+SNAPUQ_CORE_RUNTIME_SRC += kernels/ref/depthwise_conv.c
+SNAPUQ_CORE_RUNTIME_SRC += kernels/ref/fully_connected.c
+SNAPUQ_CORE_RUNTIME_SRC += kernels/ref/pooling.c
+SNAPUQ_CORE_RUNTIME_SRC += kernels/ref/add.c
+SNAPUQ_CORE_RUNTIME_SRC += kernels/ref/mean.c
+SNAPUQ_CORE_RUNTIME_SRC += kernels/ref/softmax.c
+SNAPUQ_CORE_RUNTIME_SRC += kernels/ref/quantize.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_table.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_common.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_conv.c
@@ -34,10 +43,17 @@ SNAPUQ_CORE_RUNTIME_SRC += ops/op_reshape.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_softmax.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_logistic.c
 SNAPUQ_CORE_RUNTIME_SRC += ops/op_quantize.c
+SNAPUQ_CORE_RUNTIME_SRC += ops/op_relu.c
 
-SNAPUQ_CORE_DSP_SRC += snapuq_kernels_dsp.c
+SNAPUQ_CORE_DSP_SRC += kernels/dsp/conv.c
+SNAPUQ_CORE_DSP_SRC += kernels/dsp/depthwise_conv.c
+SNAPUQ_CORE_DSP_SRC += kernels/dsp/fully_connected.c
+SNAPUQ_CORE_DSP_SRC += kernels/dsp/mean.c
+SNAPUQ_CORE_DSP_SRC += kernels/dsp/requant.c
 
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap.c
+SNAPUQ_CORE_SNAP_SRC += snapuq_snap_calib.c
+SNAPUQ_CORE_SNAP_SRC += snapuq_snap_monitor.c
 SNAPUQ_CORE_SNAP_SRC += snapuq_blob.c
 
 SNAPUQ_CORE_TOKENS_SRC += snapuq_tokens.c

@@ -19,16 +19,21 @@
 #define SPEC_Z_CLAMP 1048575
 #define SPEC_LUT_STEP_SHIFT 11
 
+/* CRC-32 four bits at a time: a 64-byte table, 4x fewer steps than bit by bit (a 126 KB blob is
+ * checked on every load and on every fuzz execution) */
+static const uint32_t crc_nibble[16] = {
+    0x00000000u, 0x1DB71064u, 0x3B6E20C8u, 0x26D930ACu, 0x76DC4190u, 0x6B6B51F4u, 0x4DB26158u, 0x5005713Cu,
+    0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu, 0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu,
+};
+
 uint32_t snapuq_crc32(const uint8_t *p, size_t n)
 {
     uint32_t c = 0xFFFFFFFFu;
     size_t i;
-    int k;
     for (i = 0; i < n; i++) {
         c ^= p[i];
-        for (k = 0; k < 8; k++) {
-            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
-        }
+        c = (c >> 4) ^ crc_nibble[c & 15u];
+        c = (c >> 4) ^ crc_nibble[c & 15u];
     }
     return c ^ 0xFFFFFFFFu;
 }

@@ -34,12 +34,13 @@ typedef struct {
     int32_t in_offset, out_offset, act_min, act_max;
 } snapuq_fc_args_t;
 
-/* reference kernels (snapuq_kernels_ref.c), always built */
+/* reference kernels (kernels/ref/<op>.c), always built */
 void snapuq_conv_ref(const snapuq_conv_args_t *a);
 void snapuq_dwconv_ref(const snapuq_conv_args_t *a);
 void snapuq_fc_ref(const snapuq_fc_args_t *a);
 
-/* DSP kernels (snapuq_kernels_dsp.c), built when SNAPUQ_KERNELS_DSP is non-zero */
+/* DSP kernels (kernels/dsp/<op>.c, same-named alternatives of kernels/ref/<op>.c), built when
+ * SNAPUQ_KERNELS_DSP is non-zero; ops without a DSP kernel use the reference one */
 void snapuq_conv_dsp(const snapuq_conv_args_t *a);
 void snapuq_dwconv_dsp(const snapuq_conv_args_t *a);
 void snapuq_fc_dsp(const snapuq_fc_args_t *a);
@@ -52,10 +53,12 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a);
 #define SNAPUQ_CONV snapuq_conv_dsp
 #define SNAPUQ_DWCONV snapuq_dwconv_dsp
 #define SNAPUQ_FC snapuq_fc_dsp
+#define SNAPUQ_MEAN snapuq_mean_dsp
 #else
 #define SNAPUQ_CONV snapuq_conv_ref
 #define SNAPUQ_DWCONV snapuq_dwconv_ref
 #define SNAPUQ_FC snapuq_fc_ref
+#define SNAPUQ_MEAN snapuq_mean_ref
 #endif
 
 /* pooling (same scale/zero point in and out): in/out NHWC */
@@ -91,6 +94,11 @@ typedef struct {
     int32_t in_zp, out_zp, mult, shift;
 } snapuq_mean_args_t;
 void snapuq_mean_ref(const snapuq_mean_args_t *a);
+/* DSP: MEAN over H and W of NHWC with SIMD sums (other axes: the reference) */
+void snapuq_mean_dsp(const snapuq_mean_args_t *a);
+/* TFLM's folding of 1/n_red into the requantization: mult * 2^sh / n_red, shift - sh with
+ * sh = floor(log2 n_red) capped at 31 + shift */
+void snapuq_mean_fold(int32_t mult, int32_t shift, int32_t n_red, int32_t *mult_n, int32_t *shift_n);
 
 /* SOFTMAX over the last axis, int8 in, int8 out (zero point -128, scale 1/256) */
 typedef struct {

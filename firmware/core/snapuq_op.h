@@ -33,11 +33,14 @@ enum {
     SNAPUQ_OP_FULLY_CONNECTED = 9,
     SNAPUQ_OP_LOGISTIC = 14,
     SNAPUQ_OP_MAX_POOL_2D = 17,
+    SNAPUQ_OP_RELU = 19,
+    SNAPUQ_OP_RELU6 = 21,
     SNAPUQ_OP_RESHAPE = 22,
     SNAPUQ_OP_SOFTMAX = 25,
     SNAPUQ_OP_CUSTOM = 32,
     SNAPUQ_OP_MEAN = 40,
     SNAPUQ_OP_SQUEEZE = 43,
+    SNAPUQ_OP_EXPAND_DIMS = 70,
     SNAPUQ_OP_QUANTIZE = 114
 };
 
@@ -68,7 +71,8 @@ extern const snapuq_op_reg_t snapuq_reg_conv_2d, snapuq_reg_depthwise_conv_2d;
 extern const snapuq_op_reg_t snapuq_reg_fully_connected;
 extern const snapuq_op_reg_t snapuq_reg_max_pool_2d, snapuq_reg_average_pool_2d;
 extern const snapuq_op_reg_t snapuq_reg_add, snapuq_reg_mean, snapuq_reg_concatenation;
-extern const snapuq_op_reg_t snapuq_reg_reshape, snapuq_reg_squeeze;
+extern const snapuq_op_reg_t snapuq_reg_reshape, snapuq_reg_squeeze, snapuq_reg_expand_dims;
+extern const snapuq_op_reg_t snapuq_reg_relu, snapuq_reg_relu6;
 extern const snapuq_op_reg_t snapuq_reg_softmax, snapuq_reg_logistic;
 extern const snapuq_op_reg_t snapuq_reg_quantize, snapuq_reg_dequantize;
 

@@ -80,6 +80,13 @@ typedef struct {
     uint8_t axis; /* the concatenated axis, 0..ndim-1 */
 } snapuq_concat_data_t;
 
+/* RELU, RELU6 (ops/op_relu.c). */
+typedef struct {
+    int32_t mult, shift; /* RELU: requantization s_in / s_out */
+    int32_t lo, hi;      /* output clamp */
+    uint8_t requant;     /* 1: RELU (requantize), 0: RELU6 (clamp the input codes) */
+} snapuq_relu_data_t;
+
 typedef union {
     snapuq_conv_data_t conv;
     snapuq_fc_data_t fc;
@@ -91,6 +98,7 @@ typedef union {
     snapuq_quantize_data_t quantize;
     snapuq_squeeze_data_t squeeze;
     snapuq_concat_data_t concat;
+    snapuq_relu_data_t relu;
 } snapuq_op_data_t;
 
 #endif /* SNAPUQ_OP_DATA_H */

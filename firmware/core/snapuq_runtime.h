@@ -33,9 +33,10 @@
  * data (snapuq_op_data.h) and a registration in ops/op_table.c; the flatbuffer reader
  * (snapuq_flatbuffer.c), the multipliers (snapuq_quant.c), the loader (snapuq_loader.c) and
  * the arena planner (snapuq_planner.c) are separate files. core.mk lists them all.
- * Kernels: portable reference C (snapuq_kernels_ref.c); building with -DSNAPUQ_KERNELS_DSP=1
- * selects the Cortex-M DSP-extension path for CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED
- * (snapuq_kernels_dsp.c), which produces identical results.
+ * Kernels: portable reference C, one file per operator family (kernels/ref/<op>.c); building with
+ * -DSNAPUQ_KERNELS_DSP=1 selects the Cortex-M DSP-extension kernels for CONV_2D /
+ * DEPTHWISE_CONV_2D / FULLY_CONNECTED / MEAN (the same-named kernels/dsp/<op>.c), which produce
+ * identical results.
  */
 #ifndef SNAPUQ_RUNTIME_H
 #define SNAPUQ_RUNTIME_H

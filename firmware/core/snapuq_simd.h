@@ -15,6 +15,8 @@
  *   smlad(x, y, acc)   acc + x.lo*y.lo + x.hi*y.hi (int32, wraps)
  *   smlabb / smlatt    acc + x.lo*y.lo / acc + x.hi*y.hi (int32, wraps)
  *   smlabt / smlatb    acc + x.lo*y.hi / acc + x.hi*y.lo (int32, wraps)
+ *   smlawb / smlawt    acc + ((m * x.lo) >> 16) / acc + ((m * x.hi) >> 16) (48-bit product's top
+ *                      32 bits; the sum wraps)
  *   sadd16(x, y)       lane-wise 16-bit add modulo 2^16
  *   max_s8x4(x, y)     lane-wise signed 8-bit maximum (SSUB8 + SEL)
  */
@@ -88,6 +90,18 @@ static inline uint32_t snapuq_sadd16(uint32_t x, uint32_t y)
     __asm__("sadd16 %0, %1, %2" : "=r"(r) : "r"(x), "r"(y));
     return r;
 }
+static inline int32_t snapuq_smlawb(int32_t m, uint32_t x, int32_t acc)
+{
+    int32_t r;
+    __asm__("smlawb %0, %1, %2, %3" : "=r"(r) : "r"(m), "r"(x), "r"(acc));
+    return r;
+}
+static inline int32_t snapuq_smlawt(int32_t m, uint32_t x, int32_t acc)
+{
+    int32_t r;
+    __asm__("smlawt %0, %1, %2, %3" : "=r"(r) : "r"(m), "r"(x), "r"(acc));
+    return r;
+}
 static inline uint32_t snapuq_max_s8x4(uint32_t x, uint32_t y)
 {
     uint32_t r;
@@ -145,6 +159,15 @@ static inline int32_t snapuq_smlatt(uint32_t x, uint32_t y, int32_t acc)
 {
     return (int32_t)((uint32_t)acc + (uint32_t)(snapuq_hi16(x) * snapuq_hi16(y)));
 }
+static inline int32_t snapuq_smlawb(int32_t m, uint32_t x, int32_t acc)
+{
+    /* (m * bottom halfword) >> 16, the 48-bit product's top 32 bits, plus acc (wrapping) */
+    return (int32_t)((uint32_t)(int32_t)(((int64_t)m * snapuq_lo16(x)) >> 16) + (uint32_t)acc);
+}
+static inline int32_t snapuq_smlawt(int32_t m, uint32_t x, int32_t acc)
+{
+    return (int32_t)((uint32_t)(int32_t)(((int64_t)m * snapuq_hi16(x)) >> 16) + (uint32_t)acc);
+}
 static inline uint32_t snapuq_max_s8x4(uint32_t x, uint32_t y)
 {
     uint32_t r = 0;
@@ -170,6 +193,19 @@ static inline int32_t snapuq_rshift_round(int32_t y, int32_t e)
     return r;
 #else
     return (t >> e) + ((t >> (e - 1)) & 1); /* arithmetic shifts on every supported compiler */
+#endif
+}
+
+/* snapuq_rshift_round(y, e) + z for y != INT32_MIN, e in 1..31: the ADC adds z with the carry */
+static inline int32_t snapuq_rshift_round_add(int32_t y, int32_t e, int32_t z)
+{
+    const int32_t t = y + (y >> 31); /* y - 1 for a negative y; arithmetic shift on every supported compiler */
+#if SNAPUQ_SIMD_NATIVE
+    int32_t r;
+    __asm__("asrs %0, %1, %2\n\tadc %0, %0, %3" : "=&r"(r) : "r"(t), "r"(e), "r"(z) : "cc");
+    return r;
+#else
+    return (t >> e) + ((t >> (e - 1)) & 1) + z;
 #endif
 }
 

@@ -24,6 +24,9 @@
  *
  * Calibration arithmetic (Welford, logistic fit) uses float32: one single-precision FPU
  * operation per step on Cortex-M4F/M7 (software float elsewhere); scoring never uses floats.
+ *
+ * Defined in: snapuq_snap.c (checks, score), snapuq_snap_calib.c (Welford, weights, logistic
+ * fit, beta), snapuq_snap_monitor.c (drift monitor, quantile).
  */
 #ifndef SNAPUQ_SNAP_H
 #define SNAPUQ_SNAP_H

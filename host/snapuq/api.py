@@ -34,8 +34,9 @@ from snapuq.errors import SnapuqError, UnsupportedOpError
 # TFLite builtin operators the int8 C core executes (firmware/core; both kernel sets, bit-exact with TFLM).
 CORE_OPS: frozenset[str] = frozenset(
     {
-        "ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
-        "LOGISTIC", "MAX_POOL_2D", "MEAN", "QUANTIZE", "RESHAPE", "SOFTMAX", "SQUEEZE",
+        "ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "EXPAND_DIMS",
+        "FULLY_CONNECTED", "LOGISTIC", "MAX_POOL_2D", "MEAN", "QUANTIZE", "RELU", "RELU6", "RESHAPE",
+        "SOFTMAX", "SQUEEZE",
     }
 )  # fmt: skip
 
@@ -74,7 +75,6 @@ _ACT_OPS = {"relu": "RELU", "relu6": "RELU6", "linear": None, "softmax": "SOFTMA
             "swish": "LOGISTIC + MUL", "hard_sigmoid": "HARD_SWISH", "hard_silu": "HARD_SWISH",
             "leaky_relu": "LEAKY_RELU", "softplus": "EXP + LOG", "exponential": "EXP"}  # fmt: skip
 _FUSED_ACTS = {"relu", "relu6", "linear"}
-_FUSING_PRODUCERS = _WEIGHTED | {"Add", "BatchNormalization"}
 MAX_SAVED_TRAIN = 20000
 
 
@@ -178,15 +178,7 @@ def _layer_problem(layer, consumers: dict[str, list], is_last: bool) -> str | No
         k = _relu_kind(layer)
         if k is None or k == "SOFTMAX" and is_last:
             return None
-        if k in ("RELU", "RELU6"):
-            p = _producer(layer.input)
-            if p is not None and _cls(p) in _FUSING_PRODUCERS and len(consumers.get(p.name, [])) == 1:
-                return None  # fused into the producer
-            if k in CORE_OPS:
-                return None
-            return (
-                f"needs a standalone {k} (its input cannot fuse it), which the int8 core does not implement"
-            )
+        # RELU / RELU6: fused into a Conv/Dense/Add producer, else a standalone RELU / RELU6 operator
         if k in CORE_OPS:
             return None
         return f"needs {k}, which the int8 core does not implement"

@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="JSON file to write (required, except with --table: build/bench/table.json + .md)")
     p.add_argument("--boards", default="m4,m7", help="comma list of qemu boards (m4, m7)")
-    p.add_argument("--repeats", type=int, default=10, help="timed inferences per board")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="timed inferences per board (default 10; --table: 3: QEMU counts are deterministic)")
     p.add_argument("--mc-samples", type=int, default=10, help="T of MC dropout")
     p.add_argument("--ensemble", type=int, default=5, help="M of the deep ensemble")
     p.add_argument("--build-dir", type=Path, default=None)
@@ -99,8 +100,8 @@ def _symbol_sizes(elf: Path) -> dict[str, int]:
 
 def _snap_code_bytes(elf: Path) -> int:
     """.text of the SNAP core's functions that the linker kept, from the ELF symbol sizes."""
-    src = Path(__file__).resolve().parents[2] / "firmware" / "core" / "snapuq_snap.c"
-    text = src.read_text()
+    core = Path(__file__).resolve().parents[2] / "firmware" / "core"
+    text = "".join(p.read_text() for p in sorted(core.glob("snapuq_snap*.c")))  # score, calib, monitor
     sizes = _symbol_sizes(elf)
     return sum(v for k, v in sizes.items() if (k.startswith("snapuq_snap_") or k.startswith("snapuq_fit_")
                or k.startswith("snapuq_welford_") or k.startswith("snapuq_monitor_")
@@ -178,7 +179,10 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
 def run(args: argparse.Namespace) -> int:
     from snapuq.io import check_out_file, default_data_dir
 
-    args.data_dir = default_data_dir(getattr(args, "model", None), args.data_dir)
+    if not getattr(args, "table", False):  # --table takes each workload's own recorded data dir
+        args.data_dir = default_data_dir(getattr(args, "model", None), args.data_dir)
+        if args.repeats is None:
+            args.repeats = 10
     if args.out is not None:
         check_out_file(args.out)
     for name in ("repeats", "mc_samples", "ensemble"):

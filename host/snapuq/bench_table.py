@@ -23,10 +23,13 @@ Every run is checked: the device's outputs (or summed softmax) against TFLM on t
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,9 @@ METHODS = ("base", "snap", "ee", "deep")
 METHOD_LABEL = {"base": "BASE", "snap": "SNAP-UQ", "ee": "EE-ens", "deep": "DEEP"}
 EVAL_METHOD = {"base": "msp", "snap": "snap", "ee": "ee_ensemble", "deep": "deep_ensemble"}
 WORKLOADS = {"digits": "models/digits", "keywords": "models/keywords", "resnet8": "models/resnet8"}
+# timed inferences per cell: QEMU's -icount counts are deterministic and the timed input is fixed,
+# so repeats only average the 40-instruction SysTick granularity
+TABLE_REPEATS = 3
 MC_DROPOUT_NOTE = (
     "not measured: the int8 graphs carry no dropout (removed at conversion) and the runtime "
     "has no masked-activation operator; T passes would be T identical inferences"
@@ -106,9 +112,19 @@ def add_arguments(p) -> None:
     g.add_argument("--methods", default=",".join(METHODS), help="comma list of base, snap, ee, deep")
     g.add_argument("--check-inputs", type=int, default=3, help="inputs checked device vs TFLM per image")
     g.add_argument(
-        "--data-dir", default=None, help="dataset folder (check inputs; random int8 inputs without it)"
+        "--data-dir",
+        default=None,
+        help="dataset folder for the check inputs: DIR for every workload, or W=DIR[,W2=DIR2] per "
+        "workload (default: the folder the model was trained from; seeded random int8 inputs without one)",
     )
     g.add_argument("--no-real-link", action="store_true", help="skip linking the real-board images")
+    g.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="cells built and run at once (default: the CPU count, at most 4); QEMU's instruction "
+        "counts do not depend on host load",
+    )
     g.add_argument(
         "--export-variants",
         metavar="DIR",
@@ -122,8 +138,22 @@ def add_arguments(p) -> None:
 _OVERFLOW = re.compile(r"region `(FLASH|RAM)' overflowed by (\d+) bytes")
 
 
-def _make(target: str, args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-C", str(FIRMWARE), target, *args], capture_output=True, text=True)
+# set when the table is interrupted: no cell starts a build or a QEMU after it
+_STOP = threading.Event()
+
+
+def _make(target: str, args: list[str], jobs: int = 1) -> subprocess.CompletedProcess:
+    """make -C firmware, as a child that an interrupt stops with its compilers (popen_owned)."""
+    from snapuq.harness.qemu import popen_owned
+
+    if _STOP.is_set():
+        raise SnapuqError("interrupted")
+    cmd = ["make", "-C", str(FIRMWARE), f"-j{max(1, jobs)}", target, *args]
+    proc = popen_owned(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    out, err = proc.communicate()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _size(elf: Path) -> dict[str, int]:
@@ -153,11 +183,18 @@ def image_dir(board_target: str, method: str, build: Path, variant: str, full: b
 
 
 def build_image(
-    board: Board, target: str, method: str, model_dir: Path, files: list[Path], build: Path, variant: str
+    board: Board,
+    target: str,
+    method: str,
+    model_dir: Path,
+    files: list[Path],
+    build: Path,
+    variant: str,
+    make_jobs: int = 1,
 ) -> dict[str, Any]:
     """Link one image; on overflow, link it again without a budget to read what it would need."""
     args = make_args(method, model_dir, files, build, variant)
-    proc = _make(target, args)
+    proc = _make(target, args, make_jobs)
     elf = image_dir(target, method, build, variant) / "firmware.elf"
     if proc.returncode == 0:
         return {"ok": True, "elf": str(elf)}
@@ -172,7 +209,7 @@ def build_image(
     }
     # the same objects linked with the whole QEMU memory: what the image needs
     if target.startswith("qemu_"):
-        full = _make(target, args + ["BUDGET=full"])
+        full = _make(target, args + ["BUDGET=full"], make_jobs)
         felf = image_dir(target, method, build, variant, full=True) / "firmware.elf"
         if full.returncode == 0:
             s = _size(felf)
@@ -218,8 +255,19 @@ def _expected(files: list[Path], method: str, xq: np.ndarray) -> dict[str, Any]:
     return {"psum": psum.tolist(), "pred": int(np.argmax(psum))}
 
 
+def expected_outputs(files: list[Path], method: str, inputs: list[np.ndarray]) -> list[dict[str, Any]]:
+    """TFLM's answer for every check input (the same for both boards)."""
+    return [_expected(files, method, x) for x in inputs]
+
+
 def run_image(
-    board: Board, elf: Path, method: str, files: list[Path], inputs: list[np.ndarray], repeats: int
+    board: Board,
+    elf: Path,
+    method: str,
+    files: list[Path],
+    inputs: list[np.ndarray],
+    repeats: int,
+    expected: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     from snapuq.harness.protocol import Device
     from snapuq.harness.qemu import INSTR_PER_TICK_ICOUNT, QemuProcess, board_spec, open_serial
@@ -249,8 +297,9 @@ def run_image(
                     },
                 }
             mism, checked = 0, 0
-            for x in inputs:
-                exp = _expected(files, method, x)
+            if expected is None:
+                expected = expected_outputs(files, method, inputs)
+            for x, exp in zip(inputs, expected):
                 dev.load_input(x.astype(np.int8).tobytes())
                 dev.infer(1, 0)
                 if "psum" in exp:
@@ -380,6 +429,8 @@ def measure_cell(
     inputs: list[np.ndarray],
     repeats: int,
     real_link: bool,
+    expected: list[dict[str, Any]] | None = None,
+    make_jobs: int = 1,
 ) -> dict[str, Any]:
     from snapuq.bench_variants import variant_files
 
@@ -392,15 +443,21 @@ def measure_cell(
                 "reason": f"no {method} variant (snapuq bench --export-variants {model_dir})",
             }
         files = variant_files(model_dir, variants, method)
-    variant = f"_{model_dir.name}_{method}"
+    # one build folder per cell (board in the name: cells run in parallel, blob.c included)
+    variant = f"_{board.key}_{model_dir.name}_{method}"
     cell: dict[str, Any] = {
         "members": len(files) if method == "deep" else 1,
         "model_bytes": sum(f.stat().st_size for f in files),
     }
-    link = build_image(board, board.qemu, method, model_dir, files, build, variant)
+    t0 = time.monotonic()
+    link = build_image(board, board.qemu, method, model_dir, files, build, variant, make_jobs)
     if real_link:
-        rl = build_image(board, board.real, method, model_dir, files, build, variant)
-        cell["real_board_link"] = "ok" if rl["ok"] else "; ".join(rl.get("link_error") or ["failed"])
+        rl = build_image(board, board.real, method, model_dir, files, build, variant, make_jobs)
+        cell["real_board_link"] = {
+            "target": board.real,
+            "result": "ok" if rl["ok"] else "; ".join(rl.get("link_error") or ["failed"]),
+        }
+    cell["seconds"] = {"build": round(time.monotonic() - t0, 1)}
     if not link["ok"]:
         cell.update(
             {
@@ -412,7 +469,11 @@ def measure_cell(
             }
         )
         return cell
-    run = run_image(board, Path(link["elf"]), method, files, inputs, repeats)
+    if _STOP.is_set():
+        raise SnapuqError("interrupted")
+    t1 = time.monotonic()
+    run = run_image(board, Path(link["elf"]), method, files, inputs, repeats, expected)
+    cell["seconds"]["run"] = round(time.monotonic() - t1, 1)
     if not run["ok"]:
         cell.update({"status": "OOM", "oom_source": "arena check (e-arena at boot)", **run["oom_arena"]})
         return cell
@@ -429,11 +490,37 @@ def _energy(board: Board, instr: float) -> tuple[float, float, str]:
     return ms, bp.energy_uj(instr) / 1e3, f"{bp.source}; {bp.clock_hz / 1e6:.0f} MHz, 1 instruction per cycle"
 
 
+def _data_dirs(given: str | None, workloads: list[str]) -> dict[str, str | None]:
+    """--data-dir DIR (every workload) or W=DIR,W2=DIR2 (per workload)."""
+    if not given or "=" not in given:
+        return {w: given for w in workloads}
+    out: dict[str, str | None] = dict.fromkeys(workloads)
+    for part in given.split(","):
+        w, sep, d = part.partition("=")
+        if not sep or w.strip() not in out or not d.strip():
+            raise SnapuqError(
+                f"--data-dir: '{part}' is not W=DIR for one of the workloads ({', '.join(workloads)})"
+            )
+        out[w.strip()] = d.strip()
+    return out
+
+
+def _jobs(given: int | None) -> int:
+    if given is not None:
+        if given < 1:
+            raise SnapuqError(f"--jobs must be >= 1, got {given}")
+        return given
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def run_table(args) -> int:
-    from snapuq.bench_variants import load_variants
+    from snapuq.bench_variants import load_variants, variant_files
+    from snapuq.io import check_out_file, default_data_dir, write_text
 
     t_start = time.time()
+    _STOP.clear()
     out = Path(args.out) if args.out else ROOT / "build" / "bench" / "table.json"
+    md_path = out.with_suffix(".md")
     build = (Path(args.build_dir) if args.build_dir else ROOT / "build" / "bench-table").resolve()
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     boards = [b.strip() for b in args.table_boards.split(",") if b.strip()]
@@ -444,15 +531,28 @@ def run_table(args) -> int:
     for m in methods:
         if m not in METHODS:
             raise SnapuqError(f"--methods: unknown method '{m}' ({', '.join(METHODS)})")
+    if args.check_inputs < 1:
+        raise SnapuqError(f"--check-inputs must be >= 1, got {args.check_inputs}")
+    repeats = args.repeats if args.repeats is not None else TABLE_REPEATS
+    jobs = _jobs(getattr(args, "jobs", None))
+    # both result files are checked before minutes of work, and written atomically at the end
+    check_out_file(out)
+    check_out_file(md_path)
     dirs = {w: _resolve_workload(w) for w in workloads}
-    total = len(workloads) * len(boards) * len(methods)
-    rows: list[dict[str, Any]] = []
+    data_dirs = _data_dirs(args.data_dir, workloads)
+    cells: list[tuple[str, Path, str, str]] = [
+        (w, d, b, m) for w, d in dirs.items() for b in boards for m in methods
+    ]
+    total = len(cells)
     meta: dict[str, Any] = {}
-    i = 0
+    prepared: dict[str, tuple[Any, list[np.ndarray]]] = {}
+    expected: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    uq_cols: dict[str, dict[str, dict[str, Any]]] = {}
     for w, d in dirs.items():
         variants = load_variants(d)
-        inputs, in_src = check_inputs(d, args.check_inputs, args.data_dir)
+        inputs, in_src = check_inputs(d, args.check_inputs, default_data_dir(d, data_dirs[w]))
         uq, uq_src = eval_columns(d)
+        uq_cols[w] = uq
         man = json.loads(ModelPaths(d).manifest.read_text())
         meta[w] = {
             "model_dir": str(d),
@@ -463,60 +563,115 @@ def run_table(args) -> int:
             "arena_tflm": {m: v["arena_bytes_tflm"] for m, v in (variants or {}).get("methods", {}).items()},
             "arena_tflm_snap": man["model"].get("arena_bytes_tflm"),
         }
-        for b in boards:
-            board = BOARDS[b]
-            for m in methods:
-                i += 1
-                t0 = time.time()
-                print(
-                    f"[{i}/{total}] {w} {b} {METHOD_LABEL[m]}: build + run ...", file=sys.stderr, flush=True
-                )
-                cell = measure_cell(board, m, d, variants, build, inputs, args.repeats, not args.no_real_link)
-                cell.update(
-                    {
-                        "board": b,
-                        "board_label": board.label,
-                        "workload": w,
-                        "method": m,
-                        "method_label": METHOD_LABEL[m],
-                    }
-                )
-                if cell["status"] == "ok":
-                    ms, mj, src = _energy(board, cell["instructions"]["total"])
-                    cell["model"] = {"latency_ms": ms, "energy_mj": mj, "source": "model: " + src}
-                if m in uq:
-                    cell["uq"] = uq[m]
-                if (b, w) in PAPER:
-                    pv = PAPER[(b, w)].get(m)
-                    cell["paper"] = (
-                        "OOM"
-                        if pv is None
-                        else dict(zip(("flash_kb", "ram_kb", "latency_ms", "energy_mj"), pv))
-                    )
-                rows.append(cell)
-                print(f"    {_summary(cell)} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+        prepared[w] = (variants, inputs)
+        # TFLM's outputs for the check inputs, once per workload x method (both boards compare to them)
+        for m in methods:
+            if m == "snap":
+                files = [ModelPaths(d).int8]
+            elif variants is not None and m in variants["methods"]:
+                files = variant_files(d, variants, m)
+            else:
+                continue
+            expected[(w, m)] = expected_outputs(files, m, inputs)
+
+    print_lock = threading.Lock()
+    done = [0]
+
+    def say(text: str) -> None:
+        with print_lock:
+            print(text, file=sys.stderr, flush=True)
+
+    def one(w: str, d: Path, b: str, m: str) -> dict[str, Any]:
+        board = BOARDS[b]
+        t0 = time.monotonic()
+        say(f"[start] {w} {b} {METHOD_LABEL[m]}: build + run ...")
+        variants, inputs = prepared[w]
+        cell = measure_cell(
+            board,
+            m,
+            d,
+            variants,
+            build,
+            inputs,
+            repeats,
+            not args.no_real_link,
+            expected.get((w, m)),
+            make_jobs,
+        )
+        cell.update(
+            {
+                "board": b,
+                "board_label": board.label,
+                "workload": w,
+                "method": m,
+                "method_label": METHOD_LABEL[m],
+            }
+        )
+        if cell["status"] == "ok":
+            ms, mj, src = _energy(board, cell["instructions"]["total"])
+            cell["model"] = {"latency_ms": ms, "energy_mj": mj, "source": "model: " + src}
+        if m in uq_cols[w]:
+            cell["uq"] = uq_cols[w][m]
+        if (b, w) in PAPER:
+            pv = PAPER[(b, w)].get(m)
+            cell["paper"] = (
+                "OOM" if pv is None else dict(zip(("flash_kb", "ram_kb", "latency_ms", "energy_mj"), pv))
+            )
+        with print_lock:
+            done[0] += 1
+            k = done[0]
+        say(f"[{k}/{total}] {w} {b} {METHOD_LABEL[m]}: {_summary(cell)} ({time.monotonic() - t0:.0f} s)")
+        return cell
+
+    # cells in parallel: each has its own build folder and QEMU; with -icount the instruction counts do
+    # not depend on how busy the host is. Compiles inside one make share the CPUs left over.
+    make_jobs = max(1, (os.cpu_count() or 1) // jobs)
+    say(
+        f"bench --table: {total} cells ({len(dirs)} workloads x {len(boards)} boards x "
+        f"{len(methods)} methods), {jobs} at a time, build folder {build}"
+    )
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    # started board by board in turn: two cells running side by side then compile different cores (a
+    # board's core objects are shared by its later cells, not compiled twice at once); rows keep the
+    # table's order
+    order = sorted(range(total), key=lambda k: (workloads.index(cells[k][0]), methods.index(cells[k][3]), k))
+    submitted = {k: pool.submit(one, *cells[k]) for k in order}
+    futures: list[Future] = [submitted[k] for k in range(total)]
+    try:
+        wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [f for f in futures if f.done() and f.exception() is not None]
+        if failed:
+            for f in futures:
+                f.cancel()
+            raise failed[0].exception()  # type: ignore[misc]
+        rows = [f.result() for f in futures]
+    except BaseException:
+        _STOP.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        from snapuq.harness.qemu import _kill_children
+
+        _kill_children()  # running cells end at once (their make or QEMU is gone), nothing is left behind
+        raise
+    pool.shutdown(wait=True)
     report = {
         "format": 1,
         "instructions_unit": "QEMU instructions per inference (-icount shift=0), not cycles",
         "latency_energy": "model: instructions / board clock (1 instruction per cycle) x datasheet run power",
         "mc_dropout": MC_DROPOUT_NOTE,
+        "repeats": repeats,
+        "real_board_link": not args.no_real_link,
         "workloads": meta,
         "rows": rows,
+        "jobs": jobs,
         "seconds": round(time.time() - t_start, 1),
     }
+    md = markdown(report)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out, json.dumps(report, indent=1) + "\n")
-    md = out.with_suffix(".md")
-    _atomic_write(md, markdown(report))
-    print(markdown(report))
-    print(f"bench --table: wrote {out} and {md} ({report['seconds']:.0f} s)")
+    write_text(out, json.dumps(report, indent=1) + "\n")
+    write_text(md_path, md)
+    print(md)
+    print(f"bench --table: wrote {out} and {md_path} ({report['seconds']:.0f} s)")
     return 0
-
-
-def _atomic_write(p: Path, text: str) -> None:
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(p)
 
 
 def _kb(b: float | None) -> str:
@@ -610,6 +765,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"Instructions: {report['instructions_unit']}. Latency/energy: {report['latency_energy']}.",
         f"MC dropout: {report['mc_dropout']}.",
+        real_link_line(report),
     ]
     for w, m in report["workloads"].items():
         lines.append(
@@ -617,7 +773,92 @@ def markdown(report: dict[str, Any]) -> str:
             f"UQ: {m['uq_source']}"
         )
     lines += ["", arena_markdown(report)]
+    side = paper_markdown(report)
+    if side:
+        lines += ["", side]
     return "\n".join(lines) + "\n"
+
+
+def real_link_line(report: dict[str, Any]) -> str:
+    """What the real boards' own linker scripts said about the same objects."""
+    res = []
+    for c in report["rows"]:
+        r = c.get("real_board_link")
+        if r is None:
+            continue
+        target, text = (r["target"], r["result"]) if isinstance(r, dict) else (BOARDS[c["board"]].real, r)
+        res.append((f"{c['workload']} {c['method_label']} on {target}", text))
+    if not res:
+        return "Real-board images: not linked (--no-real-link); the QEMU images carry the same budgets."
+    bad = [f"{who}: {text}" for who, text in res if text != "ok"]
+    return (
+        f"Real-board images (the boards' own linker scripts): {len(res) - len(bad)} of {len(res)} linked"
+        + (f"; failed: {'; '.join(bad)}." if bad else ".")
+    )
+
+
+def paper_markdown(report: dict[str, Any]) -> str:
+    """The paper's rows beside ours for the (board, workload) pairs the paper reports, and SNAP's
+    overhead over BASE on the same backbone (measured flash, peak RAM, QEMU instructions)."""
+    out: list[str] = []
+    for (b, w), paper in PAPER.items():
+        cells = {c["method"]: c for c in report["rows"] if c.get("board") == b and c.get("workload") == w}
+        if not cells:
+            continue
+        out += [
+            f"**{BOARDS[b].label}, {w}** — paper: flash KB / peak RAM KB / latency ms; ours: flash and peak "
+            "RAM measured on the image, latency a model (QEMU instructions at 1 per cycle)",
+            "",
+            "| method | paper flash | ours flash | paper RAM | ours peak RAM | paper ms | ours ms (model) "
+            "| ours instr |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for m in METHODS:
+            c = cells.get(m)
+            if c is None:
+                continue
+            pv = paper.get(m)
+            pf, pr, pl = ("OOM", "—", "—") if pv is None else (str(pv[0]), str(pv[1]), str(pv[2]))
+            if c["status"] == "ok":
+                ours = [
+                    _kb(c["flash"]),
+                    _kb(c["ram"]["peak"]),
+                    _f(c["model"]["latency_ms"], "{:.1f}"),
+                    f"{c['instructions']['total']:,.0f}",
+                ]
+            else:
+                ours = [
+                    "**"
+                    + c["status"]
+                    + "** ("
+                    + (_oom_text(c) if c["status"] == "OOM" else c.get("reason", ""))
+                    + ")",
+                    "—",
+                    "—",
+                    "—",
+                ]
+            out.append(
+                f"| {METHOD_LABEL[m]} | {pf} | {ours[0]} | {pr} | {ours[1]} | {pl} | {ours[2]} | {ours[3]} |"
+            )
+        base, snap = cells.get("base"), cells.get("snap")
+        if base and snap and base["status"] == snap["status"] == "ok":
+            df = snap["flash"] - base["flash"]
+            dr = snap["ram"]["peak"] - base["ram"]["peak"]
+            di = snap["instructions"]["total"] - base["instructions"]["total"]
+            out += [
+                "",
+                f"SNAP-UQ vs BASE ({w}, {b}): flash {df / 1024:+.1f} KB ({100 * df / base['flash']:+.0f} %), "
+                f"peak RAM {dr / 1024:+.1f} KB ({100 * dr / base['ram']['peak']:+.0f} %), instructions "
+                f"{di:+,.0f} ({100 * di / base['instructions']['total']:+.1f} %).",
+            ]
+            if paper.get("base") and paper.get("snap"):
+                pb, ps = paper["base"], paper["snap"]
+                out.append(
+                    f"Paper: SNAP {ps[0]} vs BASE {pb[0]} KB flash, {ps[1]} vs {pb[1]} KB RAM, "
+                    f"{ps[2]} vs {pb[2]} ms."
+                )
+        out.append("")
+    return "\n".join(out).rstrip() + "\n" if out else ""
 
 
 def arena_markdown(report: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ hash of all of them) and cached under ``build/ccore`` in a checkout, else ``~/.c
 
     m = CoreModel(tflite_bytes)
     outs = m.predict(x_int8)                  # name -> (N, *shape) for every output
-    s = CoreSnap(manifest["snap"], manifest["outputs"])
+    s = CoreSnap(tflite_bytes, manifest)      # SNAP constants through the core's blob reader
     r = s.score(outs)                 # ebar16, s16, S16, F16, m16, P16, A16, Z16, U16, pred, flag
 """
 
@@ -34,7 +34,6 @@ PKG = Path(__file__).resolve().parent
 CORE_DIR = PKG / "c"
 HOST_SHIM = PKG / "ccore_host.c"
 CFLAGS = ("-std=c99", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra")
-CONFIG_VERSION = 2
 _DTYPES = {0: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8}
 
 
@@ -144,7 +143,7 @@ def library() -> ctypes.CDLL:
             "snapuq_host_model_run": (ctypes.c_int, [vp, vp, sz, vp]),
             "snapuq_host_model_run_snap": (ctypes.c_int, [vp, vp, vp, sz, vp, vp]),
             "snapuq_host_snap_fields": (cp, []),
-            "snapuq_host_snap_open": (vp, [vp, sz, cp, sz]),
+            "snapuq_host_snap_open": (vp, [cp, sz, cp, sz]),
             "snapuq_host_snap_close": (None, [vp]),
             "snapuq_host_snap_row_len": (ctypes.c_int, [vp]),
             "snapuq_host_snap_score": (ctypes.c_int, [vp, vp, sz, sz, vp, sz, vp]),
@@ -282,59 +281,31 @@ class CoreModel:
 # SNAP
 
 
-def snap_config_words(snap: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> np.ndarray:
-    """The manifest's "snap" section as the flat int32 config snapuq_host_snap_open() reads
-    (layout documented there); `outputs` is the manifest's name -> {"index", "shape", ...} map."""
-    def idx(name: str) -> int:
-        if name not in outputs:
-            raise ModelFormatError(f"SNAP config names output '{name}' that the model does not have")
-        return int(outputs[name]["index"])
-
-    variant = snap.get("variant", "best")
-    if variant not in ("best", "literal"):
-        raise ModelFormatError(f"snap.variant {variant!r} is neither 'best' nor 'literal'")
-    probs = snap["conf"].get("probs", "probs")
-    n_classes = int(np.prod(outputs[probs]["shape"])) if probs in outputs else 0
-    h = snap.get("hinge")
-    v: list[int] = [CONFIG_VERSION, len(snap["taps"]), n_classes, 0 if variant == "best" else 1,
-                    1 if h else 0, snap["conf"]["a_q16"], idx("logits"), idx(probs)]
-    for tp in snap["taps"]:
-        v += [tp["d"], idx(tp["a"]), idx(tp["mu"]), idx(tp["logvar"])]
-        v += [tp[k] for k in ("z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n", "q_m", "q_n",
-                              "r_q16")]
-        v += list(tp["inv_sigma_lut"])
-    v += [tp["w_q16"] for tp in snap["taps"]]
-    h = h or {"q_q16": 0, "m": 0, "n": 0}
-    lg = snap["logistic"]
-    v += [h["q_q16"], h["m"], h["n"], lg["b0_q16"], lg["b1_m"], lg["b1_n"], lg["b2_m"], lg["b2_n"],
-          snap["u_threshold_q16"]]
-    v += list(lg["sigmoid_lut"])
-    if snap.get("combine", "logistic") == "perr_alarm":  # FIXED_POINT.md v2 step 8
-        v += [1, snap["alarm"]["k_q16"], *snap["perr"]["lut"]]
-    else:
-        v += [0, 0] + [0] * 257
-    try:
-        return np.asarray(v, dtype=np.int64).astype(np.int32, casting="same_kind")
-    except (OverflowError, ValueError) as e:
-        raise ModelFormatError(f"SNAP constants out of int32 range ({e})") from None
-
-
 class CoreSnap:
-    """The integer SNAP score of the C core (snapuq_snap_score) for one manifest "snap" section."""
+    """The integer SNAP score of the C core (snapuq_snap_score) for a model and one manifest
+    "snap" section.
 
-    def __init__(self, snap: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> None:
+    The constants reach the core the way they reach a device: packed into a model blob by the
+    project's blob writer (snapuq.micropython.write_blob, docs/BLOB.md) and read by the core's
+    blob reader (snapuq_blob_open, snapuq_model_init on the blob's .tflite,
+    snapuq_blob_snap_config, which checks the section against that model). `manifest` needs
+    "outputs" (name -> index, zero_point, shape) and "snap"; "class_names" is optional."""
+
+    def __init__(self, tflite: bytes, manifest: dict[str, Any]) -> None:
+        from snapuq.micropython import write_blob
+
         lib = library()
-        words = np.ascontiguousarray(snap_config_words(snap, outputs))
+        blob = write_blob(bytes(tflite), manifest)
         err = ctypes.create_string_buffer(256)
-        h = lib.snapuq_host_snap_open(_ptr(words), len(words), err, len(err))
+        h = lib.snapuq_host_snap_open(blob, len(blob), err, len(err))
         if not h:
             raise ModelFormatError(f"C core rejects the SNAP constants: {err.value.decode(errors='replace')}")
         self._lib = lib
         self._h = ctypes.c_void_p(h)
-        self.n_taps = len(snap["taps"])
+        self.n_taps = len(manifest["snap"]["taps"])
         self.row_len = int(lib.snapuq_host_snap_row_len(self._h))
         self.fields = lib.snapuq_host_snap_fields().decode().split(",")
-        self.outputs = outputs
+        self.outputs = manifest["outputs"]
 
     def close(self) -> None:
         if getattr(self, "_h", None):

@@ -2,30 +2,33 @@
  * ccore_host.c - host-only entry points that snapuq.ccore calls through ctypes.
  *
  * Compiled together with the C core (firmware/core, shipped in the package as snapuq/c) into one
- * shared library. It owns the memory the core leaves to its caller (model struct, arena, SNAP
- * config and LUTs) with malloc, which the core itself never uses, and loops over a batch so that
- * Python pays one ctypes call per batch instead of one per tensor.
+ * shared library. It owns the memory the core leaves to its caller (model structs, arena, SNAP
+ * config, the blob its LUTs point into) with malloc, which the core itself never uses, and loops
+ * over a batch so that Python pays one ctypes call per batch instead of one per tensor.
  *
  * Model: snapuq_host_model_open() copies the .tflite bytes (the core reads them in place), loads
  * them and sets an arena; snapuq_host_model_run() runs N records (all inputs concatenated in
  * model order) and writes every output of every record, concatenated in model order.
  *
- * SNAP: snapuq_host_snap_open() reads a flat little-endian int32 config (layout in
- * snapuq/ccore.py, snap_config_words()); snapuq_host_snap_score() scores N records of model
- * outputs (the layout run() writes) given each output's byte offset inside a record;
- * snapuq_host_model_run_snap() runs and scores in one pass through snapuq_snap_score_model(),
- * the device's own path. Result rows are int32, fields named by snapuq_host_snap_fields().
+ * SNAP: snapuq_host_snap_open() takes a model blob (docs/BLOB.md, written by
+ * snapuq.micropython.write_blob), keeps an aligned copy and reads it with the core's own blob
+ * reader, as the firmware's `model` upload does: snapuq_blob_open, snapuq_model_init on the
+ * blob's .tflite, snapuq_blob_snap_config (the section checked against that model).
+ * snapuq_host_snap_score() scores N records of model outputs (the layout run() writes) given
+ * each output's byte offset inside a record; snapuq_host_model_run_snap() runs and scores in one
+ * pass through snapuq_snap_score_model(), the device's own path. Result rows are int32, fields
+ * named by snapuq_host_snap_fields().
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "snapuq_blob.h"
 #include "snapuq_runtime.h"
 #include "snapuq_snap.h"
 
 #define HOST_ERR_LEN 160
-#define HOST_CONFIG_VERSION 2
 
 typedef struct {
     snapuq_model_t model;
@@ -36,11 +39,11 @@ typedef struct {
 } host_model_t;
 
 typedef struct {
+    uint8_t *blob;         /* malloc'd copy: aligned for the reader; the config's LUTs point into it */
+    snapuq_blob_t reader;
+    snapuq_model_t model;  /* the blob's .tflite, loaded so the section is checked against it */
     snapuq_snap_config_t cfg;
     snapuq_snap_params_t params;
-    int32_t luts[SNAPUQ_MAX_TAPS][SNAPUQ_SNAP_LUT_LEN];
-    int32_t sigmoid[SNAPUQ_SIGMOID_LUT_LEN];
-    int32_t perr[SNAPUQ_PERR_LUT_LEN];
 } host_snap_t;
 
 static void set_err(char *dst, size_t len, const char *what, const char *detail)
@@ -265,118 +268,43 @@ static void fill_row(const snapuq_snap_result_t *res, uint8_t n_taps, int32_t *r
     row[m++] = res->flag;
 }
 
-typedef struct {
-    const int32_t *p;
-    size_t left;
-    int short_read;
-} words_t;
-
-static int32_t next_word(words_t *w)
-{
-    if (w->left == 0) {
-        w->short_read = 1;
-        return 0;
-    }
-    w->left--;
-    return *w->p++;
-}
-
 void snapuq_host_snap_close(void *handle)
 {
-    free(handle);
+    host_snap_t *s = (host_snap_t *)handle;
+    if (s != NULL) {
+        free(s->blob);
+        free(s);
+    }
 }
 
-/* Config words (int32): version, n_taps, n_classes, variant, hinge, conf_a_q16, out_logits,
- * out_probs; per tap: d, out_a, out_mu, out_logvar, z_a, z_mu, z_v, k_a, k_mu, lut_shift, p_m,
- * p_n, q_m, q_n, r_q16, lut[256]; params: w_q16[n_taps], hinge_q_q16, hinge_m, hinge_n, b0_q16,
- * b1_m, b1_n, b2_m, b2_n, u_threshold_q16; sigmoid_lut[513]; combine (0 logistic, 1 perr_alarm),
- * alarm_k_q16, perr_lut[257] (FIXED_POINT.md v2 step 8). */
-void *snapuq_host_snap_open(const int32_t *words, size_t n_words, char *err, size_t err_len)
+/* A model blob (docs/BLOB.md) -> SNAP config, through the core's reader. */
+void *snapuq_host_snap_open(const uint8_t *blob, size_t len, char *err, size_t err_len)
 {
     host_snap_t *s = (host_snap_t *)calloc(1, sizeof(host_snap_t));
-    snapuq_snap_config_t *c;
-    words_t w;
-    int32_t v, i;
-    uint8_t k;
-    if (s == NULL) {
+    const char *why = "";
+    snapuq_status_t st;
+    if (s == NULL || (s->blob = (uint8_t *)malloc(len ? len : 1)) == NULL) {
         set_err(err, err_len, "out of memory", "");
+        snapuq_host_snap_close(s);
         return NULL;
     }
-    c = &s->cfg;
-    w.p = words;
-    w.left = n_words;
-    w.short_read = 0;
-    if ((v = next_word(&w)) != HOST_CONFIG_VERSION) {
-        set_err(err, err_len, "SNAP config", "unknown layout version");
-        free(s);
+    if (blob != NULL) {
+        memcpy(s->blob, blob, len); /* malloc's alignment satisfies the reader's 4 bytes */
+    }
+    if ((st = snapuq_blob_open(&s->reader, s->blob, len, &why)) != SNAPUQ_OK) {
+        set_err(err, err_len, snapuq_status_str(st), why);
+        snapuq_host_snap_close(s);
         return NULL;
     }
-    c->spec_version = SNAPUQ_SNAP_SPEC_VERSION;
-    v = next_word(&w);
-    if (v < 1 || v > SNAPUQ_MAX_TAPS) {
-        set_err(err, err_len, "SNAP config", "tap count out of range");
-        free(s);
+    if ((st = snapuq_model_init(&s->model, s->reader.tflite, s->reader.tflite_len)) != SNAPUQ_OK) {
+        set_err(err, err_len, snapuq_status_str(st), snapuq_model_error(&s->model));
+        snapuq_host_snap_close(s);
         return NULL;
     }
-    c->n_taps = (uint8_t)v;
-    c->n_classes = (uint16_t)next_word(&w);
-    c->variant = (uint8_t)next_word(&w);
-    c->hinge = (uint8_t)next_word(&w);
-    c->conf_a_q16 = next_word(&w);
-    c->out_logits = (int16_t)next_word(&w);
-    c->out_probs = (int16_t)next_word(&w);
-    for (k = 0; k < c->n_taps; k++) {
-        snapuq_snap_tap_t *t = &c->taps[k];
-        t->d = (uint16_t)next_word(&w);
-        t->out_a = (int16_t)next_word(&w);
-        t->out_mu = (int16_t)next_word(&w);
-        t->out_logvar = (int16_t)next_word(&w);
-        t->z_a = next_word(&w);
-        t->z_mu = next_word(&w);
-        t->z_v = next_word(&w);
-        t->k_a = next_word(&w);
-        t->k_mu = next_word(&w);
-        t->lut_shift = next_word(&w);
-        t->p_m = next_word(&w);
-        t->p_n = next_word(&w);
-        t->q_m = next_word(&w);
-        t->q_n = next_word(&w);
-        t->r_q16 = next_word(&w);
-        for (i = 0; i < SNAPUQ_SNAP_LUT_LEN; i++) {
-            s->luts[k][i] = next_word(&w);
-        }
-        t->inv_sigma_lut = s->luts[k];
-    }
-    for (k = 0; k < c->n_taps; k++) {
-        c->defaults.w_q16[k] = next_word(&w);
-    }
-    c->defaults.hinge_q_q16 = next_word(&w);
-    c->defaults.hinge_m = next_word(&w);
-    c->defaults.hinge_n = next_word(&w);
-    c->defaults.b0_q16 = next_word(&w);
-    c->defaults.b1_m = next_word(&w);
-    c->defaults.b1_n = next_word(&w);
-    c->defaults.b2_m = next_word(&w);
-    c->defaults.b2_n = next_word(&w);
-    c->defaults.u_threshold_q16 = next_word(&w);
-    for (i = 0; i < SNAPUQ_SIGMOID_LUT_LEN; i++) {
-        s->sigmoid[i] = next_word(&w);
-    }
-    c->sigmoid_lut = s->sigmoid;
-    c->combine = (uint8_t)next_word(&w);
-    c->defaults.alarm_k_q16 = next_word(&w);
-    for (i = 0; i < SNAPUQ_PERR_LUT_LEN; i++) {
-        s->perr[i] = next_word(&w);
-    }
-    c->perr_lut = c->combine == SNAPUQ_COMBINE_PERR_ALARM ? s->perr : NULL;
-    if (w.short_read || w.left != 0) {
-        set_err(err, err_len, "SNAP config", w.short_read ? "too few words" : "too many words");
-        free(s);
-        return NULL;
-    }
-    if (snapuq_snap_check(c) != SNAPUQ_OK || snapuq_snap_params_init(c, &s->params) != SNAPUQ_OK) {
-        set_err(err, err_len, "SNAP config", "rejected by snapuq_snap_check()");
-        free(s);
+    if ((st = snapuq_blob_snap_config(&s->reader, &s->model, &s->cfg, &why)) != SNAPUQ_OK ||
+        (st = snapuq_snap_params_init(&s->cfg, &s->params)) != SNAPUQ_OK) {
+        set_err(err, err_len, snapuq_status_str(st), why);
+        snapuq_host_snap_close(s);
         return NULL;
     }
     return s;

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 # name -> (module, help)
@@ -51,20 +50,39 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog="`snapuq COMMAND --help` describes each command. Typical flow: train -> export -> verify "
         "-> eval -> harness / micropython. docs/ARCHITECTURE.md shows how the pieces fit.",
     )
+    p.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name, (_mod, help_) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_)
         if only is None or only == name:
             _load(name).add_arguments(sp)
+            if "-v" not in sp._option_string_actions:
+                sp.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     return p
 
 
+VERBOSE_HELP = "show TensorFlow's own log lines (import-time oneDNN/absl/CUDA messages, converter output)"
+
+
+def wants_verbose(argv: list[str]) -> bool:
+    """-v / --verbose anywhere before a bare `--` (decided before parsing: TensorFlow may be imported
+    while the command's parser is built)."""
+    for a in argv:
+        if a == "--":
+            return False
+        if a in ("-v", "--verbose"):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
+    from snapuq import tfquiet
     from snapuq.errors import SnapuqError
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _sigterm_as_interrupt()
     argv = list(sys.argv[1:] if argv is None else argv)
+    # before any command module is imported: TensorFlow's import-time lines are held unless -v
+    tfquiet.install(show=wants_verbose(argv))
     only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = build_parser(only)
     args = parser.parse_args(argv)

@@ -76,6 +76,9 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
         classes = [str(c) for c in manifest.get("class_names", [])]
         class_refs = b"".join(struct.pack("<I", sref(c)) for c in classes)
         hinge = snap.get("hinge") or None
+        for key, known in (("variant", ("best", "literal")), ("combine", ("logistic", "perr_alarm"))):
+            if snap.get(key, known[0]) not in known:
+                raise ModelFormatError(f"manifest snap.{key} {snap[key]!r} is none of {', '.join(known)}")
         probs = conf.get("probs", "probs")
         n_classes = int(np.prod(outs["logits"].get("shape", [manifest.get("n_classes", 0)])))
         # layout: header | taps | outputs | class names | sigmoid LUT | tap LUTs | strings
@@ -125,63 +128,6 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
     return body + bytes((-len(body)) % 4)
 
 
-def parse_snap_section(sec: bytes) -> dict[str, Any]:
-    """The device manifest (outputs, class_names, snap) a SNAP section holds; the inverse of
-    snap_section() on the fields the device uses."""
-    if len(sec) < SNAP_HEADER or sec[:4] != SNAP_MAGIC:
-        raise ModelFormatError("SNAP section: bad magic")
-    (_, ver, hl, tr, orec, spec, variant, hinge, n_taps, n_classes, n_out, o_logits, o_probs, n_cls, combine,
-     pshift, a_q16, b0, b1m, b1n, b2m, b2n, hq, hm, hn, thr, zc, step, sig_off, taps_off, outs_off, cls_off,
-     str_off, str_len, alarm_k, perr_off) = _HDR.unpack_from(sec, 0)
-    if ver < 1 or hl < SNAP_HEADER or tr < TAP_RECORD or orec < OUT_RECORD:
-        raise ModelFormatError("SNAP section: unsupported version or record sizes")
-    strings = sec[str_off:str_off + str_len]
-
-    def sget(off: int) -> str:
-        end = strings.find(b"\0", off)
-        if off >= len(strings) or end < 0:
-            raise ModelFormatError("SNAP section: bad string offset")
-        return strings[off:end].decode()
-
-    def ints(off: int, n: int) -> list[int]:
-        if off % 4 or off + 4 * n > len(sec):
-            raise ModelFormatError("SNAP section: LUT outside the section")
-        return list(struct.unpack_from(f"<{n}i", sec, off))
-
-    outputs: dict[str, Any] = {}
-    by_index: dict[int, str] = {}
-    for i in range(n_out):
-        idx, zp, name = _OUT.unpack_from(sec, outs_off + i * orec)
-        outputs[sget(name)] = {"index": idx, "zero_point": zp}
-        by_index[idx] = sget(name)
-    taps = []
-    for k in range(n_taps):
-        f = _TAP.unpack_from(sec, taps_off + k * tr)
-        keys = ("z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n", "q_m", "q_n", "r_q16",
-                "w_q16")
-        tap: dict[str, Any] = {"name": sget(f[17]), "d": f[0], "a": by_index.get(f[1]),
-                               "mu": by_index.get(f[2]), "logvar": by_index.get(f[3])}
-        tap.update(zip(keys, f[4:16]))
-        tap["inv_sigma_lut"] = ints(f[16], LUT_LEN)
-        taps.append(tap)
-    snap: dict[str, Any] = {
-        "spec_version": spec, "variant": "literal" if variant else "best",
-        "combine": "perr_alarm" if combine == 1 else "logistic", "taps": taps,
-        "hinge": {"q_q16": hq, "m": hm, "n": hn} if hinge else None,
-        "conf": {"a_q16": a_q16, "probs": by_index.get(o_probs, "probs")},
-        "logistic": {"b0_q16": b0, "b1_m": b1m, "b1_n": b1n, "b2_m": b2m, "b2_n": b2n, "z_clamp_q16": zc,
-                     "lut_step_shift": step, "sigmoid_lut": ints(sig_off, SIGMOID_LEN)},
-        "u_threshold_q16": thr, "section_version": ver, "n_classes": n_classes,
-    }
-    if combine == 1:
-        snap["perr"] = {"lut": ints(perr_off, PERR_LEN), "step_shift": pshift}
-        snap["alarm"] = {"k_q16": alarm_k}
-    classes = [sget(struct.unpack_from("<I", sec, cls_off + 4 * i)[0]) for i in range(n_cls)]
-    if by_index.get(o_logits) != "logits":
-        raise ModelFormatError("SNAP section: the logits output is not named 'logits'")
-    return {"outputs": outputs, "class_names": classes, "snap": snap}
-
-
 def write_blob(tflite: bytes, manifest: dict[str, Any]) -> bytes:
     """Pack a .tflite and the SNAP section of its manifest into one blob (docs/BLOB.md)."""
     if len(tflite) < 8 or tflite[4:8] != b"TFL3":
@@ -196,20 +142,6 @@ def write_blob(tflite: bytes, manifest: dict[str, Any]) -> bytes:
     crc = zlib.crc32(bytes(body)) & 0xFFFFFFFF
     head = MAGIC + struct.pack("<HHIIIIII", VERSION, HEADER, toff, len(tflite), soff, len(sec), crc, 0)
     return head + bytes(body)
-
-
-def read_blob(buf: bytes) -> tuple[bytes, dict[str, Any]]:
-    """(tflite, device manifest) from a blob; ModelFormatError names what is wrong."""
-    if len(buf) < HEADER or buf[:4] != MAGIC:
-        raise ModelFormatError("not a snapuq blob (bad magic)")
-    ver, hsize, toff, tlen, soff, slen, crc, _ = struct.unpack_from("<HHIIIIII", buf, 4)
-    if ver != VERSION:
-        raise ModelFormatError(f"unsupported blob version {ver}")
-    if hsize != HEADER or toff < hsize or soff < toff + tlen or soff + slen != len(buf):
-        raise ModelFormatError(f"corrupt blob: section offsets do not fit a {len(buf)}-byte blob")
-    if zlib.crc32(buf[HEADER:]) & 0xFFFFFFFF != crc:
-        raise ModelFormatError("corrupt blob: CRC mismatch")
-    return bytes(buf[toff:toff + tlen]), parse_snap_section(bytes(buf[soff:soff + slen]))
 
 
 def load_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
@@ -228,6 +160,12 @@ def make_blob(model_dir: str | Path, out: str | Path | None = None) -> Path:
     return dst
 
 
+# device result field -> host reference (snapuq.ccore) field: every integer of one score
+DEVICE_FIELDS = {"u_q16": "U16", "s_q16": "S16", "f_q16": "F16", "m_q16": "m16", "z_q16": "Z16",
+                 "p_q16": "P16", "a_q16": "A16", "ebar_q16": "ebar16", "tap_q16": "s16", "pred": "pred",
+                 "flag": "flag"}
+
+
 def device_script(n_inputs: int, input_bytes: int, blob_name: str = BLOB_NAME) -> str:
     """MicroPython code that scores the pushed inputs and prints one JSON line per input."""
     return (
@@ -237,7 +175,8 @@ def device_script(n_inputs: int, input_bytes: int, blob_name: str = BLOB_NAME) -
         f"for i in range({n_inputs}):\n"
         f"    r = m.infer(bytearray(d[i * {input_bytes}:(i + 1) * {input_bytes}]))\n"
         "    print(json.dumps({'i': i, 'pred': r.pred, 'u_q16': r.u_q16, 's_q16': r.s_q16,"
-        " 'ebar_q16': list(r.ebar_q16)}))\n"
+        " 'f_q16': r.f_q16, 'm_q16': r.m_q16, 'z_q16': r.z_q16, 'p_q16': r.p_q16, 'a_q16': r.a_q16,"
+        " 'ebar_q16': list(r.ebar_q16), 'tap_q16': list(r.tap_q16), 'flag': r.flag}))\n"
     )
 
 
@@ -278,8 +217,7 @@ def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed:
     for row in rows:
         i = row["i"]
         row["host_u_q16"] = int(ref["U16"][i])
-        ebar = [int(v) for v in ref["ebar16"][i]]
-        row["match"] = row["u_q16"] == row["host_u_q16"] and row["ebar_q16"] == ebar
+        row["match"] = all(row.get(dev) == ref[host][i].tolist() for dev, host in DEVICE_FIELDS.items())
     return rows
 
 
@@ -300,7 +238,7 @@ def host_reference(tfl: bytes, man: dict[str, Any], x: np.ndarray) -> tuple[dict
     from snapuq.ccore import CoreModel, CoreSnap
 
     model = CoreModel(tfl)
-    outs, r = CoreSnap(man["snap"], man["outputs"]).run(model, np.asarray(x, np.int8))
+    outs, r = CoreSnap(tfl, man).run(model, np.asarray(x, np.int8))
     return {k: v.reshape(len(v), -1) for k, v in outs.items() if k in man["outputs"]}, r
 
 

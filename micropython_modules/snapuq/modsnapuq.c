@@ -3,7 +3,7 @@
  *
  * Everything numeric and every format happens in firmware/core, compiled from the same files
  * as the firmware (core.mk): snapuq_blob.c reads the model blob (.tflite + binary SNAP section,
- * docs/BLOB.md), snapuq_runtime.c runs the int8 model, snapuq_snap.c scores, fits and monitors.
+ * docs/BLOB.md), snapuq_runtime.c runs the int8 model, snapuq_snap*.c score, fit and monitor.
  * This file converts Python arguments, owns the memory (GC heap) and turns status codes into
  * exceptions. The API and the results equal the pure-MicroPython twin
  * (micropython_modules/twin/snapuq.py); see snapuq.pyi and docs/MICROPYTHON.md.

@@ -29,22 +29,28 @@ BLOB_HEADER = 32
 # TFLite builtin operator codes and tensor types (schema.fbs)
 OP_ADD = 0
 OP_AVERAGE_POOL_2D = 1
+OP_CONCATENATION = 2
 OP_CONV_2D = 3
 OP_DEPTHWISE_CONV_2D = 4
 OP_FULLY_CONNECTED = 9
 OP_LOGISTIC = 14
 OP_MAX_POOL_2D = 17
+OP_RELU = 19
+OP_RELU6 = 21
 OP_RESHAPE = 22
 OP_SOFTMAX = 25
 OP_MEAN = 40
 OP_SQUEEZE = 43
+OP_EXPAND_DIMS = 70
 OP_QUANTIZE = 114
 _OP_NAMES = {
     OP_ADD: "ADD", OP_AVERAGE_POOL_2D: "AVERAGE_POOL_2D", OP_CONV_2D: "CONV_2D",
     OP_DEPTHWISE_CONV_2D: "DEPTHWISE_CONV_2D", OP_FULLY_CONNECTED: "FULLY_CONNECTED",
     OP_LOGISTIC: "LOGISTIC", OP_MAX_POOL_2D: "MAX_POOL_2D", OP_RESHAPE: "RESHAPE",
     OP_SOFTMAX: "SOFTMAX", OP_MEAN: "MEAN", OP_SQUEEZE: "SQUEEZE", OP_QUANTIZE: "QUANTIZE",
+    OP_CONCATENATION: "CONCATENATION", OP_RELU: "RELU", OP_RELU6: "RELU6", OP_EXPAND_DIMS: "EXPAND_DIMS",
 }
+_SHAPE_OPS = (OP_RESHAPE, OP_SQUEEZE, OP_EXPAND_DIMS)  # bytes unchanged
 T_FLOAT32 = 0
 T_INT32 = 2
 T_INT64 = 4
@@ -219,6 +225,29 @@ def _f32_parts(x):
     return sign * m, e - 150
 
 
+def _div_nearest(nm, dm, bits):
+    """nm / dm (positive integers) rounded to `bits` significant bits, nearest-even, as an IEEE
+    division rounds: (q, k) with 2**(bits-1) <= q <= 2**bits and nm / dm ~ q * 2**-k."""
+    # quotient Q = floor(nm * 2**k / dm) with 2**bits <= Q < 2**(bits+1) (one guard bit)
+    k = bits + 1 - (_bitlen(nm) - _bitlen(dm))
+    while True:
+        num = nm << k if k >= 0 else nm >> -k  # k < 0 never loses bits: nm is small
+        q, r = divmod(num, dm)
+        if q >= (1 << (bits + 1)):
+            k -= 1
+            continue
+        if q < (1 << bits):
+            k += 1
+            continue
+        break
+    # drop the guard bit, nearest-even (sticky = remainder)
+    low = q & 1
+    q >>= 1
+    if low and (r or (q & 1)):
+        q += 1
+    return q, k - 1
+
+
 def _quantize_ratio(nm, ne, dm, de):
     """TFLite QuantizeMultiplier((double)(nm*2**ne) / (double)(dm*2**de)), integers only.
 
@@ -230,24 +259,8 @@ def _quantize_ratio(nm, ne, dm, de):
         if nm == 0:
             return 0, 0
         raise _err("model has a non-positive quantization scale")
-    # quotient Q = floor(nm * 2**k / dm) with 2**53 <= Q < 2**54 (one guard bit), then round
-    k = 54 - (_bitlen(nm) - _bitlen(dm))
-    while True:
-        num = nm << k if k >= 0 else nm >> -k  # k < 0 never loses bits: nm is small
-        q, r = divmod(num, dm)
-        if q >= (1 << 54):
-            k -= 1
-            continue
-        if q < (1 << 53):
-            k += 1
-            continue
-        break
-    # round Q to 53 significant bits, nearest-even (sticky = remainder)
-    low = q & 1
-    q >>= 1
-    if low and (r or (q & 1)):
-        q += 1
-    exp2 = ne - de - k + 1  # value = q * 2**exp2, 2**52 <= q <= 2**53
+    q, k = _div_nearest(nm, dm, 53)  # the quotient as a double: q * 2**-k
+    exp2 = ne - de - k  # value = q * 2**exp2, 2**52 <= q <= 2**53
     if q == (1 << 53):
         q >>= 1
         exp2 += 1
@@ -277,22 +290,8 @@ def _f32_div_round(a, b):
     am, bm = abs(am), abs(bm)
     if am == 0:
         return 0
-    k = 25 - (_bitlen(am) - _bitlen(bm))
-    while True:
-        num = am << k if k >= 0 else am >> -k
-        q, r = divmod(num, bm)
-        if q >= (1 << 25):
-            k -= 1
-            continue
-        if q < (1 << 24):
-            k += 1
-            continue
-        break
-    low = q & 1
-    q >>= 1
-    if low and (r or (q & 1)):
-        q += 1
-    e = ae - be - k + 1  # float32 quotient = q * 2**e
+    q, k = _div_nearest(am, bm, 24)  # the quotient as a float32: q * 2**-k
+    e = ae - be - k  # float32 quotient = q * 2**e
     if e >= 0:
         v = q << e
     else:
@@ -711,10 +710,34 @@ class Interpreter:
                 raise _err("op %s: output shape %r, expected %r" % (name, y.shape, (1, oh, ow, ch)))
             op.lo, op.hi = _act_range(act, sy, zy)
             op.dims = (ih, iw, ch, fh, fw, oh, ow)
-        elif c in (OP_RESHAPE, OP_SQUEEZE):
+        elif c in _SHAPE_OPS:
             x, y = T[op.ins[0]], T[op.outs[0]]
-            if _numel(x.shape) != _numel(y.shape):
-                raise _err("op %s: %r -> %r changes the element count" % (name, x.shape, y.shape))
+            if x.type != T_INT8 or _numel(x.shape) != _numel(y.shape):
+                raise _err("op %s: %r -> %r changes the element count or type" % (name, x.shape, y.shape))
+            if c == OP_EXPAND_DIMS:
+                ax = T[op.ins[1]] if len(op.ins) == 2 and op.ins[1] >= 0 else None
+                if ax is None or ax.data is None or ax.type != T_INT32 or len(ax.data) != 1:
+                    raise _err("op EXPAND_DIMS: axis must be one constant int32")
+                a = ax.data[0] + (len(x.shape) + 1 if ax.data[0] < 0 else 0)
+                if not 0 <= a <= len(x.shape) or tuple(y.shape) != tuple(x.shape[:a]) + (1,) + tuple(x.shape[a:]):
+                    raise _err("op EXPAND_DIMS: output shape %r for axis %d of %r" % (y.shape, ax.data[0], x.shape))
+        elif c == OP_CONCATENATION:
+            self._prepare_concat(fb, op)
+        elif c in (OP_RELU, OP_RELU6):
+            x, y = T[op.ins[0]], T[op.outs[0]]
+            if tuple(x.shape) != tuple(y.shape) or x.type != T_INT8:
+                raise _err("op %s: needs an int8 input of the output's shape" % name)
+            sx, zx = self._q(op.ins[0])
+            sy, zy = self._q(op.outs[0])
+            if c == OP_RELU:  # TFLM ReluQuantized: requantize s_in / s_out, clamp [zp_out, 127]
+                op.mult, op.shift = quantize_multiplier(sx, 1.0, sy)
+                op.zx, op.zy = zx, zy
+                op.lo, op.hi = max(-128, zy), 127
+            else:  # TFLM RELU6 clamps the input codes to [zp, q(6)]: only right when out == in
+                if sx != sy or zx != zy:
+                    raise _err("op RELU6: output quantized unlike its input")
+                op.mult = None
+                op.lo, op.hi = _act_range(3, sx, zx)
         elif c == OP_MEAN:
             self._prepare_mean(op)
         elif c == OP_SOFTMAX:
@@ -774,25 +797,71 @@ class Interpreter:
 
     def _prepare_mean(self, op):
         T = self.tensors
+        if len(op.ins) != 2 or op.ins[1] < 0:
+            raise _err("op MEAN: needs input and axis")
         x, ax, y = T[op.ins[0]], T[op.ins[1]], T[op.outs[0]]
-        if ax.data is None or len(x.shape) != 4:
-            raise _err("op MEAN: needs a 4-D input and constant axes")
-        axes = sorted(set((a + 4) % 4 for a in ax.data))
-        if axes != [1, 2]:
-            raise _err("op MEAN: only the spatial mean (axes 1, 2) is supported, got %r" % (axes,))
+        nd = len(x.shape)
+        if ax.data is None or ax.type != T_INT32 or not 1 <= nd <= 4:
+            raise _err("op MEAN: needs a 1-D to 4-D input and constant int32 axes")
+        if not ax.data or any(not -nd <= a < nd for a in ax.data):
+            raise _err("op MEAN: axes %r out of range for %d-D input" % (list(ax.data), nd))
+        axes = sorted(set((a + nd) % nd for a in ax.data))
         sx, zx = self._q(op.ins[0])
         sy, zy = self._q(op.outs[0])
-        _, ih, iw, ch = x.shape
-        if _numel(y.shape) != ch:
+        kept = [x.shape[k] for k in range(nd) if k not in axes]
+        if _numel(y.shape) != _numel(kept):
             raise _err("op MEAN: output shape %r" % (y.shape,))
-        op.dims = (ih, iw, ch)
+        n = _numel([x.shape[k] for k in axes])
+        if nd == 4 and axes == [1, 2]:
+            op.dims = (x.shape[1], x.shape[2], x.shape[3])
+            op.gen = None
+        else:  # any other axes: output index of every input element (input order)
+            op.dims = None
+            strides = []
+            m = 1
+            for k in range(nd - 1, -1, -1):
+                strides.insert(0, 0 if k in axes else m)
+                m *= 1 if k in axes else x.shape[k]
+            idx = [0]
+            for k in range(nd):
+                idx = [i + j * strides[k] for i in idx for j in range(x.shape[k])]
+            op.gen = (idx, _numel(kept), n)
         op.zx, op.zy = zx, zy
         # TFLM int8 MEAN: multiplier of s_in/s_out with 1/n folded in (floor(log2 n) extra bits)
-        n = ih * iw
         m, sh = quantize_multiplier(sx, 1.0, sy)
         extra = min(_bitlen(n) - 1, 32, 31 + sh)
         op.mult = (m << extra) // n
         op.shift = sh - extra
+
+    def _prepare_concat(self, fb, op):
+        T = self.tensors
+        y = T[op.outs[0]]
+        nd = len(y.shape)
+        axis = fb.scalar(op.opt, 0, "i32", 0) if op.opt else 0
+        act = fb.scalar(op.opt, 1, "u8", 0) if op.opt else 0
+        if act:
+            raise _err("op CONCATENATION: fused activation is not supported")
+        if not 2 <= len(op.ins) <= 3:
+            raise _err("op CONCATENATION: needs 2 or 3 inputs")
+        axis += nd if axis < 0 else 0
+        if not 0 <= axis < nd:
+            raise _err("op CONCATENATION: axis out of range")
+        sy, zy = self._q(op.outs[0])
+        total = 0
+        for i in op.ins:
+            x = T[i] if i >= 0 else None
+            if x is None or x.data is not None or x.type != T_INT8:
+                raise _err("op CONCATENATION: inputs must be int8 activations")
+            if self._q(i) != (sy, zy):
+                raise _err("op CONCATENATION: inputs quantized differently from the output")
+            if len(x.shape) != nd or any(x.shape[k] != y.shape[k] for k in range(nd) if k != axis):
+                raise _err("op CONCATENATION: shape %r does not fit %r" % (x.shape, y.shape))
+            total += x.shape[axis]
+        if total != y.shape[axis]:
+            raise _err("op CONCATENATION: output size mismatch")
+        base = _numel(y.shape[axis + 1:])
+        op.outer = _numel(y.shape[:axis])
+        op.chunks = [T[i].shape[axis] * base for i in op.ins]
 
     def _prepare_logistic(self, op):
         T = self.tensors
@@ -860,8 +929,12 @@ class Interpreter:
                 r = self._maxpool(op, a)
             elif c == OP_AVERAGE_POOL_2D:
                 r = self._avgpool(op, a)
-            elif c in (OP_RESHAPE, OP_SQUEEZE):
+            elif c in _SHAPE_OPS:
                 r = a
+            elif c == OP_CONCATENATION:
+                r = self._concat(op, [vals[i] for i in op.ins])
+            elif c in (OP_RELU, OP_RELU6):
+                r = self._relu(op, a)
             elif c == OP_MEAN:
                 r = self._mean(op, a)
             elif c == OP_SOFTMAX:
@@ -878,29 +951,35 @@ class Interpreter:
             vals[op.outs[0]] = r
         return {i: vals[i] for i in self.outputs}
 
+    @staticmethod
+    def _taps(op, oy, ox, wc):
+        """The valid taps of output pixel (oy, ox) of a CONV_2D / DEPTHWISE_CONV_2D window:
+        (input offset, filter offset) pairs, taps outside the input (padding) left out; wc is the
+        filter's channel stride (in channels for CONV_2D, out channels for DEPTHWISE)."""
+        ih, iw, ic, fh, fw = op.dims[:5]
+        y0 = oy * op.sh - op.pt
+        x0 = ox * op.sw - op.pl
+        rows = []
+        for ky in range(fh):
+            iy = y0 + ky * op.dh
+            if 0 <= iy < ih:
+                for kx in range(fw):
+                    ix = x0 + kx * op.dw_
+                    if 0 <= ix < iw:
+                        rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * wc))
+        return rows
+
     def _conv(self, op, x):
-        ih, iw, ic, fh, fw, oh, ow, oc = op.dims
-        sh, sw, dh, dw, pt, pl = op.sh, op.sw, op.dh, op.dw_, op.pt, op.pl
-        w = op_w = self.tensors[op.ins[1]].data
-        del op_w
+        ic, fh, fw, oh, ow, oc = op.dims[2:]
+        w = self.tensors[op.ins[1]].data
         bias, mult, shift = op.bias, op.mult, op.shift
         ioff, ooff, lo, hi = op.in_off, op.out_off, op.lo, op.hi
         y = array.array("b", bytes(oh * ow * oc))
         fstride = fh * fw * ic
         yi = 0
         for oy in range(oh):
-            y0 = oy * sh - pt
             for ox in range(ow):
-                x0 = ox * sw - pl
-                # the valid taps of this window: (input offset, filter offset) pairs per row
-                rows = []
-                for ky in range(fh):
-                    iy = y0 + ky * dh
-                    if 0 <= iy < ih:
-                        for kx in range(fw):
-                            ix = x0 + kx * dw
-                            if 0 <= ix < iw:
-                                rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * ic))
+                rows = self._taps(op, oy, ox, ic)
                 for o in range(oc):
                     acc = 0
                     fb_ = o * fstride
@@ -914,25 +993,16 @@ class Interpreter:
         return y
 
     def _dwconv(self, op, x):
-        ih, iw, ic, fh, fw, oh, ow, oc = op.dims
-        sh, sw, dh, dw, pt, pl, dm = op.sh, op.sw, op.dh, op.dw_, op.pt, op.pl, op.dm
+        oh, ow, oc = op.dims[5:]
+        dm = op.dm
         w = self.tensors[op.ins[1]].data
         bias, mult, shift = op.bias, op.mult, op.shift
         ioff, ooff, lo, hi = op.in_off, op.out_off, op.lo, op.hi
         y = array.array("b", bytes(oh * ow * oc))
         yi = 0
         for oy in range(oh):
-            y0 = oy * sh - pt
             for ox in range(ow):
-                x0 = ox * sw - pl
-                rows = []
-                for ky in range(fh):
-                    iy = y0 + ky * dh
-                    if 0 <= iy < ih:
-                        for kx in range(fw):
-                            ix = x0 + kx * dw
-                            if 0 <= ix < iw:
-                                rows.append(((iy * iw + ix) * ic, (ky * fw + kx) * oc))
+                rows = self._taps(op, oy, ox, oc)
                 for o in range(oc):
                     ci = o // dm
                     acc = 0
@@ -1014,7 +1084,36 @@ class Interpreter:
                 yi += 1
         return y
 
+    def _concat(self, op, xs):
+        y = array.array("b")
+        for k in range(op.outer):
+            for x, n in zip(xs, op.chunks):
+                y.extend(x[k * n:(k + 1) * n])
+        return y
+
+    def _relu(self, op, x):
+        n = len(x)
+        lo, hi = op.lo, op.hi
+        if op.mult is None:  # RELU6: clamp the codes
+            return array.array("b", [lo if v < lo else (hi if v > hi else v) for v in x])
+        y = array.array("b", bytes(n))
+        m, s, zx, zy = op.mult, op.shift, op.zx, op.zy
+        for i in range(n):
+            v = mbqm(x[i] - zx, m, s) + zy
+            y[i] = lo if v < lo else (hi if v > hi else v)
+        return y
+
     def _mean(self, op, x):
+        if op.gen is not None:
+            idx, n_out, n = op.gen
+            acc = [-op.zx * n] * n_out
+            for i in range(len(idx)):
+                acc[idx[i]] += x[i]
+            y = array.array("b", bytes(n_out))
+            for k in range(n_out):
+                v = mbqm(acc[k], op.mult, op.shift) + op.zy
+                y[k] = -128 if v < -128 else (127 if v > 127 else v)
+            return y
         ih, iw, ch = op.dims
         n = ih * iw
         mult, shift, zy = op.mult, op.shift, op.zy
@@ -1119,7 +1218,7 @@ class Interpreter:
             last[i] = n
         alias = {}
         for op in self.ops:
-            if op.code in (OP_RESHAPE, OP_SQUEEZE):
+            if op.code in _SHAPE_OPS:
                 alias[op.outs[0]] = alias.get(op.ins[0], op.ins[0])
         life = {}
         for i in first:

@@ -92,47 +92,17 @@ def run_model_c(binary: Path, tflite: bytes,
     return info, outs
 
 
-def tflm_interpreter(tflite: bytes, arena_size: int = 1 << 22) -> Any:
-    from tflite_micro.python.tflite_micro import runtime
-    return runtime.Interpreter.from_bytes(tflite, arena_size=arena_size)
-
-
 def run_model_tflm(tflite: bytes, inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
-    it = tflm_interpreter(tflite)
-    n_out = tflm_outputs_count(tflite)
-    res = []
-    for x in inputs:
-        it.set_input(np.ascontiguousarray(x, dtype=np.int8), 0)
-        it.invoke()
-        res.append([np.array(it.get_output(i)) for i in range(n_out)])
-    return res
+    """Every output of TFLM (the oracle, through snapuq.export.tflm) for each input."""
+    from snapuq.export.tflm import TFLMInterpreter
+    it = TFLMInterpreter(tflite, arena_size=1 << 22)
+    return [it.invoke(x) for x in inputs]
 
 
-def tflm_outputs_count(tflite: bytes) -> int:
-    import tflite as tfl
-    m = tfl.Model.GetRootAsModel(tflite, 0)
-    return m.Subgraphs(0).OutputsLength()
-
-
-def tflm_min_arena(tflite: bytes, x: np.ndarray, lo: int = 256, hi: int = 1 << 22) -> int:
+def tflm_min_arena(tflite: bytes, x: np.ndarray) -> int:
     """Smallest arena_size (bytes, 16-byte granularity) with which TFLM allocates and invokes."""
-    def ok(n: int) -> bool:
-        try:
-            it = tflm_interpreter(tflite, n)
-            it.set_input(np.ascontiguousarray(x, dtype=np.int8), 0)
-            it.invoke()
-            return True
-        except Exception:  # noqa: BLE001 - TFLM raises RuntimeError/ValueError on allocation failure
-            return False
-    if not ok(hi):
-        raise RuntimeError("TFLM cannot run the model even with the largest arena")
-    while hi - lo > 16:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    from snapuq.export.tflm import arena_bytes
+    return arena_bytes(tflite, np.ascontiguousarray(x, dtype=np.int8))
 
 
 def convert_int8(model: Any, rep: Callable[[], Any] | np.ndarray) -> bytes:

@@ -5,7 +5,8 @@
  * paddings, channel counts that are and are not multiples of 4, more channels than one
  * accumulation chunk, offsets, activation ranges, per-channel multipliers and shifts of both signs,
  * INT32_MIN multipliers) run through snapuq_*_dsp and snapuq_*_ref; every output byte must agree.
- * MEAN over H and W (its dedicated path, SIMD on DSP cores) is checked against the generic MEAN,
+ * MEAN over H and W (the reference's dedicated path and the DSP kernel) is checked against the
+ * generic MEAN,
  * ADD (SMLAL requantization) against TFLM's arithmetic written with the reference primitives.
  * The reference kernels are themselves checked against tflite-micro by the model tests, so this
  * extends TFLM bit-exactness to the DSP kernels over far more shapes than the model tests build.
@@ -267,51 +268,69 @@ static int fc_case(int32_t case_no)
     }
 }
 
-/* MEAN over H, W of NHWC (the dedicated path) == the same reduction written as MEAN over one axis of
- * [1, B, H*W, C] (the generic path) */
+/* MEAN over H, W of NHWC: the reference's dedicated path and the DSP kernel (SIMD lane sums,
+ * lane requantization, 128-pixel passes) == the same reduction written as MEAN over one axis of
+ * [1, B, H*W, C] (the reference's generic path) */
 static int mean_case(int32_t case_no)
 {
-    snapuq_mean_args_t a;
-    int32_t out_n;
+    snapuq_mean_args_t a, g;
+    int32_t out_n, n_in, k;
     memset(&a, 0, sizeof a);
     a.dims[0] = range(1, 2);
     a.dims[1] = range(1, 24);
     a.dims[2] = range(1, 24);
     a.dims[3] = range(1, 70);
-    if (range(0, 5) == 0) {
-        a.dims[1] = range(16, 40); /* long sums: more than 255 pixels per lane flush */
+    k = range(0, 7);
+    if (k == 0) {
+        a.dims[1] = range(16, 40); /* long sums: several 128-pixel lane passes */
         a.dims[2] = range(8, 16);
+    } else if (k == 1) {
+        a.dims[1] = 1 << range(0, 3); /* 128 +- 1 pixels: the pass boundary */
+        a.dims[2] = 128 / a.dims[1] + range(-1, 1);
+    } else if (k == 2) {
+        a.dims[1] = range(1, 3); /* tiny maps (2x2x64 in the digits model) */
+        a.dims[2] = range(1, 3);
     }
-    if (a.dims[0] * a.dims[1] * a.dims[2] * a.dims[3] > MAX_IN) {
+    n_in = a.dims[0] * a.dims[1] * a.dims[2] * a.dims[3];
+    if (n_in > MAX_IN) {
         return -1;
     }
     out_n = a.dims[0] * a.dims[3];
-    fill(in_buf, a.dims[0] * a.dims[1] * a.dims[2] * a.dims[3]);
+    fill(in_buf, n_in);
     a.in = in_buf;
     a.in_zp = range(-128, 127);
     a.out_zp = range(-128, 127);
+    if (range(0, 5) == 0) {
+        /* extreme sums: every input at one end, the zero point at the other */
+        const int32_t hi = range(0, 1);
+        memset(in_buf, hi ? 127 : -128, (size_t)n_in);
+        a.in_zp = hi ? -128 : 127;
+    }
     a.mult = (int32_t)(0x40000000u + (rnd() & 0x3FFFFFFFu));
     a.shift = range(-3, 3);
     a.reduce[1] = 1;
     a.reduce[2] = 1;
+    g = a;
+    g.dims[0] = 1;
+    g.dims[1] = a.dims[0];
+    g.dims[2] = a.dims[1] * a.dims[2];
+    g.dims[3] = a.dims[3];
+    g.reduce[1] = 0;
+    g.reduce[2] = 1;
+    g.out = out_ref;
     memset(out_ref, 0x55, (size_t)out_n);
-    memset(out_dsp, 0x2A, (size_t)out_n);
-    a.out = out_dsp;
-    snapuq_mean_ref(&a); /* dedicated H, W path */
+    snapuq_mean_ref(&g); /* generic path */
     {
-        snapuq_mean_args_t g = a;
-        g.dims[0] = 1;
-        g.dims[1] = a.dims[0];
-        g.dims[2] = a.dims[1] * a.dims[2];
-        g.dims[3] = a.dims[3];
-        g.reduce[1] = 0;
-        g.reduce[2] = 1;
-        g.out = out_ref;
-        snapuq_mean_ref(&g); /* generic path */
-    }
-    {
-        const int32_t dims[] = {a.dims[0], a.dims[1], a.dims[2], a.dims[3], a.shift};
-        return report("mean", case_no, dims, 5, out_n);
+        const int32_t dims[] = {a.dims[0], a.dims[1], a.dims[2], a.dims[3], a.shift, a.in_zp};
+        memset(out_dsp, 0x2A, (size_t)out_n);
+        a.out = out_dsp;
+        snapuq_mean_ref(&a); /* the reference's dedicated H, W path */
+        if (report("mean-ref", case_no, dims, 6, out_n)) {
+            return 1;
+        }
+        memset(out_dsp, 0x2A, (size_t)out_n);
+        snapuq_mean_dsp(&a); /* the DSP kernel */
+        return report("mean-dsp", case_no, dims, 6, out_n);
     }
 }
 

@@ -1,16 +1,14 @@
 /*
  * run_snap.c - host test driver for the SNAP core (built by tests/host/test_c_snap.py).
  *
- *   run_snap score CONFIG.bin RECORDS.bin OUT.bin   integer scoring, FIXED_POINT.md v2
+ *   run_snap score MODEL.snapuq RECORDS.bin OUT.bin integer scoring, FIXED_POINT.md v2
  *   run_snap fit SAMPLES.bin                        logistic fit; prints JSON
  *   run_snap welford VALUES.bin                     Welford over float32 values (one tap per
  *                                                   column: first int32 = taps); prints JSON
  *   run_snap monitor STREAM.bin                     drift monitor; prints JSON
  *
- * CONFIG.bin (little-endian int32 unless noted): n_taps, n_classes, variant, hinge, conf_a_q16,
- *   per tap: d, z_a, z_mu, z_v, k_a, k_mu, lut_shift, p_m, p_n, q_m, q_n, r_q16, lut[256];
- *   params: w_q16[n_taps], hinge_q_q16, hinge_m, hinge_n, b0_q16, b1_m, b1_n, b2_m, b2_n,
- *   u_threshold_q16; sigmoid_lut[513]; combine, alarm_k_q16, perr_lut[257].
+ * MODEL.snapuq: a model blob (docs/BLOB.md); the SNAP constants come from the core's blob reader
+ *   (snapuq_blob_open, snapuq_model_init, snapuq_blob_snap_config), as on a device.
  * RECORDS.bin: int32 N, then N records of int8: logits[C], probs[C], per tap a[d] mu[d] logvar[d].
  * OUT.bin: per record int32: ebar16[n_taps], s16[n_taps], S16, F16, m16, P16, A16, Z16, U16, pred,
  *   flag.
@@ -20,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "snapuq_blob.h"
+#include "snapuq_runtime.h"
 #include "snapuq_snap.h"
 
 static unsigned char *read_file(const char *path, size_t *len)
@@ -69,77 +69,27 @@ static float next_f32(rd_t *r)
     return f;
 }
 
-static int32_t g_luts[SNAPUQ_MAX_TAPS][256];
-static int32_t g_sig[513];
-static int32_t g_perr[SNAPUQ_PERR_LUT_LEN];
+static snapuq_model_t g_model;
 
-static int do_score(const char *cfg_path, const char *rec_path, const char *out_path)
+static int do_score(const char *blob_path, const char *rec_path, const char *out_path)
 {
     size_t len;
-    unsigned char *cfgb = read_file(cfg_path, &len), *recb;
+    unsigned char *blob = read_file(blob_path, &len), *recb;
     rd_t r;
+    snapuq_blob_t b;
     snapuq_snap_config_t cfg;
     snapuq_snap_params_t params;
+    const char *why = "";
     int32_t i, k, n;
     FILE *fo;
-    if (cfgb == NULL) {
+    if (blob == NULL) {
         return 66;
     }
-    r.p = cfgb;
-    r.left = len;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.spec_version = SNAPUQ_SNAP_SPEC_VERSION;
-    cfg.n_taps = (uint8_t)next_i32(&r);
-    cfg.n_classes = (uint16_t)next_i32(&r);
-    cfg.variant = (uint8_t)next_i32(&r);
-    cfg.hinge = (uint8_t)next_i32(&r);
-    cfg.conf_a_q16 = next_i32(&r);
-    if (cfg.n_taps > SNAPUQ_MAX_TAPS) {
-        return 65;
-    }
-    for (k = 0; k < cfg.n_taps; k++) {
-        snapuq_snap_tap_t *t = &cfg.taps[k];
-        t->d = (uint16_t)next_i32(&r);
-        t->z_a = next_i32(&r);
-        t->z_mu = next_i32(&r);
-        t->z_v = next_i32(&r);
-        t->k_a = next_i32(&r);
-        t->k_mu = next_i32(&r);
-        t->lut_shift = next_i32(&r);
-        t->p_m = next_i32(&r);
-        t->p_n = next_i32(&r);
-        t->q_m = next_i32(&r);
-        t->q_n = next_i32(&r);
-        t->r_q16 = next_i32(&r);
-        for (i = 0; i < 256; i++) {
-            g_luts[k][i] = next_i32(&r);
-        }
-        t->inv_sigma_lut = g_luts[k];
-    }
-    for (k = 0; k < cfg.n_taps; k++) {
-        cfg.defaults.w_q16[k] = next_i32(&r);
-    }
-    cfg.defaults.hinge_q_q16 = next_i32(&r);
-    cfg.defaults.hinge_m = next_i32(&r);
-    cfg.defaults.hinge_n = next_i32(&r);
-    cfg.defaults.b0_q16 = next_i32(&r);
-    cfg.defaults.b1_m = next_i32(&r);
-    cfg.defaults.b1_n = next_i32(&r);
-    cfg.defaults.b2_m = next_i32(&r);
-    cfg.defaults.b2_n = next_i32(&r);
-    cfg.defaults.u_threshold_q16 = next_i32(&r);
-    for (i = 0; i < 513; i++) {
-        g_sig[i] = next_i32(&r);
-    }
-    cfg.sigmoid_lut = g_sig;
-    cfg.combine = (uint8_t)next_i32(&r);
-    cfg.defaults.alarm_k_q16 = next_i32(&r);
-    for (i = 0; i < SNAPUQ_PERR_LUT_LEN; i++) {
-        g_perr[i] = next_i32(&r);
-    }
-    cfg.perr_lut = cfg.combine == SNAPUQ_COMBINE_PERR_ALARM ? g_perr : NULL;
-    if (snapuq_snap_check(&cfg) != SNAPUQ_OK || snapuq_snap_params_init(&cfg, &params) != SNAPUQ_OK) {
-        fprintf(stderr, "error: bad config\n");
+    if (snapuq_blob_open(&b, blob, len, &why) != SNAPUQ_OK ||
+        snapuq_model_init(&g_model, b.tflite, b.tflite_len) != SNAPUQ_OK ||
+        snapuq_blob_snap_config(&b, &g_model, &cfg, &why) != SNAPUQ_OK ||
+        snapuq_snap_params_init(&cfg, &params) != SNAPUQ_OK) {
+        fprintf(stderr, "error: bad blob: %s %s\n", why, snapuq_model_error(&g_model));
         return 3;
     }
     recb = read_file(rec_path, &len);
@@ -200,7 +150,7 @@ static int do_score(const char *cfg_path, const char *rec_path, const char *out_
     }
     fclose(fo);
     free(recb);
-    free(cfgb);
+    free(blob);
     return 0;
 }
 

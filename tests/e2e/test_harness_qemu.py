@@ -272,6 +272,46 @@ def test_firmware_built_for_another_model_is_rebuilt() -> None:
     assert elf2 == elf and elf.stat().st_mtime_ns != before and stamp.read_text() == good
 
 
+def test_relative_paths_are_taken_from_the_callers_directory(tmp_path: Path) -> None:
+    """--build-dir, --out and --model relative to the caller's cwd: the firmware is built there (not
+    under firmware/, where `make -C firmware` runs) and the run succeeds."""
+    stray = ROOT / "firmware" / "fw-rel"
+    shutil.rmtree(stray, ignore_errors=True)
+    cmd = [sys.executable, "-m", "snapuq.cli", "harness", "--port", "qemu:m4", "--limit", "3",
+           "--no-progress", "--model", os.path.relpath(MODEL, tmp_path), "--build-dir", "fw-rel",
+           "--out", "R"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    made_stray = stray.exists()
+    shutil.rmtree(stray, ignore_errors=True)
+    assert p.returncode == 0 and p.stderr.strip() == "", p.stdout + p.stderr
+    assert not made_stray
+    built = tmp_path / "fw-rel" / "qemu_m4"
+    assert (built / "firmware.elf").is_file() and (built / "model.sha256").is_file()
+    s = json.loads((tmp_path / "R" / "summary.json").read_text())
+    assert s["n"] == 3 and s["mismatches_vs_host"] == 0
+
+
+def test_model_too_big_for_the_board_is_the_firmwares_own_line(tmp_path: Path) -> None:
+    """A board image whose RAM pool is too small for the model (app buffers grown to leave ~5 KB of
+    pool on qemu_m4): the harness CLI exits 1 with one stderr line that carries the firmware's own
+    `e-arena need=N have=M msg=...` line verbatim (not "no model", not "QEMU exited")."""
+    import re
+
+    cdefs = "CDEFS=-USNAPUQ_APP_FIT_CAPACITY -DSNAPUQ_APP_FIT_CAPACITY=4400u"
+    make = ["make", "-C", str(ROOT / "firmware"), "qemu_m4", f"BUILD={BUILD}", f"MODEL={MODEL}",
+            "VARIANT=_arena_tiny", cdefs]
+    b = subprocess.run(make, capture_output=True, text=True, timeout=600)
+    assert b.returncode == 0, b.stderr[-2000:]
+    elf = BUILD / "qemu_m4_arena_tiny" / "firmware.elf"
+    p = _harness("--port", "qemu:m4", "--firmware", str(elf), "--limit", "2", "--out", str(tmp_path / "R"),
+                 check=False)
+    err = p.stderr.strip()
+    assert p.returncode == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, p.stderr
+    m = re.search(r'e-arena need=(\d+) have=(\d+) msg="model does not fit the board\'s RAM budget"$', err)
+    assert m and int(m.group(1)) > int(m.group(2)) > 0, err
+    assert "QEMU exited" not in err and not (tmp_path / "R" / "results.jsonl").exists()
+
+
 def test_uploaded_blob_gets_snap_bit_exact_with_host() -> None:
     """`model` upload of a .snapuq blob: the firmware reads the blob's SNAP section with the core
     blob reader and reports U for the uploaded model, equal to the host's integer reference. The

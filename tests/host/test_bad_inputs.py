@@ -49,7 +49,15 @@ def fx(tmp_path_factory) -> dict[str, Path]:
     (run_bad / "run.json").write_text("{oops")
     notelf = t / "fw.elf"
     notelf.write_text("hello")
-    return {"t": t, "file": f, "run_bad": run_bad, "notelf": notelf,
+    rng = np.random.default_rng(0)
+    x8 = rng.random((40, 8, 8, 1)).astype(np.float32)
+    x28 = rng.random((20, 28, 28, 1)).astype(np.float32)
+    y2, y10 = np.arange(40) % 2, np.arange(20) % 10
+    np.savez(t / "oneclass.npz", x_train=x8, y_train=0 * y2, x_test=x8[:10], y_test=0 * y2[:10])
+    np.savez(t / "emptytest.npz", x_train=x8, y_train=y2, x_test=x8[:0], y_test=y2[:0])
+    np.savez(t / "shape28.npz", x_train=x28, y_train=y10, x_test=x28, y_test=y10)
+    return {"t": t, "file": f, "run_bad": run_bad, "notelf": notelf, "one": t / "oneclass.npz",
+            "empty": t / "emptytest.npz", "s28": t / "shape28.npz",
             "badcfg": model_copy("badcfg", lambda d: (d / "config.json").write_text("{not json")),
             "badman": model_copy("badman", lambda d: (d / "snapuq.json").write_text("[1,2")),
             "wrongman": model_copy("wrongman", wrong_manifest)}
@@ -85,6 +93,12 @@ CASES = [
      "--severity"),
     ("harness unknown dataset", "harness --port qemu:m4 --model {M} --out {t}/o --dataset nosuch", "nosuch"),
     ("harness unknown option", "harness --port qemu:m4 --model {M} --out {t}/o --bogus", "--bogus"),
+    ("harness dataset shape vs model",
+     "harness --port qemu:m4 --model {M} --dataset {s28} --out {t}/o --limit 3", "expects (8, 8, 1)"),
+    ("harness --build-dir is a file", "harness --port qemu:m4 --model {M} --out {t}/o --build-dir {file}",
+     "--build-dir"),
+    ("harness --segment 0", "harness --port qemu:m4 --model {M} --out {t}/o --stream --segment 0",
+     "--segment"),
     ("eval --report is a file", "eval {M} --report {file}", "not a directory"),
     ("eval --report not writable", "eval {M} --report /proc/snapuq_eval", "not writable"),
     ("eval --limit -5", "eval {M} --report {t}/e --limit -5", "--limit"),
@@ -109,6 +123,16 @@ CASES = [
     ("train --rank 0", "train --dataset digits --out {t}/m --rank 0", "--rank"),
     ("train --batch-size 0", "train --dataset digits --out {t}/m --batch-size 0", "--batch-size"),
     ("train --epochs not a number", "train --dataset digits --out {t}/m --epochs x", "--epochs"),
+    ("train --lr -1", "train --dataset digits --out {t}/m --lr -1", "--lr"),
+    ("train single class", "train --dataset {one} --out {t}/m", "two classes"),
+    ("train empty test split", "train --dataset {empty} --out {t}/m", "test split is empty"),
+    ("eval --methods nosuch", "eval {M} --report {t}/e --methods nosuch", "nosuch"),
+    ("verify --n 0", "verify {M} --n 0", "--n"),
+    ("bench --boards nosuch", "bench --model {M} --out {t}/b.json --boards m9", "m9"),
+    ("calibrate no model dir", "calibrate {t}/nomodel", "nomodel"),
+    ("tokens --max-train 0", "tokens eval --dataset digits --out {t}/tk --max-train 0", "--max-train"),
+    ("tokens --max-train -5", "tokens eval --dataset digits --out {t}/tk --max-train -5", "--max-train"),
+    ("tokens --out is a file", "tokens eval --dataset digits --out {file}", "not a directory"),
     ("micropython no model", "micropython blob {t}/nomodel", "nomodel"),
     ("tokens bad action", "tokens {file}", "invalid choice"),
     ("unknown command", "nosuch", "nosuch"),

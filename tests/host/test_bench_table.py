@@ -4,6 +4,7 @@ against TFLM, the OOM parsing and the markdown layout. The QEMU runs of the full
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -155,3 +156,100 @@ def test_schedule_runs_heads_early_and_halves_the_keywords_arena() -> None:
     tflm = json.loads((KEYWORDS / "snapuq.json").read_text())["model"]["arena_bytes_tflm"]
     # 2 feature maps of 25x5x64 + the input + head vectors + per-channel tables: under half of TFLM's
     assert arena < tflm // 2
+
+
+DIGITS = ROOT / "models" / "digits"
+
+
+@pytest.mark.skipif(not (VARIANTS / "base.tflite").exists(), reason="models/digits/variants not exported")
+def test_table_command_writes_both_files_with_model_figures_labelled(tmp_path: Path, capsys) -> None:
+    """`snapuq bench --table` end to end on its smallest configuration (one QEMU cell, a few seconds):
+    both files written atomically (old results survive a failed run), modelled figures labelled."""
+    from snapuq.cli import main
+
+    out = tmp_path / "t.json"
+    md = tmp_path / "t.md"
+    common = ["--table-boards", "small", "--no-real-link", "--out", str(out), "--build-dir", str(BUILD)]
+    out.write_text("old\n")
+    md.write_text("old\n")
+    # a failing run (an unknown workload) leaves the previous results as they were
+    assert main(["bench", "--table", "--workloads", "digits,nosuch", *common]) == 1
+    assert "nosuch" in capsys.readouterr().err
+    assert out.read_text() == "old\n" and md.read_text() == "old\n"
+
+    rc = main(
+        ["bench", "--table", "--workloads", "digits", "--methods", "base", "--check-inputs", "1",
+         "--repeats", "1", *common]
+    )  # fmt: skip
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "[1/1] digits small BASE: flash" in err  # progress, one line per cell
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json", "t.md"]  # no temporary files left
+    rep = json.loads(out.read_text())
+    (c,) = rep["rows"]
+    assert c["status"] == "ok" and c["mismatches_vs_tflm"] == 0 and c["checked_inputs"] == 1
+    # measured: flash, RAM parts, QEMU instructions; modelled: latency and energy, and said so
+    assert c["flash"] > 0 and c["ram"]["peak"] == c["ram"]["static"] + c["ram"]["arena"] + c["ram"][
+        "input"
+    ] + c["ram"]["stack_peak"]
+    assert c["instructions"]["total"] > 1e5
+    assert c["model"]["source"].startswith("model:") and rep["latency_energy"].startswith("model:")
+    assert "not cycles" in rep["instructions_unit"]
+    text = md.read_text()
+    head = text.splitlines()[0]
+    assert "latency ms (model)" in head and "energy mJ (model)" in head and "instr/inf (QEMU)" in head
+    assert text.splitlines()[2].startswith("| Small-MCU (STM32L432KC, M4) | digits | BASE |")
+    assert "not linked (--no-real-link)" in text
+
+
+def test_core_sources_use_no_board_or_app_define() -> None:
+    """firmware/Makefile shares one set of core objects between every image with the same CPU, kernels
+    and capacities (BUILD/core-<checksum>): that holds only while the core tests no board/app/model define."""
+    import re
+
+    core = ROOT / "firmware" / "core"
+    bad = re.compile(r"\bSNAPUQ_(BOARD|CPU_\w+|STM32\w*|QEMU_\w+|APP_\w+)\b")
+    hits = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in sorted(core.rglob("*"))
+        if p.suffix in (".c", ".h")
+        for m in bad.finditer(p.read_text())
+    ]
+    assert hits == []
+
+
+def test_data_dir_for_every_workload_or_per_workload() -> None:
+    from snapuq.bench_table import _data_dirs
+    from snapuq.errors import SnapuqError
+
+    assert _data_dirs(None, ["digits", "resnet8"]) == {"digits": None, "resnet8": None}
+    assert _data_dirs("/d", ["digits", "resnet8"]) == {"digits": "/d", "resnet8": "/d"}
+    assert _data_dirs("resnet8=/c", ["digits", "resnet8"]) == {"digits": None, "resnet8": "/c"}
+    with pytest.raises(SnapuqError, match="nosuch=/x"):
+        _data_dirs("nosuch=/x", ["digits", "resnet8"])
+
+
+def test_paper_side_by_side_and_snap_overhead() -> None:
+    from snapuq.bench_table import paper_markdown
+
+    def ok(method: str, flash: int, peak: int, instr: float) -> dict:
+        return {
+            "status": "ok",
+            "board": "big",
+            "workload": "keywords",
+            "method": method,
+            "flash": flash,
+            "ram": {"peak": peak},
+            "instructions": {"total": instr},
+            "model": {"latency_ms": instr / 216e3},
+        }
+
+    deep = {"status": "OOM", "board": "big", "workload": "keywords", "method": "deep", "oom_source": "link",
+            "link_error": ["region FLASH overflowed by 1 bytes"], "available": {}}  # fmt: skip
+    rep = {"rows": [ok("base", 100 * 1024, 30 * 1024, 1e6), ok("snap", 150 * 1024, 36 * 1024, 1.02e6), deep]}
+    md = paper_markdown(rep)
+    assert "| BASE | 220 | 100.0 | 84 | 30.0 | 60 | 4.6 | 1,000,000 |" in md
+    assert "| DEEP | 290 | **OOM** (link: region FLASH overflowed by 1 bytes)" in md
+    assert "flash +50.0 KB (+50 %), peak RAM +6.0 KB (+20 %), instructions +20,000 (+2.0 %)" in md
+    assert "Paper: SNAP 182 vs BASE 220 KB flash, 70 vs 84 KB RAM, 52 vs 60 ms." in md
+    assert paper_markdown({"rows": []}) == ""

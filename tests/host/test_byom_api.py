@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapuq.api import UnsupportedModelError, attach, check_model, default_taps, logits_backbone
+from snapuq.api import UnsupportedModelError, attach, check_model, default_taps, logits_backbone, tflite_ops
 from snapuq.cli import main
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -59,13 +59,12 @@ def test_lambda_and_other_unsupported_layers_are_refused():
         with pytest.raises(UnsupportedModelError) as e:
             check_model(m)
         assert f"'{lay.name}'" in _one_line(e.value) and op in str(e.value)
-    # a ReLU after a Concatenate cannot fuse: a standalone RELU, which the core does not have
-    i = keras.Input((8, 4))
-    a = layers.Conv1D(4, 3, padding="same", activation="relu")(i)
-    c = layers.ReLU(name="cat_relu")(layers.Concatenate(name="cat")([a, i]))
-    m = keras.Model(i, layers.Dense(3)(layers.GlobalAveragePooling1D()(c)))
-    with pytest.raises(UnsupportedModelError, match="'cat_relu' .*standalone RELU"):
-        check_model(m)
+    # a ReLU clipped at another value than 6 needs MINIMUM; a thresholded one GREATER + SELECT
+    for lay, op in [(layers.ReLU(max_value=4.0, name="r4"), "MINIMUM"),
+                    (layers.ReLU(threshold=0.5, name="rt"), "SELECT")]:  # fmt: skip
+        with pytest.raises(UnsupportedModelError) as e:
+            check_model(_seq(layers.Dense(8), lay, layers.Dense(3)))
+        assert f"'{lay.name}'" in _one_line(e.value) and op in str(e.value)
     # a BatchNorm that cannot fold into a convolution (after a ReLU) would need MUL + ADD
     m = _seq(layers.Dense(8, activation="relu"), layers.BatchNormalization(name="late_bn"), layers.Dense(3))
     with pytest.raises(UnsupportedModelError, match="late_bn.*MUL"):
@@ -132,8 +131,7 @@ def test_attach_fit_on_tf_dataset_and_explicit_taps():
 
 
 def test_converted_ops_are_checked_against_the_core():
-    """A Concatenate followed by a ReLU converts to a standalone RELU the layer rules let through when the
-    core has it; the conversion check names whatever operator is missing."""
+    """The conversion check lists the converter's operators, all of them in the core's set."""
     from snapuq.api import CORE_OPS, check_converted_ops
 
     m = BM.sensor_cnn()
@@ -199,6 +197,73 @@ def test_concatenate_runs_in_the_core_bit_exact_with_tflm(rank):
     diff = 0
     for s in range(10):
         x = np.random.default_rng(s).normal(size=(1, *shape)).astype(np.float32)
+        xq = quantize_input(x, inp.scale, inp.zero_point)
+        r, t = cm.invoke(xq), ip.invoke(xq)
+        diff += sum(int(np.count_nonzero(v.reshape(-1) != t[om[n]["index"]].reshape(-1)))
+                    for n, v in r.items())  # fmt: skip
+    assert diff == 0
+
+
+def test_standalone_relu_and_relu6_run_in_the_core_bit_exact_with_tflm(monkeypatch):
+    """A ReLU / ReLU(6) that no producer can fuse (after a Concatenate, on the input) is accepted and becomes
+    a standalone RELU / RELU6 operator. The converter quantizes a standalone RELU6's output on its own range
+    (at most [0, 6]); TFLM's RELU6 ignores that quantization (it clamps the input codes), so export writes
+    the operator as RELU (export.convert.relu6_as_relu): on all 256 input codes TFLite on the converter's
+    file == TFLM on the exported one == the host C core, while TFLM on the converter's file differs. The
+    core refuses the converter's RELU6 with one line."""
+    import keras
+    import tensorflow as tf
+    from keras import layers
+
+    import snapuq.export.convert as cv
+    from snapuq.api import _convert, check_converted_ops
+    from snapuq.ccore import CoreModel
+    from snapuq.errors import ModelFormatError
+    from snapuq.export.convert import quantize_input
+    from snapuq.export.tflm import TFLMInterpreter
+
+    keras.utils.set_random_seed(1)
+    # one RELU6 over every int8 code
+    i = keras.Input((256,))
+    one = keras.Model(i, layers.ReLU(6.0)(i))
+    rep = np.random.default_rng(0).normal(size=(16, 256)).astype(np.float32) * 3  # range about +-9
+    exported = cv.convert_keras(one, rep)
+    with monkeypatch.context() as mp:
+        mp.setattr(cv, "relu6_as_relu", lambda b: b)
+        converted = cv.convert_keras(one, rep)
+    assert cv.relu6_as_relu(converted) == exported != converted and len(exported) == len(converted)
+    assert "RELU6" in [o for o, _ in tflite_ops(converted)] and "RELU" in [o for o, _ in tflite_ops(exported)]
+    x = np.arange(-128, 128).astype(np.int8).reshape(1, 256)
+    lite = tf.lite.Interpreter(model_content=converted)
+    lite.allocate_tensors()
+    lite.set_tensor(lite.get_input_details()[0]["index"], x)
+    lite.invoke()
+    ref = lite.get_tensor(lite.get_output_details()[0]["index"]).reshape(-1)
+    assert len(np.unique(ref)) > 60   # requantized codes between the two clamps
+    tflm = TFLMInterpreter(exported).invoke(x)[0].reshape(-1)
+    core = next(iter(CoreModel(exported).invoke(x).values())).reshape(-1)
+    assert np.array_equal(ref, tflm) and np.array_equal(ref, core)
+    assert np.count_nonzero(TFLMInterpreter(converted).invoke(x)[0].reshape(-1) != ref) > 200
+    with pytest.raises(ModelFormatError) as e:
+        CoreModel(converted)
+    assert "RELU6 with output quantized unlike its input" in _one_line(e.value)
+
+    # in a model: ReLU(6) on the input, ReLU and an Activation('relu6') after Concatenates
+    i = keras.Input((16, 3))
+    r6 = layers.ReLU(6.0, name="in_relu6")(i)
+    a = layers.Conv1D(4, 3, padding="same", activation="relu")(r6)
+    c = layers.ReLU(name="cat_relu")(layers.Concatenate(name="cat")([a, r6]))
+    d = layers.Activation("relu6", name="cat_relu6")(layers.Concatenate()([layers.Conv1D(3, 1)(c), c]))
+    m = keras.Model(i, layers.Dense(3)(layers.GlobalAveragePooling1D()(d)))
+    check_model(m)
+    assert {"RELU", "CONCATENATION"} <= set(check_converted_ops(m))
+    tfl = _convert(m, n=16)
+    assert [o for o, _ in tflite_ops(tfl)].count("RELU") == 3
+    cm, ip = CoreModel(tfl), TFLMInterpreter(tfl)
+    inp, om = cm.inputs[0], cm.output_map()
+    diff = 0
+    for s in range(8):
+        x = np.random.default_rng(s).normal(size=(1, 16, 3)).astype(np.float32) * 3
         xq = quantize_input(x, inp.scale, inp.zero_point)
         r, t = cm.invoke(xq), ip.invoke(xq)
         diff += sum(int(np.count_nonzero(v.reshape(-1) != t[om[n]["index"]].reshape(-1)))

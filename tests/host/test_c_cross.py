@@ -49,13 +49,14 @@ def test_cross_compile(cpu: str, tmp_path: Path) -> None:
                            text=True)
             result[k][src] = sections(obj)
         if k == "dsp":
-            dsp_obj = tmp_path / "dsp_snapuq_kernels_dsp.c.o"
+            dsp_obj = tmp_path / "dsp_kernels_dsp_conv.c.o"
             dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(dsp_obj)], check=True,
                                  capture_output=True, text=True).stdout
             assert "smlad" in dis and "sxtb16" in dis, "DSP kernels do not use SMLAD/SXTB16"
         runtime = {s: sum(result[k][f][s] for f in ccore.RUNTIME_SRC)
                    for s in ("text", "rodata", "data", "bss")}
-        snap = result[k]["snapuq_snap.c"]
+        snap = {s: sum(result[k][f][s] for f in ccore.SNAP_SRC if f.startswith("snapuq_snap"))
+                for s in ("text", "rodata", "data", "bss")}
         result[k]["_runtime_total"] = runtime
         result[k]["_snap_total"] = snap
         assert runtime["data"] == 0 and runtime["bss"] == 0 and snap["data"] == 0 and snap["bss"] == 0

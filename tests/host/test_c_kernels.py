@@ -15,7 +15,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
 import ccore  # noqa: E402
 
-KERNELS = ["snapuq_kernels_ref.c", "snapuq_kernels_dsp.c"]
+# every kernel file core.mk lists: kernels/ref/<op>.c and the same-named kernels/dsp/<op>.c
+KERNELS = [s for s in ccore.core_sources("RUNTIME", "DSP") if s.startswith("kernels/")]
 SEMI = ccore.TESTS_C / "qemu_semihost"
 BOARDS = {"m4": ("mps2-an386", ["-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16"]),
           "m7": ("mps2-an500", ["-mcpu=cortex-m7", "-mfpu=fpv5-d16"])}

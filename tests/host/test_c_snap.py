@@ -17,9 +17,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
 import ccore  # noqa: E402
+from fixtures.outputs_model import outputs_model  # noqa: E402
 from oracles.snap_spec import spec_snap_int  # noqa: E402
 
 from snapuq.ccore import CoreSnap  # noqa: E402
+from snapuq.micropython import write_blob  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -82,25 +84,6 @@ def random_snap(seed: int) -> tuple[dict[str, Any], int]:
     return snap, n_classes
 
 
-def config_bin(snap: dict[str, Any], n_classes: int) -> bytes:
-    v = [len(snap["taps"]), n_classes, 0 if snap["variant"] == "best" else 1,
-         1 if snap["hinge"] is not None else 0, snap["conf"]["a_q16"]]
-    for tp in snap["taps"]:
-        v += [tp[k] for k in ("d", "z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n", "q_m",
-                              "q_n", "r_q16")]
-        v += list(tp["inv_sigma_lut"])
-    v += [tp["w_q16"] for tp in snap["taps"]]
-    h = snap["hinge"] or {"q_q16": 0, "m": 0, "n": 0}
-    lg = snap["logistic"]
-    v += [h["q_q16"], h["m"], h["n"], lg["b0_q16"], lg["b1_m"], lg["b1_n"], lg["b2_m"], lg["b2_n"],
-          snap["u_threshold_q16"]]
-    v += lg["sigmoid_lut"]
-    pa = snap.get("combine") == "perr_alarm"
-    v += [1 if pa else 0, snap["alarm"]["k_q16"] if pa else 0]
-    v += snap["perr"]["lut"] if pa else [0] * 257
-    return struct.pack(f"<{len(v)}i", *v)
-
-
 def random_records(snap: dict[str, Any], n_classes: int, n: int, seed: int) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
     recs = []
@@ -119,15 +102,16 @@ def random_records(snap: dict[str, Any], n_classes: int, n: int, seed: int) -> l
 
 def run_score(binary: Path, snap: dict[str, Any], n_classes: int, recs: list[dict[str, np.ndarray]],
               tmp: Path) -> list[dict[str, Any]]:
-    (tmp / "cfg.bin").write_bytes(config_bin(snap, n_classes))
+    outputs = snap_outputs(snap, n_classes)
+    (tmp / "model.snapuq").write_bytes(write_blob(outputs_model(outputs), {"outputs": outputs, "snap": snap}))
     body = [struct.pack("<i", len(recs))]
     for out in recs:
         body.append(out["logits"].tobytes() + out["probs"].tobytes())
         for tp in snap["taps"]:
             body.append(b"".join(out[tp[k]].tobytes() for k in ("a", "mu", "logvar")))
     (tmp / "rec.bin").write_bytes(b"".join(body))
-    subprocess.run([str(binary), "score", str(tmp / "cfg.bin"), str(tmp / "rec.bin"), str(tmp / "out.bin")],
-                   check=True, capture_output=True)
+    args = ["score", str(tmp / "model.snapuq"), str(tmp / "rec.bin"), str(tmp / "out.bin")]
+    subprocess.run([str(binary), *args], check=True, capture_output=True)
     nt = len(snap["taps"])
     rows = np.frombuffer((tmp / "out.bin").read_bytes(), dtype="<i4").reshape(len(recs), 2 * nt + 9)
     keys = ["S16", "F16", "m16", "P16", "A16", "Z16", "U16", "pred", "flag"]
@@ -154,11 +138,13 @@ def snap_outputs(snap: dict[str, Any], n_classes: int) -> dict[str, dict[str, An
 
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_host_library_matches_spec(seed: int) -> None:
-    """snapuq.ccore (the core as a shared library, config passed as flat words) == the spec."""
+    """snapuq.ccore (the core as a shared library; the constants packed into a model blob and read
+    by the core's blob reader against a model with that output table) == the spec."""
     snap, n_classes = random_snap(seed)
     recs = random_records(snap, n_classes, 40, 7)
     batch = {k: np.stack([r[k].ravel() for r in recs]) for k in recs[0]}
-    ours = CoreSnap(snap, snap_outputs(snap, n_classes)).score(batch)
+    outputs = snap_outputs(snap, n_classes)
+    ours = CoreSnap(outputs_model(outputs), {"outputs": outputs, "snap": snap}).score(batch)
     for i, rec in enumerate(recs):
         exp = spec_snap_int(rec, snap)
         got = {k: (v[i].tolist() if v.ndim == 2 else int(v[i])) for k, v in ours.items()}

@@ -24,7 +24,7 @@ def test_package_ships_the_core() -> None:
     srcs = ccore.core_sources()
     assert srcs and all(p.suffix == ".c" and p.is_file() for p in srcs)
     names = {p.name for p in srcs}
-    assert {"snapuq_snap.c", "snapuq_kernels_ref.c"} <= names
+    assert {"snapuq_snap.c", "conv.c", "mean.c"} <= names
 
 
 def test_library_is_cached_by_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,7 +78,7 @@ def test_shipped_model_matches_tflm_and_scores() -> None:
         t = ip.invoke(x[None])
         for k, o in man["outputs"].items():
             assert np.array_equal(ours[k][i].ravel(), t[o["index"]].ravel()), k
-    snap = ccore.CoreSnap(man["snap"], man["outputs"])
+    snap = ccore.CoreSnap(b, man)
     codes, r = snap.run(m, xs)
     r2 = snap.score({k: v for k, v in ours.items()})
     for k in r:
@@ -86,3 +86,29 @@ def test_shipped_model_matches_tflm_and_scores() -> None:
     assert len(set(r["S16"].tolist())) > 20   # random inputs: U saturates, S varies
     with pytest.raises(ModelFormatError, match="input"):
         m.predict(xs.astype(np.int16))
+
+
+@pytest.mark.skipif(not (SHIPPED / "snapuq.json").exists(), reason="shipped model not exported")
+def test_snap_constants_go_through_the_core_blob_reader() -> None:
+    """CoreSnap packs the constants into a model blob and the core's reader checks them against
+    the model: a manifest that does not fit the model is refused with the reader's one line."""
+    b = (SHIPPED / "model_int8.tflite").read_bytes()
+    man = json.loads((SHIPPED / "snapuq.json").read_text())
+    ccore.CoreSnap(b, man).close()
+    bad_zp = json.loads(json.dumps(man))
+    bad_zp["outputs"]["logits"]["zero_point"] += 1
+    with pytest.raises(ModelFormatError, match="zero point differs from the model") as e:
+        ccore.CoreSnap(b, bad_zp)
+    assert "\n" not in str(e.value)
+    bad_d = json.loads(json.dumps(man))
+    bad_d["snap"]["taps"][0]["d"] += 1
+    with pytest.raises(ModelFormatError, match="output size or type differs"):
+        ccore.CoreSnap(b, bad_d)
+    bad_variant = json.loads(json.dumps(man))
+    bad_variant["snap"]["variant"] = "bogus"
+    with pytest.raises(ModelFormatError, match="snap.variant 'bogus'"):
+        ccore.CoreSnap(b, bad_variant)
+    bad_lut = json.loads(json.dumps(man))
+    bad_lut["snap"]["perr"]["lut"][3] = 70000   # p_err table entries are 0..65536
+    with pytest.raises(ModelFormatError, match="snapuq_snap_check"):
+        ccore.CoreSnap(b, bad_lut)

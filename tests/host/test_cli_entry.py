@@ -42,3 +42,14 @@ def test_shims(argv: list[str]) -> None:
     p = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, cwd="/", timeout=120)
     assert p.returncode == 0, p.stderr[-500:]
     assert "usage:" in p.stdout and "--help" not in p.stderr
+
+
+def test_harness_port_help_lists_every_emulated_board(capsys: pytest.CaptureFixture[str]) -> None:
+    from snapuq.harness.qemu import BOARDS
+
+    with pytest.raises(SystemExit):
+        build_parser("harness").parse_args(["harness", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "qemu:stm32f405" in out
+    for key in BOARDS:
+        assert f"qemu:{key}" in out, key

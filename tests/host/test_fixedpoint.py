@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fixtures.outputs_model import outputs_model
 from oracles.snap_spec import snap_float, spec_snap_int
 
 from snapuq.ccore import CoreSnap
@@ -136,7 +137,7 @@ def test_c_core_equals_spec_and_bound(variant):
         S0 = snap_float({k: v[:200] for k, v in codes.items()}, build_snap(calib, outputs), outputs)["S"]
         calib["hinge"] = {"q": float(np.quantile(S0, 0.9)), "sd": float(S0.std()), "quantile": 0.9}
     snap = build_snap(calib, outputs)
-    r = CoreSnap(snap, outputs).score(codes)
+    r = CoreSnap(outputs_model(outputs), {"outputs": outputs, "snap": snap}).score(codes)
     for i in range(0, 400, 37):
         s = spec_snap_int({k: v[i] for k, v in codes.items()}, snap)
         assert s["ebar16"] == r["ebar16"][i].tolist()
@@ -181,4 +182,4 @@ def test_manifest_mismatch_errors():
     codes = _random_codes(outputs, 4, np.random.default_rng(0))
     codes["tap0_a"] = codes["tap0_a"][:, :5]
     with pytest.raises(ModelFormatError, match="tap0_a"):
-        CoreSnap(snap, outputs).score(codes)
+        CoreSnap(outputs_model(outputs), {"outputs": outputs, "snap": snap}).score(codes)

@@ -1,5 +1,7 @@
 """A short libFuzzer run (clang, ASan+UBSan) of the model blob reader, seeded with the blob of the
 shipped digits model generated at test time (`snapuq micropython blob`), -max_len covering it.
+The target's own mutator re-computes the blob CRC after mutating, so executions reach the SNAP-section
+and model checks instead of stopping at the CRC.
 Skipped until the core has the blob reader (firmware/core/snapuq_blob.c)."""
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ def test_blob_reader_libfuzzer_short_run(tmp_path: Path) -> None:
     shutil.copy(blobs[0], corpus / "digits.snapuq")
     exe = tmp_path / "fuzz_blob"
     incs = [f"-I{d}" for d in [CORE, *[q for q in CORE.rglob("*") if q.is_dir()]]]
-    cmd = ["clang", "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all", *incs,
+    ignore = tmp_path / "ignore.txt"  # no comparison hooks in the CRC loop: 3x more executions per second
+    ignore.write_text("fun:snapuq_crc32\n")
+    cmd = ["clang", "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
+           f"-fsanitize-coverage-ignorelist={ignore}", *incs,
            *map(str, core_sources()), str(ROOT / "tests" / "c" / "fuzz_blob.c"), "-o", str(exe), "-lm"]
     b = subprocess.run(cmd, capture_output=True, text=True)
     if b.returncode != 0 and "fuzzer" in b.stderr and "cannot find" in b.stderr:

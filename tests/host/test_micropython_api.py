@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,11 +38,14 @@ def test_api_script_matches_expected(tmp_path: Path) -> None:
 
 def test_push_device_script_reports_host_values(tmp_path: Path) -> None:
     """The script `python -m snapuq.micropython push` runs on the board, here on the unix
-    MicroPython with the twin: its U16 and ebar equal the host reference."""
+    MicroPython (the twin, or the C module when SNAPUQ_MICROPYTHON is such a build): every integer
+    of the result (U, S, F, m, z, p_err, alarm, per-tap ebar and s, pred, flag) equals the host
+    reference (the C core through snapuq.ccore)."""
     import json
 
     from snapuq.micropython import (
         BLOB_NAME,
+        DEVICE_FIELDS,
         device_script,
         host_reference,
         load_model_files,
@@ -52,7 +56,9 @@ def test_push_device_script_reports_host_values(tmp_path: Path) -> None:
     if not MICROPYTHON.exists() or not (MODEL_DIR / "model_int8.tflite").is_file():
         pytest.skip("MicroPython interpreter or shipped model missing")
     tfl, man = load_model_files(MODEL_DIR)
-    x = sample_inputs(man, 4)
+    # 4 test images and 2 noise inputs (surprisal high: the alarm path runs, A16 > 0)
+    noise = np.random.default_rng(1).integers(-128, 128, size=(2, 64), dtype=np.int8)
+    x = np.concatenate([sample_inputs(man, 4), noise])
     (tmp_path / BLOB_NAME).write_bytes(write_blob(tfl, man))
     (tmp_path / "inputs.bin").write_bytes(x.tobytes())
     (tmp_path / "run.py").write_text(device_script(len(x), x.shape[1]))
@@ -62,5 +68,8 @@ def test_push_device_script_reports_host_values(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     rows = [json.loads(line) for line in p.stdout.splitlines()]
     _, ref = host_reference(tfl, man, x)
-    assert [r["u_q16"] for r in rows] == ref["U16"].tolist()
-    assert [r["ebar_q16"] for r in rows] == ref["ebar16"].tolist()
+    assert len(rows) == len(x)
+    assert set(DEVICE_FIELDS) <= set(rows[0])
+    assert min(r["a_q16"] for r in rows) == 0 and max(r["a_q16"] for r in rows) > 0
+    for dev, host in DEVICE_FIELDS.items():
+        assert [r[dev] for r in rows] == ref[host].tolist(), dev

@@ -10,10 +10,13 @@ expected.bin (N records of every output, concatenated in output order, raw bytes
 case.json (op, input shape, output shapes/dtypes, N). The C core on the host (ASan/UBSan
 driver and the ctypes library), the MicroPython twin and the firmware read the same files.
 
-QUANTIZE (int8 -> int8) and SQUEEZE are not produced by the converter from Keras layers (it
-folds them into DEQUANTIZE/QUANTIZE pairs and RESHAPE); those two models are edited with the
-TFLite schema's object API from converted ones: the tensors and quantization stay the
-converter's, only the operator changes.
+QUANTIZE (int8 -> int8), SQUEEZE and EXPAND_DIMS are not produced by the converter from Keras
+layers at batch 1 (it folds them into DEQUANTIZE/QUANTIZE pairs and RESHAPE); those models are
+edited with the TFLite schema's object API from converted ones: the tensors and quantization stay
+the converter's, only the operator changes. RELU6 is edited too: the converter gives a
+standalone RELU6 its own output quantization, which TFLM's RELU6 ignores (it clamps the input
+codes), so the case gives the output the input's quantization, the one form TFLM computes
+correctly (snapuq's export writes the converter's form as RELU; see snapuq.export.convert).
 """
 
 from __future__ import annotations
@@ -133,6 +136,39 @@ def _reshape_to_squeeze(m: Any, fb: Any) -> None:
     op.builtinOptions = opts
 
 
+def _reshape_to_expand_dims(m: Any, fb: Any) -> None:
+    """RESHAPE (1, T, C) -> (1, T, 1, C) becomes EXPAND_DIMS with a constant int32 axis -2."""
+    sg = m.subgraphs[0]
+    op = sg.operators[0]
+    code = m.operatorCodes[op.opcodeIndex]
+    assert code.builtinCode == fb.BuiltinOperator.RESHAPE and len(sg.operators) == 1
+    code.builtinCode = fb.BuiltinOperator.EXPAND_DIMS
+    code.deprecatedBuiltinCode = fb.BuiltinOperator.EXPAND_DIMS
+    buf = fb.BufferT()
+    buf.data = list(np.array([-2], "<i4").tobytes())
+    m.buffers.append(buf)
+    t = fb.TensorT()
+    t.shape = []
+    t.type = fb.TensorType.INT32
+    t.buffer = len(m.buffers) - 1
+    t.name = b"expand_dims_axis"
+    sg.tensors.append(t)
+    op.inputs = [int(op.inputs[0]), len(sg.tensors) - 1]
+    op.builtinOptionsType = fb.BuiltinOptions.ExpandDimsOptions
+    op.builtinOptions = fb.ExpandDimsOptionsT()
+
+
+def _relu6_same_quant(m: Any, fb: Any) -> None:
+    """The RELU6 input and output tensors get one quantization: the input's zero point and a scale
+    of 0.08 (range about +-10, so that 6.0 falls inside the int8 range and the clamp at 6 acts)."""
+    sg = m.subgraphs[0]
+    op = sg.operators[0]
+    assert m.operatorCodes[op.opcodeIndex].builtinCode == fb.BuiltinOperator.RELU6 and len(sg.operators) == 1
+    qi, qo = sg.tensors[op.inputs[0]].quantization, sg.tensors[op.outputs[0]].quantization
+    qi.scale = [0.08]
+    qo.scale, qo.zeroPoint, qo.min, qo.max = [0.08], list(qi.zeroPoint), qi.min, qi.max
+
+
 def _fake_quant_pair() -> bytes:
     import tensorflow as tf
 
@@ -199,6 +235,18 @@ def single_op_cases() -> dict[str, tuple[str, Callable[[], bytes]]]:
             lambda L, x: L.Activation("sigmoid")(L.Dense(10)(x)), (12,), 15)),
         "concat_channels": ("CONCATENATION", _keras_case(
             lambda L, x: L.Concatenate()([L.Conv2D(3, 1)(x), L.Conv2D(2, 1)(x)]), (4, 5, 2), 17)),
+        "concat_time_3in": ("CONCATENATION", _keras_case(
+            lambda L, x: L.Concatenate(axis=1)([L.Conv1D(3, 1)(x), x, L.Conv1D(3, 2)(x)]), (6, 3), 18)),
+        "relu": ("RELU", _keras_case(lambda L, x: L.ReLU()(x), (5, 4, 3), 19)),
+        "relu_after_concat": ("RELU", _keras_case(
+            lambda L, x: L.ReLU()(L.Concatenate()([L.Dense(4)(x), L.Dense(3)(x)])), (10,), 20)),
+        "relu6": ("RELU6", _edit(_keras_case(lambda L, x: L.ReLU(6.0)(x), (7, 4), 21), _relu6_same_quant)),
+        "expand_dims": ("EXPAND_DIMS", _edit(_keras_case(lambda L, x: L.Reshape((8, 1, 3))(x), (8, 3), 22),
+                                             _reshape_to_expand_dims)),
+        "mean_temporal": ("MEAN", _keras_case(lambda L, x: L.GlobalAveragePooling1D()(x), (9, 5), 23)),
+        "conv1d_pools": ("CONV_2D", _keras_case(
+            lambda L, x: L.AveragePooling1D(2)(L.MaxPooling1D(2, padding="same")(
+                L.Conv1D(4, 3, activation="relu")(x))), (15, 3), 24)),
         "quantize_int8": ("QUANTIZE", _edit(_fake_quant_pair, _to_int8_requantize)),
         "squeeze": ("SQUEEZE", _edit(_squeeze_source, _reshape_to_squeeze)),
         "dequantize": ("DEQUANTIZE", _keras_case(lambda L, x: L.Dense(6)(x), (9,), 16, float_out=True)),

@@ -1,5 +1,6 @@
 /*
  * op_mean.c - MEAN of an int8 tensor over a constant set of axes (TFLM reference arithmetic).
+ * Kernel: SNAPUQ_MEAN (reference or DSP, snapuq_kernels.h).
  */
 #include <stdint.h>
 
@@ -69,7 +70,7 @@ static snapuq_status_t eval_mean(snapuq_model_t *md, uint16_t op)
     a.out_zp = snapuq_tc(md, o->out)->zero_point;
     a.mult = d->mult;
     a.shift = d->shift;
-    snapuq_mean_ref(&a);
+    SNAPUQ_MEAN(&a);
     return SNAPUQ_OK;
 }
 

@@ -1,6 +1,7 @@
 /*
- * op_reshape.c - RESHAPE and SQUEEZE of int8 data: the bytes do not change, so the planner lets
- * the output share the input's memory (SNAPUQ_OPF_ALIAS) and eval copies only when it cannot.
+ * op_reshape.c - RESHAPE, SQUEEZE and EXPAND_DIMS of int8 data: the bytes do not change, so the
+ * planner lets the output share the input's memory (SNAPUQ_OPF_ALIAS) and eval copies only when
+ * it cannot.
  */
 #include <stdint.h>
 #include <string.h>
@@ -77,6 +78,42 @@ static snapuq_status_t parse_squeeze(snapuq_model_t *md, uint16_t op, const snap
     return SNAPUQ_OK;
 }
 
+/* EXPAND_DIMS: input 1 is a constant int32 scalar (or 1-element vector) axis in
+ * [-(ndim + 1), ndim]; the output shape must be the input shape with a 1 inserted there. */
+static snapuq_status_t parse_expand_dims(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
+{
+    const snapuq_priv_op_t *o = &md->ops[op];
+    const snapuq_priv_tensor_t *in = snapuq_t(md, o->in[0]);
+    const snapuq_priv_tensor_t *out = snapuq_t(md, o->out);
+    const snapuq_priv_tensor_t *ax;
+    int32_t a;
+    uint8_t i, k = 0;
+    (void)opts;
+    if (o->n_in != 2 || o->in[1] < 0) {
+        return snapuq_fail(md, SNAPUQ_ERR_FORMAT, "operator ", op, ": EXPAND_DIMS needs input and axis");
+    }
+    SNAPUQ_TRY(check_same_bytes(md, op, ": EXPAND_DIMS changes the size or type",
+                                ": EXPAND_DIMS of non-int8 data"));
+    ax = snapuq_t(md, o->in[1]);
+    if (ax->data == NULL || ax->type != SNAPUQ_DTYPE_INT32 || snapuq_tensor_elems(ax) != 1) {
+        return snapuq_fail(md, SNAPUQ_ERR_UNSUPPORTED_TYPE, "operator ", op,
+                           ": EXPAND_DIMS axis must be one constant int32");
+    }
+    a = snapuq_rd_i32(ax->data);
+    if (a < 0) {
+        a += (int32_t)in->ndim + 1;
+    }
+    if (a < 0 || a > (int32_t)in->ndim || out->ndim != in->ndim + 1) {
+        return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": EXPAND_DIMS axis out of range");
+    }
+    for (i = 0; i < out->ndim; i++) {
+        if ((int32_t)i == a ? out->dims[i] != 1 : out->dims[i] != in->dims[k++]) {
+            return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": EXPAND_DIMS output shape does not match");
+        }
+    }
+    return SNAPUQ_OK;
+}
+
 static snapuq_status_t eval_copy(snapuq_model_t *md, uint16_t op)
 {
     const snapuq_priv_op_t *o = &md->ops[op];
@@ -89,4 +126,6 @@ static snapuq_status_t eval_copy(snapuq_model_t *md, uint16_t op)
 }
 
 const snapuq_op_reg_t snapuq_reg_reshape = {SNAPUQ_OP_RESHAPE, SNAPUQ_OPF_ALIAS, parse_reshape, NULL, eval_copy};
+const snapuq_op_reg_t snapuq_reg_expand_dims = {
+    SNAPUQ_OP_EXPAND_DIMS, SNAPUQ_OPF_ALIAS, parse_expand_dims, NULL, eval_copy};
 const snapuq_op_reg_t snapuq_reg_squeeze = {SNAPUQ_OP_SQUEEZE, SNAPUQ_OPF_ALIAS, parse_squeeze, NULL, eval_copy};

@@ -30,9 +30,10 @@ def load_exported(d: str | Path) -> tuple[Any, Any, dict, dict]:
         b = paths.int8.read_bytes()
         man = load_manifest(paths.root)
         model = check_manifest(man, b, str(paths.manifest), CoreModel(b))
-        variants = {name: CoreSnap(s, man["outputs"]) for name, s in (man.get("snap_variants") or {}).items()}
+        variants = {name: CoreSnap(b, {**man, "snap": s})
+                    for name, s in (man.get("snap_variants") or {}).items()}
         _CACHE.clear()
-        _CACHE[key] = (model, CoreSnap(man["snap"], man["outputs"]), man, variants)
+        _CACHE[key] = (model, CoreSnap(b, man), man, variants)
     return _CACHE[key]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -42,9 +43,59 @@ def convert_keras(model, representative: np.ndarray | None, int8: bool = True) -
         conv.inference_input_type = tf.int8
         conv.inference_output_type = tf.int8
     try:
-        return bytes(conv.convert())
+        out = bytes(conv.convert())
     except Exception as e:  # converter errors are many types; report one line
         raise ModelFormatError(f"TFLite conversion failed: {str(e).strip().splitlines()[0]}") from None
+    return relu6_as_relu(out) if int8 else out
+
+
+_RELU, _RELU6 = 19, 21  # TFLite BuiltinOperator codes
+
+
+def _f32_round_div(a: float, b: float) -> int:
+    """TfLiteRound(float(a) / float(b)): float32 quotient, rounded half away from zero."""
+    q = float(np.float32(a) / np.float32(b))
+    return int(np.sign(q) * np.floor(abs(q) + 0.5))
+
+
+def relu6_as_relu(tflite: bytes) -> bytes:
+    """Write the converter's standalone int8 RELU6 operators as RELU when that is the same function.
+
+    The converter gives a standalone RELU6 (a Keras ReLU(6) no producer can fuse) its own output
+    quantization, whose range is at most [0, 6]. TFLite requantizes to it and clamps at q(6) = zp_out +
+    round(6 / s_out), which lies at or above 127, so the clamp at 6 is the int8 range's own: TFLite's
+    RELU6 is then exactly RELU (requantize, clamp at zp_out). TFLM's RELU6 kernel instead clamps the
+    input codes and ignores the output quantization (a different, wrong result when the two differ),
+    while its RELU computes the TFLite function; the int8 C core follows TFLM and refuses such a RELU6.
+    Rewriting the operator code (two scalars in place, same file size) gives the function TFLite means
+    on TFLM, the C core and the MicroPython twin alike. A RELU6 whose clamp at 6 is not vacuous is
+    left as it is (the core then runs it only when its output is quantized like its input)."""
+    import tflite as tfl
+
+    m = tfl.Model.GetRootAsModel(tflite, 0)
+    codes = [m.OperatorCodes(i) for i in range(m.OperatorCodesLength())]
+    idx = [i for i, c in enumerate(codes) if max(c.BuiltinCode(), c.DeprecatedBuiltinCode()) == _RELU6]
+    if not idx or m.SubgraphsLength() != 1:
+        return tflite
+    sg = m.Subgraphs(0)
+    for k in range(sg.OperatorsLength()):
+        op = sg.Operators(k)
+        if op.OpcodeIndex() not in idx:
+            continue
+        t = sg.Tensors(op.Outputs(0))
+        q = t.Quantization()
+        if t.Type() != tfl.TensorType.INT8 or q is None or q.ScaleLength() != 1:
+            return tflite
+        if int(q.ZeroPoint(0)) + _f32_round_div(6.0, float(q.Scale(0))) < 127:
+            return tflite
+    buf = bytearray(tflite)
+    for i in idx:
+        tab = m.OperatorCodes(i)._tab
+        for vt, fmt in ((4, "<b"), (10, "<i")):   # deprecated_builtin_code (field 0), builtin_code (field 3)
+            o = tab.Offset(vt)
+            if o:
+                struct.pack_into(fmt, buf, tab.Pos + o, _RELU)
+    return bytes(buf)
 
 
 def quantize_input(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:

@@ -1,13 +1,13 @@
 """python host/harness.py --port URL --model DIR [--dataset NAME --split test --limit N] --out RDIR
 
-URL: any pyserial URL (/dev/ttyACM0, socket://host:port, rfc2217://host:port) or qemu:m4 /
-qemu:m7 (builds the firmware when needed, boots QEMU on a free loopback port, tears it down).
+URL: any pyserial URL (/dev/ttyACM0, socket://host:port, rfc2217://host:port) or an emulated board,
+qemu:m4 / qemu:m7 / qemu:stm32f405 (builds the firmware when needed, boots QEMU on a free loopback
+port, tears it down).
 Writes RDIR/results.jsonl (one line per input, flushed as it goes) and RDIR/summary.json."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -16,7 +16,12 @@ from snapuq.modeldir import ModelPaths
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", required=True, help="serial URL or qemu:m4 / qemu:m7")
+    from snapuq.harness.qemu import BOARDS
+
+    emulated = ", ".join(f"qemu:{k} ({b.machine}, budgets of {b.models})" for k, b in BOARDS.items())
+    p.add_argument("--port", required=True,
+                   help="a serial port or pyserial URL of a real board (/dev/ttyACM0, COM3, "
+                   f"socket://HOST:PORT), or an emulated board: {emulated}")
     p.add_argument("--model", required=True, type=Path, help="model directory (after snapuq export)")
     p.add_argument("--dataset", default=None, help="dataset name (default: the model's)")
     p.add_argument("--data-dir", default=None)
@@ -44,15 +49,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--firmware", type=Path, default=None,
                    help="qemu ports: boot this ELF (e.g. .pio/build/qemu_m4/program.elf) instead of building")
     p.add_argument("--no-progress", dest="progress", action="store_false")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show TensorFlow's own log lines (import-time oneDNN/absl messages)")
 
 
 def run(args: argparse.Namespace) -> int:
     from snapuq.harness.runner import Options
     from snapuq.harness.runner import run as run_harness
-    from snapuq.io import read_json
+    from snapuq.io import check_out_dir, read_json
 
+    # every path the user gave, made absolute once, here: later steps run tools in other directories
+    # (make -C firmware, QEMU), and a relative --build-dir used to be built under firmware/
+    for name in ("model", "out", "build_dir", "firmware"):
+        if getattr(args, name) is not None:
+            setattr(args, name, Path(getattr(args, name)).expanduser().absolute())
+    if args.build_dir is not None:
+        check_out_dir(args.build_dir, "--build-dir")
     dataset = args.dataset
-    data_dir = args.data_dir
+    data_dir = str(Path(args.data_dir).expanduser().absolute()) if args.data_dir else None
     cfg_path = ModelPaths(args.model).config
     if not args.model.is_dir():
         raise SnapuqError(f"--model {args.model}: no such model directory")
@@ -82,7 +96,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from snapuq import tfquiet
+    from snapuq.cli import wants_verbose
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    tfquiet.install(show=wants_verbose(argv))
     p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
     add_arguments(p)
     args = p.parse_args(argv)

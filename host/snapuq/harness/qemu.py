@@ -81,7 +81,9 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
                    force: bool = False, budget: str = "board", snap: bool = True, blob: Path | None = None,
                    variant: str = "", quiet: bool = True) -> Path:
     """make -C firmware <board> MODEL=... (only when the image is stale). Returns the ELF path."""
-    build_dir = Path(build_dir or ROOT / "build" / "firmware")
+    # absolute before anything else: make runs in firmware/ (-C), so a relative BUILD= would land
+    # under firmware/ while this process looks for the ELF and its stamp relative to its own cwd
+    build_dir = Path(build_dir or ROOT / "build" / "firmware").resolve()
     elf = firmware_path(spec, build_dir, variant, budget, snap)
     if shutil.which("arm-none-eabi-gcc") is None:
         raise SnapuqError("arm-none-eabi-gcc not found "
@@ -213,6 +215,8 @@ class QemuProcess:
         if icount:
             args[1:1] = ["-icount", "shift=0"]
         self.args = args
+        self._closed = False
+        self._died_first = False  # QEMU had exited by itself when close() came
         self.proc = popen_owned(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
         try:
@@ -244,7 +248,20 @@ class QemuProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def exited_by_itself(self) -> bool:
+        """QEMU ended without us closing it (crash, a signal from outside), also when asked after
+        close(): an error inside the run closes QEMU before the error is reported, and a firmware
+        error must not be reported as \"QEMU exited\"."""
+        return self._died_first if self._closed else not self.alive()
+
     def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:  # a QEMU killed from outside may take a moment to be reapable after its socket closed
+                self.proc.wait(timeout=0.1)
+                self._died_first = True
+            except subprocess.TimeoutExpired:
+                pass
         kill_owned(self.proc)
         if self.proc.stdout:
             self.proc.stdout.close()
@@ -275,7 +292,7 @@ def env_for_tools() -> dict[str, str]:
 def build_host_firmware(build_dir: Path, model_dir: Path | None = None, sanitize: bool = False) -> Path:
     """make -C firmware host: the firmware as a host process on stdin/stdout (with the model's
     SNAP build when model_dir is given, else a protocol-only build without a model)."""
-    build_dir = Path(build_dir)
+    build_dir = Path(build_dir).resolve()  # make -C firmware: a relative BUILD= would land under firmware/
     build_dir.mkdir(parents=True, exist_ok=True)
     cmd = ["make", "-C", str(FIRMWARE), "host", f"BUILD={build_dir}", f"SANITIZE={1 if sanitize else 0}"]
     cmd += [f"MODEL={Path(model_dir).resolve()}"] if model_dir is not None else ["SNAP=0"]

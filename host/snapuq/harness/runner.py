@@ -306,7 +306,7 @@ def run(opts: Options) -> dict[str, Any]:
         raise
     except (DeviceError, OSError) as e:
         qemu = state.get("qemu")
-        if qemu is not None and not qemu.alive():
+        if qemu is not None and qemu.exited_by_itself():
             msg = (f"QEMU exited (status {qemu.proc.returncode}) during the run: "
                    f"{len(state['writer'].done) if 'writer' in state else 0} of {len(x)} inputs done; "
                    "rerun with --resume to continue")
@@ -385,7 +385,7 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
         new = 0
         for i in todo:
             xq = ref.quantize(x[i])
-            if qemu is not None and not qemu.alive():
+            if qemu is not None and qemu.exited_by_itself():
                 raise DeviceError("qemu exited during the run")
             dev.retry_log = []
             inf, res, outs, retried, host, diff = _checked(dev, xq.tobytes(), opts, ref, xq)

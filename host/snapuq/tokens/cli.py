@@ -47,6 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--max-train", type=int, default=12000, help="subsample large training sets")
     e.add_argument("--max-test", type=int, default=2000, help="subsample large dev/test sets")
     e.add_argument("--reuse", action="store_true", help="reuse RDIR/model.weights.h5 when present")
+    e.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's own log lines")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,6 +55,17 @@ def run(args: argparse.Namespace) -> int:
         raise SnapuqError("usage: snapuq tokens eval --dataset NAME --out RDIR")
     if args.epochs < 1 or args.random_seeds < 1 or args.T < 1:
         raise SnapuqError("--epochs, --random-seeds and --T must be >= 1")
+    for opt in ("max_train", "max_test", "batch", "dim", "depth", "heads", "snap_epochs", "rank"):
+        v = getattr(args, opt)
+        if v < 1:  # 0 used to mean "no limit" for --max-train/--max-test, silently
+            raise SnapuqError(f"--{opt.replace('_', '-')} must be >= 1, got {v}")
+    if args.patch is not None and args.patch < 1:
+        raise SnapuqError(f"--patch must be >= 1, got {args.patch}")
+    if not args.lr > 0:
+        raise SnapuqError(f"--lr must be > 0, got {args.lr}")
+    from snapuq.io import check_out_dir
+
+    check_out_dir(args.out)
     from snapuq.tokens.evaluate import run_eval
 
     rep = run_eval(args)

@@ -1,0 +1,151 @@
+/*
+ * kernels/dsp/depthwise_conv.c - DEPTHWISE_CONV_2D for cores with the Armv7E-M DSP extension; the
+ * same-named kernels/ref/depthwise_conv.c is the reference (and runs depth_mult != 1 here).
+ *
+ * Depth multiplier 1: 4 channels per word; SXTAB16 / SXTB16 (and their ROR #8 forms) split each
+ * input and filter word into even/odd channel lanes (input offset folded in), SMLABB / SMLATT
+ * accumulate the four channels separately; 3- and 2-wide kernel rows run as straight-line asm.
+ */
+#include "dsp_common.h"
+
+#if SNAPUQ_KERNELS_DSP
+
+
+/* one depthwise tap for 4 channels: input word t0 and filter word t2 widened into even/odd channel
+ * lanes (offset folded into the input widening), SMLABB/SMLATT per channel */
+#define DW_ASM_MAC                                                                                  \
+    "sxtab16 %[t1], %[off], %[t0], ror #8\n\t"                                                     \
+    "sxtab16 %[t0], %[off], %[t0]\n\t"                                                             \
+    "sxtb16 %[t3], %[t2], ror #8\n\t"                                                              \
+    "sxtb16 %[t2], %[t2]\n\t"                                                                      \
+    "smlabb %[a0], %[t0], %[t2], %[a0]\n\t"                                                        \
+    "smlatt %[a2], %[t0], %[t2], %[a2]\n\t"                                                        \
+    "smlabb %[a1], %[t1], %[t3], %[a1]\n\t"                                                        \
+    "smlatt %[a3], %[t1], %[t3], %[a3]\n\t"
+#define DW_ASM_LD0 "ldr %[t0], [%[x]]\n\tldr %[t2], [%[f]]\n\t"
+#define DW_ASM_LD1 "ldr %[t0], [%[x], %[xs]]\n\tldr %[t2], [%[f], %[fs]]\n\t"
+#define DW_ASM_LD2                                                                                  \
+    "add %[t0], %[x], %[xs], lsl #1\n\tadd %[t2], %[f], %[fs], lsl #1\n\t"                      \
+    "ldr %[t0], [%[t0]]\n\tldr %[t2], [%[t2]]\n\t"
+#define DW_ASM_OUT                                                                                  \
+    [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1),     \
+        [t2] "=&r"(t2), [t3] "=&r"(t3)
+#define DW_ASM_IN [x] "r"(xr), [f] "r"(fr), [xs] "r"(xstep), [fs] "r"((ptrdiff_t)C), [off] "r"(off2)
+
+void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
+{
+    const int32_t C = a->out_c, C4 = C & ~3;
+    const uint32_t off2 = snapuq_dup16(a->in_offset);
+    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->out_c);
+    const int32_t *bias = a->bias;
+    static const int32_t zero4[4] = {0, 0, 0, 0};
+    const int8_t *xr0, *fr0;
+    int32_t acc[CONV_CHUNK];
+    int32_t b, oy, ox, c, ky, kx, ch0;
+    if (a->depth_mult != 1) {
+        snapuq_dwconv_ref(a);
+        return;
+    }
+    for (b = 0; b < a->batches; b++) {
+        const int8_t *in_b = a->in + (size_t)b * a->in_h * a->in_w * C;
+        for (oy = 0; oy < a->out_h; oy++) {
+            const int32_t iy0 = oy * a->stride_h - a->pad_h;
+            int32_t ky0, ky1;
+            tap_range(oy, a->stride_h, a->pad_h, a->dil_h, a->k_h, a->in_h, &ky0, &ky1);
+            for (ox = 0; ox < a->out_w; ox++) {
+                const int32_t ix0 = ox * a->stride_w - a->pad_w;
+                int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * C;
+                const ptrdiff_t xstep = (ptrdiff_t)a->dil_w * C, xrow = (ptrdiff_t)a->dil_h * a->in_w * C;
+                const ptrdiff_t frow = (ptrdiff_t)a->k_w * C;
+                int32_t kx0, kx1, ntap;
+                tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);
+                ntap = kx1 - kx0;
+                xr0 = in_b + ((size_t)(iy0 + a->dil_h * ky0) * a->in_w + ix0 + a->dil_w * kx0) * C;
+                fr0 = a->filter + ((size_t)ky0 * a->k_w + kx0) * C;
+                for (ch0 = 0; ch0 < C; ch0 += CONV_CHUNK) {
+                    const int32_t ch1 = ch0 + CONV_CHUNK < C ? ch0 + CONV_CHUNK : C;
+                    const int32_t ch1_4 = ch1 < C4 ? ch1 : C4;
+                    for (c = ch0; c < ch1_4; c += 4) {
+                        const int32_t *bp = bias != NULL ? bias + c : zero4;
+                        int32_t a0 = bp[0], a1 = bp[1], a2 = bp[2], a3 = bp[3];
+                        const int8_t *xr = xr0 + c, *fr = fr0 + c;
+#define DW_TAP(xp, fp)                                                                              \
+    do {                                                                                            \
+        const uint32_t xv_ = snapuq_ld4(xp), fv_ = snapuq_ld4(fp);                                 \
+        const uint32_t xe_ = snapuq_sxtab16(off2, xv_), xo_ = snapuq_sxtab16_ror8(off2, xv_);      \
+        const uint32_t fe_ = snapuq_sxtb16(fv_), fo_ = snapuq_sxtb16_ror8(fv_);                    \
+        a0 = snapuq_smlabb(xe_, fe_, a0);                                                           \
+        a2 = snapuq_smlatt(xe_, fe_, a2);                                                           \
+        a1 = snapuq_smlabb(xo_, fo_, a1);                                                           \
+        a3 = snapuq_smlatt(xo_, fo_, a3);                                                           \
+    } while (0)
+                        if (ntap == 3) {
+                            /* the common 3-wide kernel row, unrolled */
+                            for (ky = ky0; ky < ky1; ky++) {
+#if SNAPUQ_SIMD_NATIVE
+                                uint32_t t0, t1, t2, t3;
+                                __asm__(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC DW_ASM_LD2 DW_ASM_MAC
+                                        : DW_ASM_OUT : DW_ASM_IN : "memory");
+#else
+                                DW_TAP(xr, fr);
+                                DW_TAP(xr + xstep, fr + C);
+                                DW_TAP(xr + 2 * xstep, fr + 2 * C);
+#endif
+                                xr += xrow;
+                                fr += frow;
+                            }
+                        } else if (ntap == 2) {
+                            /* a 3-wide row at a border */
+                            for (ky = ky0; ky < ky1; ky++) {
+#if SNAPUQ_SIMD_NATIVE
+                                uint32_t t0, t1, t2, t3;
+                                __asm__(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC : DW_ASM_OUT : DW_ASM_IN : "memory");
+#else
+                                DW_TAP(xr, fr);
+                                DW_TAP(xr + xstep, fr + C);
+#endif
+                                xr += xrow;
+                                fr += frow;
+                            }
+                        } else {
+                            for (ky = ky0; ky < ky1; ky++) {
+                                const int8_t *x = xr, *f = fr;
+                                for (kx = 0; kx < ntap; kx++) {
+                                    DW_TAP(x, f);
+                                    x += xstep;
+                                    f += C;
+                                }
+                                xr += xrow;
+                                fr += frow;
+                            }
+                        }
+#undef DW_TAP
+                        acc[c - ch0] = a0;
+                        acc[c - ch0 + 1] = a1;
+                        acc[c - ch0 + 2] = a2;
+                        acc[c - ch0 + 3] = a3;
+                    }
+                    for (; c < ch1; c++) {
+                        int32_t s = a->bias != NULL ? a->bias[c] : 0;
+                        for (ky = ky0; ky < ky1; ky++) {
+                            const int32_t iy = iy0 + a->dil_h * ky;
+                            for (kx = kx0; kx < kx1; kx++) {
+                                const int32_t ix = ix0 + a->dil_w * kx;
+                                s = snapuq_add_wrap(s, (int32_t)a->filter[((size_t)ky * a->k_w + kx) * C + c] *
+                                                           ((int32_t)in_b[((size_t)iy * a->in_w + ix) * C + c] + a->in_offset));
+                            }
+                        }
+                        acc[c - ch0] = s;
+                    }
+                    snapuq_dsp_requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, ch0, ch1 - ch0);
+                }
+            }
+        }
+    }
+}
+
+
+#else
+/* reference build: this translation unit intentionally defines nothing else */
+typedef int snapuq_dwconv_dsp_unused_t;
+#endif

@@ -1,0 +1,41 @@
+/*
+ * dsp_common.h - helpers shared by the DSP kernels (the files of kernels/dsp); internal, not installed.
+ */
+#ifndef SNAPUQ_DSP_COMMON_H
+#define SNAPUQ_DSP_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapuq_fixed.h"
+#include "snapuq_kernels.h"
+#include "snapuq_simd.h"
+
+#define CONV_CHUNK 32 /* output channels accumulated before requantizing (2 x 128 B of stack) */
+
+/* valid kernel taps [*k0, *k1) of output position o along one axis (none outside the input) */
+static inline void tap_range(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t in,
+                             int32_t *k0, int32_t *k1)
+{
+    const int32_t i0 = o * stride - pad;
+    int32_t a = 0, b = k;
+    while (a < b && i0 + dil * a < 0) {
+        a++;
+    }
+    while (b > a && i0 + dil * (b - 1) >= in) {
+        b--;
+    }
+    *k0 = a;
+    *k1 = b;
+}
+
+/* 1 when every channel has a right shift (shift < 0) and no multiplier is INT32_MIN: the common
+ * case, requantized by snapuq_dsp_requant_run without per-output checks */
+int snapuq_dsp_requant_fast_ok(const int32_t *mult, const int32_t *shift, int32_t n);
+
+/* requantize n int32 sums of channels oc0 .. oc0 + n - 1 (one pixel) into out[oc0 ..]; fast: see
+ * snapuq_dsp_requant_fast_ok */
+void snapuq_dsp_requant_run(const int32_t *mult_all, const int32_t *shift_all, int32_t out_off, int32_t lo,
+                            int32_t hi, int fast, const int32_t *acc, int8_t *out, int32_t oc0, int32_t n);
+
+#endif /* SNAPUQ_DSP_COMMON_H */
