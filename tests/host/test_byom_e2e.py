@@ -55,9 +55,9 @@ def test_sensor_cnn_via_api(tmp_path):
     model = BM.sensor_cnn()
     BM.fit_user_model(model, d["x_train"], d["y_train"], epochs=8, batch_size=8)
     snap = snapuq.attach(model, rank=16)
-    assert snap.taps == ["c2b", "c3"] and snap.tap_prev == {"c2b": "c2", "c3": "cat"}
+    assert snap.taps == ["c2b", "c3"] and snap.tap_prev == {"c2b": "c2", "c3": "cat_relu6"}
     assert set(snap.ops) == {"AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "FULLY_CONNECTED", "MAX_POOL_2D",
-                             "MEAN", "RESHAPE"}  # fmt: skip
+                             "MEAN", "RELU", "RESHAPE"}  # fmt: skip
     n_dev = 40
     snap.fit(d["x_train"][n_dev:], epochs=1, progress=False)
     cal = snap.calibrate(d["x_train"][:n_dev], d["y_train"][:n_dev])
