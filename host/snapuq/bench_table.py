@@ -112,7 +112,10 @@ def add_arguments(p) -> None:
     g.add_argument("--methods", default=",".join(METHODS), help="comma list of base, snap, ee, deep")
     g.add_argument("--check-inputs", type=int, default=3, help="inputs checked device vs TFLM per image")
     g.add_argument(
-        "--data-dir", default=None, help="dataset folder (check inputs; random int8 inputs without it)"
+        "--data-dir",
+        default=None,
+        help="dataset folder for the check inputs: DIR for every workload, or W=DIR[,W2=DIR2] per "
+        "workload (default: the folder the model was trained from; seeded random int8 inputs without one)",
     )
     g.add_argument("--no-real-link", action="store_true", help="skip linking the real-board images")
     g.add_argument(
@@ -135,10 +138,22 @@ def add_arguments(p) -> None:
 _OVERFLOW = re.compile(r"region `(FLASH|RAM)' overflowed by (\d+) bytes")
 
 
+# set when the table is interrupted: no cell starts a build or a QEMU after it
+_STOP = threading.Event()
+
+
 def _make(target: str, args: list[str], jobs: int = 1) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["make", "-C", str(FIRMWARE), f"-j{max(1, jobs)}", target, *args], capture_output=True, text=True
+    """make -C firmware, as a child that an interrupt stops with its compilers (popen_owned)."""
+    from snapuq.harness.qemu import popen_owned
+
+    if _STOP.is_set():
+        raise SnapuqError("interrupted")
+    cmd = ["make", "-C", str(FIRMWARE), f"-j{max(1, jobs)}", target, *args]
+    proc = popen_owned(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    out, err = proc.communicate()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _size(elf: Path) -> dict[str, int]:
@@ -454,6 +469,8 @@ def measure_cell(
             }
         )
         return cell
+    if _STOP.is_set():
+        raise SnapuqError("interrupted")
     t1 = time.monotonic()
     run = run_image(board, Path(link["elf"]), method, files, inputs, repeats, expected)
     cell["seconds"]["run"] = round(time.monotonic() - t1, 1)
@@ -473,6 +490,21 @@ def _energy(board: Board, instr: float) -> tuple[float, float, str]:
     return ms, bp.energy_uj(instr) / 1e3, f"{bp.source}; {bp.clock_hz / 1e6:.0f} MHz, 1 instruction per cycle"
 
 
+def _data_dirs(given: str | None, workloads: list[str]) -> dict[str, str | None]:
+    """--data-dir DIR (every workload) or W=DIR,W2=DIR2 (per workload)."""
+    if not given or "=" not in given:
+        return {w: given for w in workloads}
+    out: dict[str, str | None] = dict.fromkeys(workloads)
+    for part in given.split(","):
+        w, sep, d = part.partition("=")
+        if not sep or w.strip() not in out or not d.strip():
+            raise SnapuqError(
+                f"--data-dir: '{part}' is not W=DIR for one of the workloads ({', '.join(workloads)})"
+            )
+        out[w.strip()] = d.strip()
+    return out
+
+
 def _jobs(given: int | None) -> int:
     if given is not None:
         if given < 1:
@@ -486,6 +518,7 @@ def run_table(args) -> int:
     from snapuq.io import check_out_file, default_data_dir, write_text
 
     t_start = time.time()
+    _STOP.clear()
     out = Path(args.out) if args.out else ROOT / "build" / "bench" / "table.json"
     md_path = out.with_suffix(".md")
     build = (Path(args.build_dir) if args.build_dir else ROOT / "build" / "bench-table").resolve()
@@ -506,6 +539,7 @@ def run_table(args) -> int:
     check_out_file(out)
     check_out_file(md_path)
     dirs = {w: _resolve_workload(w) for w in workloads}
+    data_dirs = _data_dirs(args.data_dir, workloads)
     cells: list[tuple[str, Path, str, str]] = [
         (w, d, b, m) for w, d in dirs.items() for b in boards for m in methods
     ]
@@ -516,7 +550,7 @@ def run_table(args) -> int:
     uq_cols: dict[str, dict[str, dict[str, Any]]] = {}
     for w, d in dirs.items():
         variants = load_variants(d)
-        inputs, in_src = check_inputs(d, args.check_inputs, default_data_dir(d, args.data_dir))
+        inputs, in_src = check_inputs(d, args.check_inputs, default_data_dir(d, data_dirs[w]))
         uq, uq_src = eval_columns(d)
         uq_cols[w] = uq
         man = json.loads(ModelPaths(d).manifest.read_text())
@@ -597,9 +631,14 @@ def run_table(args) -> int:
         f"{len(methods)} methods), {jobs} at a time, build folder {build}"
     )
     pool = ThreadPoolExecutor(max_workers=jobs)
-    futures: list[Future] = [pool.submit(one, *c) for c in cells]
+    # started board by board in turn: two cells running side by side then compile different cores (a
+    # board's core objects are shared by its later cells, not compiled twice at once); rows keep the
+    # table's order
+    order = sorted(range(total), key=lambda k: (workloads.index(cells[k][0]), methods.index(cells[k][3]), k))
+    submitted = {k: pool.submit(one, *cells[k]) for k in order}
+    futures: list[Future] = [submitted[k] for k in range(total)]
     try:
-        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        wait(futures, return_when=FIRST_EXCEPTION)
         failed = [f for f in futures if f.done() and f.exception() is not None]
         if failed:
             for f in futures:
@@ -607,10 +646,11 @@ def run_table(args) -> int:
             raise failed[0].exception()  # type: ignore[misc]
         rows = [f.result() for f in futures]
     except BaseException:
+        _STOP.set()
         pool.shutdown(wait=False, cancel_futures=True)
         from snapuq.harness.qemu import _kill_children
 
-        _kill_children()  # running cells end at once (their QEMU is gone), nothing is left behind
+        _kill_children()  # running cells end at once (their make or QEMU is gone), nothing is left behind
         raise
     pool.shutdown(wait=True)
     report = {
@@ -733,6 +773,9 @@ def markdown(report: dict[str, Any]) -> str:
             f"UQ: {m['uq_source']}"
         )
     lines += ["", arena_markdown(report)]
+    side = paper_markdown(report)
+    if side:
+        lines += ["", side]
     return "\n".join(lines) + "\n"
 
 
@@ -752,6 +795,70 @@ def real_link_line(report: dict[str, Any]) -> str:
         f"Real-board images (the boards' own linker scripts): {len(res) - len(bad)} of {len(res)} linked"
         + (f"; failed: {'; '.join(bad)}." if bad else ".")
     )
+
+
+def paper_markdown(report: dict[str, Any]) -> str:
+    """The paper's rows beside ours for the (board, workload) pairs the paper reports, and SNAP's
+    overhead over BASE on the same backbone (measured flash, peak RAM, QEMU instructions)."""
+    out: list[str] = []
+    for (b, w), paper in PAPER.items():
+        cells = {c["method"]: c for c in report["rows"] if c.get("board") == b and c.get("workload") == w}
+        if not cells:
+            continue
+        out += [
+            f"**{BOARDS[b].label}, {w}** — paper: flash KB / peak RAM KB / latency ms; ours: flash and peak "
+            "RAM measured on the image, latency a model (QEMU instructions at 1 per cycle)",
+            "",
+            "| method | paper flash | ours flash | paper RAM | ours peak RAM | paper ms | ours ms (model) "
+            "| ours instr |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for m in METHODS:
+            c = cells.get(m)
+            if c is None:
+                continue
+            pv = paper.get(m)
+            pf, pr, pl = ("OOM", "—", "—") if pv is None else (str(pv[0]), str(pv[1]), str(pv[2]))
+            if c["status"] == "ok":
+                ours = [
+                    _kb(c["flash"]),
+                    _kb(c["ram"]["peak"]),
+                    _f(c["model"]["latency_ms"], "{:.1f}"),
+                    f"{c['instructions']['total']:,.0f}",
+                ]
+            else:
+                ours = [
+                    "**"
+                    + c["status"]
+                    + "** ("
+                    + (_oom_text(c) if c["status"] == "OOM" else c.get("reason", ""))
+                    + ")",
+                    "—",
+                    "—",
+                    "—",
+                ]
+            out.append(
+                f"| {METHOD_LABEL[m]} | {pf} | {ours[0]} | {pr} | {ours[1]} | {pl} | {ours[2]} | {ours[3]} |"
+            )
+        base, snap = cells.get("base"), cells.get("snap")
+        if base and snap and base["status"] == snap["status"] == "ok":
+            df = snap["flash"] - base["flash"]
+            dr = snap["ram"]["peak"] - base["ram"]["peak"]
+            di = snap["instructions"]["total"] - base["instructions"]["total"]
+            out += [
+                "",
+                f"SNAP-UQ vs BASE ({w}, {b}): flash {df / 1024:+.1f} KB ({100 * df / base['flash']:+.0f} %), "
+                f"peak RAM {dr / 1024:+.1f} KB ({100 * dr / base['ram']['peak']:+.0f} %), instructions "
+                f"{di:+,.0f} ({100 * di / base['instructions']['total']:+.1f} %).",
+            ]
+            if paper.get("base") and paper.get("snap"):
+                pb, ps = paper["base"], paper["snap"]
+                out.append(
+                    f"Paper: SNAP {ps[0]} vs BASE {pb[0]} KB flash, {ps[1]} vs {pb[1]} KB RAM, "
+                    f"{ps[2]} vs {pb[2]} ms."
+                )
+        out.append("")
+    return "\n".join(out).rstrip() + "\n" if out else ""
 
 
 def arena_markdown(report: dict[str, Any]) -> str:

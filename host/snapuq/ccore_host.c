@@ -2,9 +2,9 @@
  * ccore_host.c - host-only entry points that snapuq.ccore calls through ctypes.
  *
  * Compiled together with the C core (firmware/core, shipped in the package as snapuq/c) into one
- * shared library. It owns the memory the core leaves to its caller (model struct, arena, SNAP
- * config and LUTs) with malloc, which the core itself never uses, and loops over a batch so that
- * Python pays one ctypes call per batch instead of one per tensor.
+ * shared library. It owns the memory the core leaves to its caller (model structs, arena, SNAP
+ * config, the blob its LUTs point into) with malloc, which the core itself never uses, and loops
+ * over a batch so that Python pays one ctypes call per batch instead of one per tensor.
  *
  * Model: snapuq_host_model_open() copies the .tflite bytes (the core reads them in place), loads
  * them and sets an arena; snapuq_host_model_run() runs N records (all inputs concatenated in

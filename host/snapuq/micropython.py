@@ -76,6 +76,9 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
         classes = [str(c) for c in manifest.get("class_names", [])]
         class_refs = b"".join(struct.pack("<I", sref(c)) for c in classes)
         hinge = snap.get("hinge") or None
+        for key, known in (("variant", ("best", "literal")), ("combine", ("logistic", "perr_alarm"))):
+            if snap.get(key, known[0]) not in known:
+                raise ModelFormatError(f"manifest snap.{key} {snap[key]!r} is none of {', '.join(known)}")
         probs = conf.get("probs", "probs")
         n_classes = int(np.prod(outs["logits"].get("shape", [manifest.get("n_classes", 0)])))
         # layout: header | taps | outputs | class names | sigmoid LUT | tap LUTs | strings

@@ -64,14 +64,14 @@ def mlp(n_in: int = 64, n_classes: int = 10):
     )  # fmt: skip
 
 
-def fit_user_model(model, x, y, epochs: int = 8) -> None:
+def fit_user_model(model, x, y, epochs: int = 8, batch_size: int = 32) -> None:
     """What the user did before: train their model with plain Keras."""
     import keras
 
     keras.utils.set_random_seed(0)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=model.layers[-1].name == "logits")
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=loss, metrics=["accuracy"])
-    model.fit(x, y, epochs=epochs, batch_size=32, verbose=0)
+    model.fit(x, y, epochs=epochs, batch_size=batch_size, verbose=0)
 
 
 def write_png_folder(root: Path, x: np.ndarray, y: np.ndarray, names: list[str]) -> Path:

@@ -216,3 +216,40 @@ def test_core_sources_use_no_board_or_app_define() -> None:
         for m in bad.finditer(p.read_text())
     ]
     assert hits == []
+
+
+def test_data_dir_for_every_workload_or_per_workload() -> None:
+    from snapuq.bench_table import _data_dirs
+    from snapuq.errors import SnapuqError
+
+    assert _data_dirs(None, ["digits", "resnet8"]) == {"digits": None, "resnet8": None}
+    assert _data_dirs("/d", ["digits", "resnet8"]) == {"digits": "/d", "resnet8": "/d"}
+    assert _data_dirs("resnet8=/c", ["digits", "resnet8"]) == {"digits": None, "resnet8": "/c"}
+    with pytest.raises(SnapuqError, match="nosuch=/x"):
+        _data_dirs("nosuch=/x", ["digits", "resnet8"])
+
+
+def test_paper_side_by_side_and_snap_overhead() -> None:
+    from snapuq.bench_table import paper_markdown
+
+    def ok(method: str, flash: int, peak: int, instr: float) -> dict:
+        return {
+            "status": "ok",
+            "board": "big",
+            "workload": "keywords",
+            "method": method,
+            "flash": flash,
+            "ram": {"peak": peak},
+            "instructions": {"total": instr},
+            "model": {"latency_ms": instr / 216e3},
+        }
+
+    deep = {"status": "OOM", "board": "big", "workload": "keywords", "method": "deep", "oom_source": "link",
+            "link_error": ["region FLASH overflowed by 1 bytes"], "available": {}}  # fmt: skip
+    rep = {"rows": [ok("base", 100 * 1024, 30 * 1024, 1e6), ok("snap", 150 * 1024, 36 * 1024, 1.02e6), deep]}
+    md = paper_markdown(rep)
+    assert "| BASE | 220 | 100.0 | 84 | 30.0 | 60 | 4.6 | 1,000,000 |" in md
+    assert "| DEEP | 290 | **OOM** (link: region FLASH overflowed by 1 bytes)" in md
+    assert "flash +50.0 KB (+50 %), peak RAM +6.0 KB (+20 %), instructions +20,000 (+2.0 %)" in md
+    assert "Paper: SNAP 182 vs BASE 220 KB flash, 70 vs 84 KB RAM, 52 vs 60 ms." in md
+    assert paper_markdown({"rows": []}) == ""

@@ -104,6 +104,10 @@ def test_snap_constants_go_through_the_core_blob_reader() -> None:
     bad_d["snap"]["taps"][0]["d"] += 1
     with pytest.raises(ModelFormatError, match="output size or type differs"):
         ccore.CoreSnap(b, bad_d)
+    bad_variant = json.loads(json.dumps(man))
+    bad_variant["snap"]["variant"] = "bogus"
+    with pytest.raises(ModelFormatError, match="snap.variant 'bogus'"):
+        ccore.CoreSnap(b, bad_variant)
     bad_lut = json.loads(json.dumps(man))
     bad_lut["snap"]["perr"]["lut"][3] = 70000   # p_err table entries are 0..65536
     with pytest.raises(ModelFormatError, match="snapuq_snap_check"):

