@@ -46,23 +46,26 @@ def test_eval_on_own_sensor_data_without_ood(tmp_path, capsys, monkeypatch):
     m.save(tmp_path / "har.keras")
 
     calls: list[dict] = []
-    monkeypatch.setattr(snapuq.baselines, "train_baselines",
-                        lambda ds, cfg, out, **kw: calls.append({"out": out, **kw}))  # fmt: skip
+
+    def record(ds, cfg, out, **kw):  # what train_baselines was given, and what was printed before it
+        calls.append({"out": out, "printed_before": capsys.readouterr().out, **kw})
+
+    monkeypatch.setattr(snapuq.baselines, "train_baselines", record)
     out = tmp_path / "har"
     rc = main(["train", "--model", str(tmp_path / "har.keras"), "--data", str(tmp_path / "acc.npz"),
                "--out", str(out), "--epochs", "1", "--rank", "8", "--baseline-epochs", "3",
                "--no-progress"])  # fmt: skip
-    text = capsys.readouterr().out
-    assert rc == 0
+    assert rc == 0 and len(calls) == 1
     # announced (what, how many epochs, an estimate in seconds, how to skip) before the training is called
-    line = next(s for s in text.splitlines() if "training the baselines" in s)
+    line = next(s for s in calls[0]["printed_before"].splitlines() if "training the baselines" in s)
     assert "3 epochs" in line and "--no-baselines skips them" in line
     est = float(line.split("estimated ~")[1].split(" s")[0])
     assert 0 < est < 3600
-    assert len(calls) == 1 and calls[0]["epochs"] == 3 and calls[0]["out"] == out
+    assert calls[0]["epochs"] == 3 and calls[0]["out"] == out
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["modality"] == "sensor" and cfg["backbone"] == "user"
 
+    capsys.readouterr()
     rep = tmp_path / "R"
     rc = main(["eval", str(out), "--report", str(rep), "--methods", "snap,msp", "--limit", "40",
                "--no-progress"])  # fmt: skip
