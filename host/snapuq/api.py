@@ -512,7 +512,8 @@ class Snap:
 
     def calibrate(self, x_dev, y_dev, *, seed: int = 0) -> dict:
         """Fit the SNAP constants (weights, beta, the confidence proxy, the U threshold) on a labelled dev
-        split and the held-out synthetic shift of it. Returns the calib.json dict (also kept on self)."""
+        split and the held-out synthetic shift of it (the inputs given to `fit` join the hinge's clean
+        reference). Returns the calib.json dict (also kept on self)."""
         from snapuq.train import calibrate_snap
 
         xd = _as_numpy(x_dev)
@@ -527,7 +528,10 @@ class Snap:
             )
         if not self.history:
             raise SnapuqError("calibrate after fit (the heads are untrained)")
-        self.calib = calibrate_snap(self.predict, self.config(), xd, yd, self.options["variant"], seed)
+        self.calib = calibrate_snap(
+            self.predict, self.config(), xd, yd, self.options["variant"], seed,
+            x_ref=self._data.get("x_train"), y_ref=self._data.get("y_train"),
+        )  # fmt: skip
         self._data["x_dev"], self._data["y_dev"] = xd, yd
         return self.calib
 

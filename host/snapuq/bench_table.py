@@ -765,6 +765,9 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"Instructions: {report['instructions_unit']}. Latency/energy: {report['latency_energy']}.",
         f"MC dropout: {report['mc_dropout']}.",
+        "UQ columns: `snapuq eval` of the same model (host, float): "
+        + ", ".join(f"{METHOD_LABEL[k]} = {v}" for k, v in EVAL_METHOD.items())
+        + "; delay in frames.",
         real_link_line(report),
     ]
     for w, m in report["workloads"].items():

@@ -2,8 +2,9 @@
 the calib.json layout).
 
 - "best" (default, DESIGN §4; calib version 2): per-tap two-sided standardized NLL (ID mean/sd from clean
-  dev), uniform weights, hinge F = max(0, (S - q)/sd) with q the 99.5th percentile of clean dev S, and two
-  outputs: p_err, a calibrated strictly increasing function of the confidence term m(x) (a non-negative
+  dev), uniform weights, hinge F = max(0, (S - q)/sd) with q the conformal 99.9th percentile of the clean
+  reference S (correct dev inputs + correct train inputs, at most `REF_MAX` of them), and two outputs:
+  p_err, a calibrated strictly increasing function of the confidence term m(x) (a non-negative
   logistic on [ln(m + 1/512), m], fitted unweighted on dev correct (0) / wrong (1), tabulated on 257 knots),
   and alarm = F / (F + k), k fitted by likelihood on dev correct/wrong plus one held-out synthetic shift
   family (1) disjoint from the evaluated corruptions (`holdout_shift`). U = p_err + alarm (1 - p_err).
@@ -14,7 +15,8 @@ the calib.json layout).
 
 `dev_check` is the one guard train, `snapuq calibrate` and `snapuq eval` run: the dev-set AUROC of U on
 correct/wrong must not fall below MSP's. The fit raises q (the quantiles of `HINGE_STEPS`, ending at the
-largest S of a correct dev input, where the guarantee holds by construction) until it passes.
+largest clean reference S, at or above the largest S of a correct dev input, where the guarantee holds by
+construction) until it passes.
 """
 
 from __future__ import annotations
@@ -120,9 +122,21 @@ def _auroc(score: np.ndarray, pos: np.ndarray) -> float:
 
 DEV_CHECK_TOL = 0.0
 HINGE_STEPS = (0.995, 0.999, 1.0)
+HINGE_Q_DEFAULT = 0.999
+REF_MAX = 5000  # clean train inputs at most in the hinge reference (a seeded subsample beyond)
 PERR_DELTA = 1.0 / 512
 PERR_RAMP = 1e-4
 ALARM_K_GRID = tuple(float(v) for v in np.geomspace(0.05, 50.0, 61))
+
+
+def conformal_quantile(s: np.ndarray, level: float) -> float:
+    """The ceil((n + 1) level)-th smallest of n scores (the largest when that exceeds n): a fresh score
+    exchangeable with them exceeds it with probability at most 1 - level (or 1 / (n + 1) at the top)."""
+    v = np.sort(np.asarray(s, np.float64).reshape(-1))
+    if v.size == 0:
+        raise SnapuqError("no clean reference scores for the hinge")
+    k = min(v.size, max(1, int(np.ceil((v.size + 1) * float(level) - 1e-9))))
+    return float(v[k - 1])
 
 
 def dev_check(u_dev: np.ndarray, msp_u: np.ndarray, err_dev: np.ndarray, tol: float = DEV_CHECK_TOL) -> dict:
@@ -193,13 +207,22 @@ def fit_calibration(
     quantile: float | None = None,
     u_flag_rate: float = 0.05,
     default_variant: str = "best",
+    outs_ref: dict | None = None,
+    y_ref: np.ndarray | None = None,
 ) -> dict:
     """Return the calib.json dict (the default variant at top level, the other one under "variants").
-    quantile: the first hinge quantile tried (default 0.995); the fit raises it along `HINGE_STEPS` until
-    `dev_check` passes (1.0 = the largest S of a correct dev input: passes by construction for alpha = 1)."""
+
+    The hinge q is a quantile of the clean reference S: the S of the correct dev inputs together with, when
+    given, the S of `outs_ref` (model outputs on held-in clean inputs, e.g. the train split; with labels
+    `y_ref` only the correctly classified ones, labels < 0 = unlabelled, all kept). The quantile is conformal
+    (`conformal_quantile`): a clean input like the reference ones raises an alarm with probability at most
+    1 - quantile, and a larger reference estimates that tail from more than the few hundred dev inputs.
+    quantile: the first hinge quantile tried (default 0.999); the fit raises it along `HINGE_STEPS` until
+    `dev_check` passes (1.0 = the largest clean reference S, >= the largest S of a correct dev input:
+    passes by construction for alpha = 1)."""
     if not 0.0 <= alpha <= 1.0:
         raise SnapuqError(f"alpha must be in [0, 1], got {alpha}")
-    q0 = HINGE_STEPS[0] if quantile is None else float(quantile)
+    q0 = HINGE_Q_DEFAULT if quantile is None else float(quantile)
     if not 0.5 <= q0 <= 1.0:
         raise SnapuqError(f"hinge quantile must be in [0.5, 1], got {q0}")
     y_dev = np.asarray(y_dev).astype(np.int64)
@@ -234,13 +257,30 @@ def fit_calibration(
     f_dev = sc.features(outs_dev)
     f_sh = sc.features(outs_shift)
     S_clean = f_dev["S"][ok] if ok.sum() >= 10 else f_dev["S"]
+    S_ref, n_ref = S_clean, 0
+    if outs_ref is not None:
+        S_tr = sc.features(outs_ref)["S"]
+        if y_ref is not None:
+            y_r = np.asarray(y_ref).astype(np.int64).reshape(-1)
+            if len(y_r) != len(S_tr):
+                raise SnapuqError(f"reference labels ({len(y_r)}) do not match its outputs ({len(S_tr)})")
+            pr = outs_ref["probs"] if "probs" in outs_ref else softmax(outs_ref["logits"])
+            S_tr = S_tr[(y_r < 0) | (pr.argmax(1) == y_r)]
+        n_ref = int(len(S_tr))
+        S_ref = np.r_[S_clean, S_tr]
     perr = fit_perr(f_dev["m"], err_dev)
     best["perr"] = perr
     steps = [q0] + [v for v in HINGE_STEPS if v > q0]
     tried = []
     for qq in steps:
-        q = float(np.quantile(S_clean, qq))
-        best["hinge"] = {"q": q, "sd": float(np.std(S_clean) + 1e-6), "quantile": qq}
+        q = conformal_quantile(S_ref, qq)
+        best["hinge"] = {
+            "q": q,
+            "sd": float(np.std(S_clean) + 1e-6),
+            "quantile": qq,
+            "reference": "dev+train" if n_ref else "dev",
+            "n_ref": int(len(S_ref)),
+        }
         f_dev = sc.features(outs_dev)
         f_sh = sc.features(outs_shift)
         pe_dev = perr_map(perr["knots"], f_dev["m"])
@@ -267,6 +307,7 @@ def fit_calibration(
         "shift_family": "holdout_shift (permuted 2x2 tiles + uniform noise)",
         "alpha": float(alpha),
         "hinge_quantile_requested": q0,
+        "hinge_reference": {"dev_clean": int(len(S_clean)), "train_clean": n_ref},
         "hinge_quantiles_tried": tried,
         "dev_check": chk,
         "dev_auroc_U_ok_vs_err": chk["auroc_ok_vs_err_snap"],
@@ -328,12 +369,28 @@ def _ece(p_err: np.ndarray, err: np.ndarray) -> float:
 # `snapuq calibrate DIR`: refit calib.json on the dev split without retraining
 
 
+def reference_split(x, y=None, seed: int = 0, n_max: int = REF_MAX):
+    """The clean train inputs (and labels) of the hinge reference: all of them, or a seeded subsample of
+    n_max. (None, None) when there are none."""
+    if x is None or len(x) == 0:
+        return None, None
+    x = np.asarray(x, np.float32)
+    y = None if y is None else np.asarray(y).astype(np.int64).reshape(-1)
+    if len(x) > n_max:
+        idx = np.sort(np.random.default_rng(seed + 7).choice(len(x), n_max, replace=False))
+        x, y = x[idx], (None if y is None else y[idx])
+    return x, y
+
+
 def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = None, variant: str = "best"):
-    """Fit calib.json for a loaded ModelDir `md` on dataset `ds`'s dev split (what train runs)."""
+    """Fit calib.json for a loaded ModelDir `md` on dataset `ds`'s dev split, with the train split in the
+    hinge reference (what train runs)."""
     cfg = md.config
+    seed = int(cfg.get("seed", 0))
     xdv = np.asarray(ds.x_dev, np.float32)
     od = md.predict(xdv)
-    osh = md.predict(holdout_shift(xdv, seed=int(cfg.get("seed", 0))))
+    osh = md.predict(holdout_shift(xdv, seed=seed))
+    xr, yr = reference_split(getattr(ds, "x_train", None), getattr(ds, "y_train", None), seed)
     return fit_calibration(
         od,
         np.asarray(ds.y_dev).astype(np.int64),
@@ -344,6 +401,8 @@ def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = 
         alpha=alpha,
         quantile=quantile,
         default_variant=variant,
+        outs_ref=None if xr is None else md.predict(xr),
+        y_ref=yr,
     )
 
 
@@ -377,8 +436,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--hinge-q",
         type=float,
         default=None,
-        help="first hinge quantile of clean dev S tried (default 0.995; raised along 0.999, 1.0 until the "
-        "dev check passes; 1.0 = the largest S of a correct dev input)",
+        help="first hinge quantile of the clean reference S (correct dev and train inputs) tried (default "
+        "0.999; raised along 0.999, 1.0 until the dev check passes; 1.0 = the largest)",
     )
     p.add_argument(
         "--alpha",
@@ -423,5 +482,6 @@ def run(args: argparse.Namespace) -> int:
             make_blob(d)
             print(f"snapuq calibrate: refreshed {paths.blob}")
     return 0 if fit["dev_check"]["ok"] else 1
+
 
 __all__ = ["confidence_proxy", "dev_check", "fit_calibration", "fit_logistic", "fit_perr", "holdout_shift"]

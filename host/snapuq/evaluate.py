@@ -450,6 +450,14 @@ def _score_one(r, bounds, y_test, st, spec, clean_idx) -> tuple[dict, dict]:
     extra["shift_auroc"] = shift
     vals = [v for v in shift.values() if np.isfinite(v)]
     extra["shift_auroc_mean"] = float(np.mean(vals)) if vals else float("nan")
+    clean = [b - a for a, b, name in st.segments if name == "clean"]
+    extra["cid_false_alarm_rate_resampled"] = (
+        S.resampled_clean_false_alarm(
+            u_test, u_dev, n_segments=len(clean), seg_len=min(clean), dev_len=len(clean_idx), window=st.window
+        )
+        if clean
+        else float("nan")
+    )
     return main, extra
 
 

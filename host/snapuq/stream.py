@@ -5,6 +5,10 @@ mu/sigma measured on a clean stream drawn from the dev split. A method's per-fra
 trailing-window mean of its U; we report the AUPRC of that score against the event flags (frames with a
 full window) and the detection delay in frames (metrics.detection_delays), with the alarm threshold
 tau = mean + 3 sd of the same alarm score on the clean dev stream.
+
+The false-alarm rate on clean segments of one stream rests on one draw of a few thousand highly correlated
+windows and one tau: `resampled_clean_false_alarm` averages the same rate over many independent draws of
+the clean dev stream (tau) and of the clean test segments.
 """
 
 from __future__ import annotations
@@ -154,3 +158,33 @@ def monitor(u_frames: np.ndarray, u_clean: np.ndarray, spec: EventSpec, stream: 
         "false_alarm_rate": float(np.mean(fired[quiet])) if quiet.any() else 0.0,
         "alarm": alarm,
     }
+
+
+def resampled_clean_false_alarm(
+    u_test: np.ndarray,
+    u_dev: np.ndarray,
+    *,
+    n_segments: int,
+    seg_len: int,
+    dev_len: int,
+    window: int = WINDOW,
+    draws: int = 20,
+    seed: int = 0,
+) -> float:
+    """Mean over `draws` of the clean-segment false-alarm rate of `monitor`: per draw a clean dev stream of
+    dev_len frames (tau = mean + 3 sd of its window means) and n_segments clean test segments of seg_len
+    frames, both drawn with replacement; the rate is the fraction of full-window frames above tau."""
+    u_test = np.asarray(u_test, np.float64)
+    u_dev = np.asarray(u_dev, np.float64)
+    if len(u_test) == 0 or len(u_dev) == 0 or n_segments < 1 or seg_len < window:
+        return float("nan")
+    rates = []
+    for r in range(draws):
+        rng = np.random.default_rng([seed, r, 4099])
+        cal = M.sliding_mean(u_dev[rng.integers(0, len(u_dev), dev_len)], window)
+        tau = cal.mean() + 3.0 * cal.std()
+        segs = u_test[rng.integers(0, len(u_test), (n_segments, seg_len))]
+        csum = np.cumsum(np.pad(segs, ((0, 0), (1, 0))), axis=1)
+        means = (csum[:, window:] - csum[:, :-window]) / window
+        rates.append(float(np.mean(means > tau)))
+    return float(np.mean(rates))

@@ -106,7 +106,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--hinge-q",
         type=float,
         default=None,
-        help="first hinge quantile of clean dev S (default 0.995; raised until the dev check passes)",
+        help="first hinge quantile of the clean reference S (correct dev + train inputs; default 0.999, "
+        "raised until the dev check passes; 1.0 = the largest)",
     )
     p.add_argument(
         "--alpha", type=float, default=1.0, help="confidence term weight of 1 - MSP vs 1 - margin (default 1)"
@@ -253,13 +254,16 @@ def tap_entries(backbone, taps: list[str], tap_prev: dict[str, str]) -> list[dic
 
 
 def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, variant: str = "best",
-                   seed: int = 0, alpha: float = 1.0, quantile: float | None = None) -> dict:  # fmt: skip
-    """The SNAP constants (calib.json) fitted on the dev split and the held-out synthetic shift of it;
+                   seed: int = 0, alpha: float = 1.0, quantile: float | None = None,
+                   x_ref: np.ndarray | None = None, y_ref: np.ndarray | None = None) -> dict:  # fmt: skip
+    """The SNAP constants (calib.json) fitted on the dev split and the held-out synthetic shift of it, with
+    the clean inputs x_ref (the train split; labels y_ref) in the hinge reference;
     `predict(x) -> dict of float outputs` (ModelDir.predict)."""
     from snapuq import calibrate
 
     od = predict(x_dev)
     osh = predict(calibrate.holdout_shift(x_dev, seed=seed))
+    xr, yr = calibrate.reference_split(x_ref, y_ref, seed)
     return calibrate.fit_calibration(
         od,
         y_dev,
@@ -270,6 +274,8 @@ def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, var
         alpha=alpha,
         quantile=quantile,
         default_variant=variant,
+        outs_ref=None if xr is None else predict(xr),
+        y_ref=yr,
     )
 
 
@@ -424,6 +430,7 @@ def train(args: argparse.Namespace) -> dict:
     calib = calibrate_snap(
         md.predict, cfg, xdv, ydv, args.variant, args.seed,
         alpha=getattr(args, "alpha", 1.0), quantile=getattr(args, "hinge_q", None),
+        x_ref=xtr, y_ref=ytr,
     )  # fmt: skip
     calibrate.write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t

@@ -552,7 +552,8 @@ def crc32(data, crc=0):
 
 
 class Interpreter:
-    """Int8 TFLite interpreter for the op subset of the shipped models (TFLM reference arithmetic)."""
+    """Int8 TFLite interpreter for the C core's operators but DEQUANTIZE (TFLM reference arithmetic;
+    checked on the vector set of tests/vectors, docs/YOUR_MODEL.md lists them)."""
 
     def __init__(self, tflite):
         fb = _FB(tflite)

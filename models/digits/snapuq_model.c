@@ -6175,7 +6175,7 @@ const snapuq_snap_config_t snapuq_model_snap_config = {
         {.d = 32, .out_a = 1, .out_mu = 4, .out_logvar = 6, .z_a = -128, .z_mu = -128, .z_v = -128, .k_a = 1048576, .k_mu = 1019805, .lut_shift = 39, .inv_sigma_lut = k_lut0, .p_m = 1768272572, .p_n = 30, .q_m = 1959751987, .q_n = 25, .r_q16 = -350139},
         {.d = 64, .out_a = 7, .out_mu = 3, .out_logvar = 0, .z_a = -128, .z_mu = -111, .z_v = -128, .k_a = 1048576, .k_mu = 681226, .lut_shift = 35, .inv_sigma_lut = k_lut1, .p_m = 1464819425, .p_n = 29, .q_m = 1075773214, .q_n = 23, .r_q16 = -1479777},
     },
-    .defaults = {.w_q16 = {32768, 32768}, .hinge_q_q16 = 230195, .hinge_m = 1960771596, .hinge_n = 30, .b0_q16 = 0, .b1_m = 0, .b1_n = 0, .b2_m = 0, .b2_n = 0, .alarm_k_q16 = 6538, .u_threshold_q16 = 8983},
+    .defaults = {.w_q16 = {32768, 32768}, .hinge_q_q16 = 376227, .hinge_m = 1960771596, .hinge_n = 30, .b0_q16 = 0, .b1_m = 0, .b1_n = 0, .b2_m = 0, .b2_n = 0, .alarm_k_q16 = 3277, .u_threshold_q16 = 7149},
 };
 
 const char *const snapuq_model_class_names[10] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};

@@ -5160,7 +5160,7 @@ const snapuq_snap_config_t snapuq_model_snap_config = {
         {.d = 64, .out_a = 1, .out_mu = 4, .out_logvar = 6, .z_a = -128, .z_mu = -125, .z_v = -128, .k_a = 1048576, .k_mu = 820013, .lut_shift = 39, .inv_sigma_lut = k_lut0, .p_m = 1227590903, .p_n = 29, .q_m = 1826523455, .q_n = 25, .r_q16 = -680993},
         {.d = 64, .out_a = 7, .out_mu = 3, .out_logvar = 0, .z_a = -128, .z_mu = -91, .z_v = -128, .k_a = 971366, .k_mu = 1048576, .lut_shift = 37, .inv_sigma_lut = k_lut1, .p_m = 1206115841, .p_n = 29, .q_m = 1258849391, .q_n = 24, .r_q16 = -846104},
     },
-    .defaults = {.w_q16 = {32768, 32768}, .hinge_q_q16 = 174912, .hinge_m = 1157484847, .hinge_n = 29, .b0_q16 = 0, .b1_m = 0, .b1_n = 0, .b2_m = 0, .b2_n = 0, .alarm_k_q16 = 3277, .u_threshold_q16 = 20751},
+    .defaults = {.w_q16 = {32768, 32768}, .hinge_q_q16 = 201496, .hinge_m = 1157484847, .hinge_n = 29, .b0_q16 = 0, .b1_m = 0, .b1_n = 0, .b2_m = 0, .b2_n = 0, .alarm_k_q16 = 3277, .u_threshold_q16 = 20751},
 };
 
 const char *const snapuq_model_class_names[10] = {"yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go"};

@@ -1,7 +1,7 @@
 """Three models the project did not write for itself (as a user would), and their data written as a user
-would have it: a 1-D conv sensor model (with a Concatenate) on the generated accelerometer set, a functional
-image model with BatchNorm, ReLU6, a residual Add, average pooling and Flatten on the 8x8 digits (as a folder
-of PNGs), and a plain MLP on flattened digits (as an .npz)."""
+would have it: a 1-D conv sensor model (with a Concatenate and a standalone ReLU6) on the generated
+accelerometer set, a functional image model with BatchNorm, ReLU6, a residual Add, average pooling and
+Flatten on the 8x8 digits (as a folder of PNGs), and a plain MLP on flattened digits (as an .npz)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def sensor_cnn(n_classes: int = 4):
     x = layers.Conv1D(16, 3, padding="same", activation="relu", name="c2")(x)
     y = layers.Conv1D(8, 3, padding="same", activation="relu", name="c2b")(x)
     x = layers.Concatenate(name="cat")([x, y])  # CONCATENATION in the core
+    x = layers.ReLU(6.0, name="cat_relu6")(x)  # standalone: nothing to fuse into (exported as RELU)
     x = layers.AveragePooling1D(2, name="p2")(x)
     x = layers.Conv1D(24, 3, padding="same", activation="relu", name="c3")(x)
     x = layers.GlobalAveragePooling1D(name="gap")(x)

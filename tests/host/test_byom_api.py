@@ -88,7 +88,7 @@ def test_taps_found_by_walking_the_graph():
     m = BM.sensor_cnn()
     bb, feat = logits_backbone(m)
     assert feat == "gap" and bb.output.shape[-1] == 4
-    assert default_taps(bb, feat) == (["c2b", "c3"], {"c2b": "c2", "c3": "cat"})
+    assert default_taps(bb, feat) == (["c2b", "c3"], {"c2b": "c2", "c3": "cat_relu6"})
     r = BM.residual_image()
     bb, feat = logits_backbone(r)
     taps, prev = default_taps(bb, feat)

@@ -1,8 +1,9 @@
 """Your own model, end to end: three models the project did not write (tests/host/byom_models.py) get SNAP
 heads via the Python API and via `snapuq train --model` from an .npz and from a folder of PNGs, are exported
 int8, verified element by element against TFLM (0 differing elements) and run on the emulated Cortex-M4
-(20 inputs, 0 mismatches vs the host reference). Kept cheap: small data, few epochs (the accuracy floors
-below are still far above chance), one firmware build per model."""
+(20 inputs, 0 mismatches vs the host reference); the sensor model also runs in the MicroPython twin. Kept
+cheap: small data, few epochs (the accuracy floors below are still far above chance), one firmware build
+per model."""
 
 from __future__ import annotations
 
@@ -46,6 +47,34 @@ def _export_verify_harness(d: Path, tmp: Path) -> dict:
     return man
 
 
+def _twin_equals_host(d: Path, x: np.ndarray, tmp: Path) -> None:
+    """The pure-MicroPython twin under MicroPython on the model's blob: every int8 output and the integer U
+    equal the host C core's (skipped without the interpreter)."""
+    import os
+
+    from snapuq.export.convert import quantize_input
+    from snapuq.micropython import host_reference, load_model_files, write_blob
+
+    mpy = Path(os.environ.get("SNAPUQ_MICROPYTHON") or Path(sys.executable).parent / "micropython")
+    if not mpy.exists():
+        return
+    tfl, man = load_model_files(d)
+    xq = quantize_input(x, float(man["input"]["scale"]), int(man["input"]["zero_point"])).reshape(len(x), -1)
+    (tmp / "m.snapuq").write_bytes(write_blob(tfl, man))
+    (tmp / "x.bin").write_bytes(xq.tobytes())
+    env = dict(os.environ, MICROPYPATH=str(ROOT / "micropython_modules" / "twin"))
+    cmd = [str(mpy), str(ROOT / "tests" / "micropython" / "twin_dump.py"), str(tmp / "m.snapuq"), "+",
+           str(tmp / "x.bin"), str(len(xq))]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    codes, ref = host_reference(tfl, man, xq)
+    assert len(rows) == len(xq)
+    diff = sum(int(np.sum(np.asarray(r["outs"][n]) != codes[n][r["i"]]))
+               for r in rows for n in man["outputs"])  # fmt: skip
+    assert diff == 0 and [r["u_q16"] for r in rows] == [int(v) for v in ref["U16"]]
+
+
 def test_sensor_cnn_via_api(tmp_path):
     import snapuq
     from snapuq.data.accel import make_accel
@@ -55,9 +84,9 @@ def test_sensor_cnn_via_api(tmp_path):
     model = BM.sensor_cnn()
     BM.fit_user_model(model, d["x_train"], d["y_train"], epochs=8, batch_size=8)
     snap = snapuq.attach(model, rank=16)
-    assert snap.taps == ["c2b", "c3"] and snap.tap_prev == {"c2b": "c2", "c3": "cat"}
+    assert snap.taps == ["c2b", "c3"] and snap.tap_prev == {"c2b": "c2", "c3": "cat_relu6"}
     assert set(snap.ops) == {"AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "FULLY_CONNECTED", "MAX_POOL_2D",
-                             "MEAN", "RESHAPE"}  # fmt: skip
+                             "MEAN", "RELU", "RESHAPE"}  # fmt: skip
     n_dev = 40
     snap.fit(d["x_train"][n_dev:], epochs=1, progress=False)
     cal = snap.calibrate(d["x_train"][:n_dev], d["y_train"][:n_dev])
@@ -69,6 +98,7 @@ def test_sensor_cnn_via_api(tmp_path):
     assert md.config["test_accuracy_float"] > 0.6
     man = _export_verify_harness(out, tmp_path)
     assert man["class_names"] == ["still", "walk", "run", "shake"]
+    _twin_equals_host(out, d["x_test"][:3], tmp_path)  # CONCATENATION, RELU, 3-D MEAN in the twin too
 
 
 def test_residual_image_via_cli_from_png_folder(tmp_path):

@@ -94,6 +94,48 @@ def test_dev_check_guarantee_at_the_top_quantile():
         calibrate.fit_calibration(od, y, osh, eps=0.01, logvar_offset=0.0, taps_meta=meta, quantile=0.2)
 
 
+def test_hinge_reference_pools_clean_train_inputs():
+    """The hinge sits at the largest S of the clean reference (correct dev + correct train inputs): with a
+    train reference it is at least the dev-only hinge, misclassified train inputs are left out, unlabelled
+    ones (label < 0) kept, and the dev check still holds by construction."""
+    rng = np.random.default_rng(5)
+    od = _outs(300, rng)
+    y = od["logits"].argmax(1).copy()
+    y[:30] = (y[:30] + 1) % 4
+    osh = _outs(100, rng, shift=1.5)
+    otr = _outs(600, rng)
+    ytr = otr["logits"].argmax(1).copy()
+    for k in range(2):  # three far-out train inputs: one misclassified, one unlabelled, one correct
+        otr[f"tap{k}_a"][:3] += np.array([[30.0], [20.0], [10.0]])
+    ytr[0] = (ytr[0] + 1) % 4
+    ytr[1] = -1
+    meta = [{"name": f"tap{k}", "layer": f"l{k}", "prev": f"p{k}", "d": 6, "d_prev": 6} for k in range(2)]
+    kw = {"eps": 0.01, "logvar_offset": 2 * np.log(0.01), "taps_meta": meta}
+    kw["quantile"] = 1.0
+    dev_only = calibrate.fit_calibration(od, y, osh, **kw)
+    pooled = calibrate.fit_calibration(od, y, osh, **kw, outs_ref=otr, y_ref=ytr)
+    assert dev_only["hinge"]["reference"] == "dev" and pooled["hinge"]["reference"] == "dev+train"
+    assert dev_only["hinge"]["quantile"] == pooled["hinge"]["quantile"] == 1.0
+    S_tr = score.SnapScorer.from_calib(pooled).features(otr)["S"]
+    assert pooled["hinge"]["q"] == pytest.approx(S_tr[1]) and S_tr[0] > S_tr[1] > S_tr[2]
+    assert pooled["hinge"]["q"] > dev_only["hinge"]["q"]
+    assert pooled["hinge"]["sd"] == dev_only["hinge"]["sd"]  # F's scale stays the clean dev spread
+    assert pooled["fit"]["hinge_reference"]["train_clean"] == 599  # all but the misclassified one
+    assert pooled["fit"]["dev_check"]["ok"]
+    no_labels = calibrate.fit_calibration(od, y, osh, **kw, outs_ref=otr)
+    assert no_labels["hinge"]["q"] == pytest.approx(S_tr[0])
+    with pytest.raises(SnapuqError, match="reference labels"):
+        calibrate.fit_calibration(od, y, osh, **kw, outs_ref=otr, y_ref=ytr[:10])
+    default = calibrate.fit_calibration(od, y, osh, **{**kw, "quantile": None}, outs_ref=otr, y_ref=ytr)
+    assert default["hinge"]["quantile"] == 0.999 and default["fit"]["dev_check"]["ok"]
+    # conformal quantile: the ceil((n + 1) level)-th smallest, the largest beyond n
+    v = np.arange(1.0, 101.0)[::-1]
+    assert calibrate.conformal_quantile(v, 0.9) == 91.0 and calibrate.conformal_quantile(v, 0.995) == 100.0
+    assert calibrate.conformal_quantile(v, 1.0) == 100.0 and calibrate.conformal_quantile(v, 0.0) == 1.0
+    xr, yr = calibrate.reference_split(np.zeros((12, 2)), np.arange(12), seed=0, n_max=5)
+    assert xr.shape == (5, 2) and list(yr) == sorted(yr) and calibrate.reference_split(None)[0] is None
+
+
 def test_perr_is_calibrated_on_a_known_model():
     """p_err recovers P(wrong | m) when errors are drawn from a known increasing curve."""
     rng = np.random.default_rng(2)

@@ -54,3 +54,19 @@ def test_events_and_monitor_separate_a_good_from_a_blind_detector():
     assert good["n_event_segments"] == 2
     assert good["cid_delay"] < blind["cid_delay"]
     assert good["cid_delay"] <= 30
+
+
+def test_resampled_clean_false_alarm():
+    """The clean-segment false-alarm rate averaged over draws: 0 when every clean test score sits below
+    every dev score, about the rate of a shifted-up test pool otherwise, deterministic, and it matches
+    `monitor`'s definition (full windows inside clean segments, tau = mean + 3 sd of the dev windows)."""
+    rng = np.random.default_rng(1)
+    u_dev = rng.random(300)
+    kw = {"n_segments": 4, "seg_len": 300, "dev_len": 2000}
+    assert S.resampled_clean_false_alarm(u_dev * 0.1, u_dev, **kw) == 0.0
+    hi = S.resampled_clean_false_alarm(u_dev + 1.0, u_dev, **kw)
+    assert hi == 1.0
+    pool = np.r_[u_dev, np.full(30, 5.0)]
+    mid = S.resampled_clean_false_alarm(pool, u_dev, **kw)
+    assert 0.0 < mid < 1.0 and mid == S.resampled_clean_false_alarm(pool, u_dev, **kw)
+    assert np.isnan(S.resampled_clean_false_alarm(u_dev, u_dev[:0], **kw))

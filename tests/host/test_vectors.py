@@ -179,3 +179,52 @@ def test_core_on_qemu_cortex_m4(cases: list[Case], tmp_path: Path, kernels: str)
         assert np.array_equal(got, c.expected), c.name
         checked += 1
     assert off == len(data) and checked >= len(cases) - 2
+
+
+def _edited(tflite: bytes, change) -> bytes:  # type: ignore[no-untyped-def]
+    import flatbuffers
+    from tensorflow.lite.python import schema_py_generated as fb
+
+    m = fb.ModelT.InitFromObj(fb.Model.GetRootAs(tflite, 0))
+    change(m.subgraphs[0], m)
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def test_new_operators_refuse_what_they_do_not_compute(cases: list[Case]) -> None:
+    """EXPAND_DIMS with an axis out of range or a wrong output shape, RELU6 with an output quantized
+    unlike its input (TFLM would ignore it), CONCATENATION with mixed quantization: one-line errors from
+    the C core (host library) and ValueErrors from the twin (under CPython)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("snapuq_twin", TWIN_DIR / "snapuq.py")
+    assert spec is not None and spec.loader is not None
+    twin_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(twin_mod)   # the twin under CPython (the host package is also "snapuq")
+    by = {c.name: c for c in cases}
+
+    def axis(v: int):  # type: ignore[no-untyped-def]
+        def f(sg, m):  # type: ignore[no-untyped-def]
+            t = sg.tensors[sg.operators[0].inputs[1]]
+            m.buffers[t.buffer].data = list(np.array([v], "<i4").tobytes())
+        return f
+
+    def out_scale(sg, m):  # type: ignore[no-untyped-def]
+        sg.tensors[sg.operators[0].outputs[0]].quantization.scale = [0.05]
+
+    def cat_zp(sg, m):  # type: ignore[no-untyped-def]
+        op = next(o for o in sg.operators if len(o.inputs) == 2 and sg.tensors[o.outputs[0]].shape[-1] == 5)
+        sg.tensors[op.inputs[1]].quantization.zeroPoint = [3]
+
+    bad = [("expand_dims", axis(4), "EXPAND_DIMS axis out of range"),
+           ("expand_dims", axis(1), "EXPAND_DIMS output shape does not match"),
+           ("relu6", out_scale, "RELU6 with output quantized unlike its input"),
+           ("concat_channels", cat_zp, "CONCATENATION inputs quantized differently")]  # fmt: skip
+    for name, change, msg in bad:
+        t = _edited(by[name].tflite, change)
+        with pytest.raises(ModelFormatError) as e:
+            CoreModel(t)
+        assert msg in str(e.value) and "\n" not in str(e.value), (name, str(e.value))
+        with pytest.raises(ValueError, match="snapuq: op (EXPAND_DIMS|RELU6|CONCATENATION)"):
+            twin_mod.Interpreter(t)

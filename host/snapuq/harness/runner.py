@@ -315,6 +315,8 @@ def run(opts: Options) -> dict[str, Any]:
         if "writer" in state:
             _incomplete(out, opts, state, str(e))
         if isinstance(e, OSError):
+            if e.filename:  # a file (build dir, results): name it, not the serial port
+                raise DeviceError(f"{e.strerror or e}: {e.filename}") from None
             raise DeviceError(f"serial port {opts.port}: {e}") from None
         raise
     finally:

@@ -1,0 +1,175 @@
+"""The numpy harness of docs/SNAP_STUDY.md §6 (second revision): frozen model outputs, SNAP recalibrated in
+numpy by the same functions as `snapuq calibrate` (fit_perr, fit_alarm_k, dev_check, conformal_quantile), and
+variants of the hinge reference, of S (extra per-channel terms of the first conv block) and of the alarm's k.
+
+    python tools/snap_study_r2.py dump runs/digits_s0 runs/digits_s0_seed1 ...   # DIR/study_r2.npz, .pkl
+    python tools/snap_study_r2.py hinge DIR...      # §6.1 hinge rules
+    python tools/snap_study_r2.py channels DIR...   # §6.2 per-channel terms
+    python tools/snap_study_r2.py alarm-k DIR...    # §6.3 fixed k values
+
+Each table line: mean over the DIRs of test U - MSP AUROC ✓/✗ (and per DIR), correct clean test inputs with
+alarm > 0, mean shift AUROC (clean test vs every corruption at severity 3 on the whole test split), ID/OOD
+AUROC (eval's OOD set, 500 inputs), and the clean-segment CID false-alarm rate over 30 resampled streams.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+EARLY = {"digits": "relu0", "keywords": "relu0"}  # the first conv block's output (cnn4, dscnn)
+
+
+def dump(d: str) -> None:
+    import keras
+
+    from snapuq import calibrate as C
+    from snapuq.data import load_dataset, load_ood
+    from snapuq.evaluate import _corruption_api
+    from snapuq.modeldir import load_model_dir
+    from snapuq.score import tap_stats
+
+    md = load_model_dir(d)
+    cfg = md.config
+    ds = load_dataset(cfg["dataset"], None, seed=int(cfg.get("seed", 0)))
+    names, corrupt = _corruption_api(ds)
+    early = keras.Model(md.model.input, md.model.get_layer(EARLY[cfg["dataset"]]).output)
+
+    def run(x):
+        x = np.asarray(x, np.float32)
+        o = md.predict(x)
+        eb, lb = tap_stats(o)
+        a = np.concatenate([np.asarray(early(x[i : i + 256], training=False)) for i in range(0, len(x), 256)])
+        a = a.reshape(len(a), -1, a.shape[-1])
+        return {"probs": o["probs"], "eb": eb, "lb": lb, "c_mean": a.mean(1), "c_var": a.var(1),
+                "c_max": a.max(1), "c_nz": (a > 0).mean(1)}  # fmt: skip
+
+    xt = np.asarray(ds.x_test, np.float32)
+    xdv = np.asarray(ds.x_dev, np.float32)
+    hold = C.holdout_shift(xdv, seed=int(cfg.get("seed", 0)))
+    sets = {"train": ds.x_train, "dev": xdv, "test": xt, "hold": hold}
+    for nm in names:
+        sets[f"c_{nm}"] = corrupt(xt, np.arange(len(xt)), nm, 3, 0)
+    sets["ood"] = load_ood(cfg["dataset"], ds, None, n=500, seed=0)
+    out = {f"{k}/{kk}": v for k, x in sets.items() for kk, v in run(x).items()}
+    for split in ("train", "dev", "test"):
+        out[f"y/{split}"] = np.asarray(getattr(ds, f"y_{split}"))
+    out["names"] = np.array(names)
+    np.savez_compressed(f"{d}/study_r2.npz", **out)
+    print(f"{d}/study_r2.npz", flush=True)
+
+
+def load(d: str):
+    z = np.load(f"{d}/study_r2.npz")
+    D: dict = {}
+    for k in z.files:
+        if "/" in k:
+            s, f = k.split("/", 1)
+            D.setdefault(s, {})[f] = z[k]
+    return D, [str(n) for n in z["names"]]
+
+
+def two_sided(y: dict, ok: np.ndarray) -> dict:
+    r = y["dev"][ok]
+    return {k: np.abs(v - r.mean(0)) / (r.std(0) + 1e-6) for k, v in y.items()}
+
+
+def terms(D: dict, ok_dev: np.ndarray, extra: list[str]) -> dict:
+    """Per-tap z (two-sided, clean dev) plus, per name in extra, the mean squared z of a diagonal Gaussian
+    (train) on that per-channel statistic, standardized two-sided on clean dev: set -> (N, n_terms)."""
+    z = two_sided({k: 0.5 * v["eb"] + 0.5 * v["lb"] for k, v in D.items() if "eb" in v}, ok_dev)
+    cols = {k: [v[:, i] for i in range(v.shape[1])] for k, v in z.items()}
+    for e in extra:
+        a = D["train"][e]
+        mu, sd = a.mean(0), a.std(0) + 1e-3
+        y = two_sided({k: np.mean(((v[e] - mu) / sd) ** 2, 1) for k, v in D.items() if e in v}, ok_dev)
+        for k in cols:
+            cols[k].append(y[k])
+    return {k: np.stack(v, 1) for k, v in cols.items()}
+
+
+def fa_resampled(u_test, u_dev, draws: int = 30, n_seg: int = 16, seg: int = 300, w: int = 100) -> float:
+    from snapuq import metrics as M
+    from snapuq import stream as SS
+
+    out = []
+    for s in range(draws):
+        ca = M.sliding_mean(u_dev[SS.clean_stream_indices(len(u_dev), max(20 * w, 2 * len(u_dev)), s)], w)
+        tau = ca.mean() + 3 * ca.std()
+        rng = np.random.default_rng(1000 + s)
+        segs = [M.sliding_mean(u_test[rng.integers(0, len(u_test), seg)], w) for _ in range(n_seg)]
+        out.append(np.mean(np.concatenate(segs) > tau))
+    return float(np.mean(out))
+
+
+def evaluate(D, names, S, ok_dev, *, rule: str = "dev", k: float | None = None) -> dict:
+    """U from S with the hinge rule ('dev': quantile steps on clean dev S as in the first revision;
+    'conf0.999' / 'max': of clean dev + train S) and k fitted (None) or fixed; the study's figures."""
+    from snapuq import calibrate as C
+    from snapuq import metrics as M
+    from snapuq.score import alarm_map, perr_map
+
+    err_dev = ~ok_dev
+    err_test = D["test"]["probs"].argmax(1) != D["y"]["test"]
+    ok_tr = D["train"]["probs"].argmax(1) == D["y"]["train"]
+    m = {s: 1 - v["probs"].max(1) for s, v in D.items() if "probs" in v}
+    perr = C.fit_perr(m["dev"], err_dev)
+    pe = {s: perr_map(perr["knots"], v) for s, v in m.items()}
+    sd = float(np.std(S["dev"][ok_dev]) + 1e-6)
+    ref = S["dev"][ok_dev] if rule == "dev" else np.r_[S["dev"][ok_dev], S["train"][ok_tr]]
+    steps = C.HINGE_STEPS if rule == "dev" else ((1.0,) if rule == "max" else (0.999, 1.0))
+    for qq in steps:
+        q = C.conformal_quantile(ref, qq) if rule != "dev" else float(np.quantile(ref, qq))
+        F = {s: np.maximum(0, (v - q) / sd) for s, v in S.items()}
+        kk = k if k is not None else C.fit_alarm_k(
+            np.r_[pe["dev"], pe["hold"]], np.r_[F["dev"], F["hold"]],
+            np.r_[err_dev.astype(float), np.ones(len(pe["hold"]))])  # fmt: skip
+        U = {s: pe[s] + alarm_map(F[s], kk) * (1 - pe[s]) for s in S}
+        if C.dev_check(U["dev"], m["dev"], err_dev)["ok"]:
+            break
+    n = len(err_test)
+    lab = np.r_[np.zeros(n), np.ones(n)]
+    return {
+        "gap": M.auroc(U["test"], err_test) - M.auroc(m["test"], err_test),
+        "alarmed_ok": int(((F["test"] > 0) & ~err_test).sum()),
+        "shift": float(np.mean([M.auroc(np.r_[U["test"], U[f"c_{c}"]], lab) for c in names])),
+        "ood": M.auroc(np.r_[U["test"], U["ood"]], np.r_[np.zeros(n), np.ones(len(U["ood"]))]),
+        "fa": fa_resampled(U["test"], U["dev"]),
+        "q": q,
+        "k": kk,
+    }
+
+
+def table(dirs: list[str], variants: dict) -> None:
+    rows: dict = {}
+    for d in dirs:
+        D, names = load(d)
+        ok_dev = D["dev"]["probs"].argmax(1) == D["y"]["dev"]
+        for tag, (extra, rule, k) in variants.items():
+            S = {s: v.mean(1) for s, v in terms(D, ok_dev, extra).items()}
+            rows.setdefault(tag, []).append(evaluate(D, names, S, ok_dev, rule=rule, k=k))
+    for tag, rs in rows.items():
+        mean = {key: np.mean([r[key] for r in rs]) for key in ("gap", "shift", "ood", "fa")}
+        per = " / ".join(f"{r['gap']:+.4f}" for r in rs)
+        print(f"{tag:28s} U-MSP {mean['gap']:+.4f} ({per}) alarmed ok {sum(r['alarmed_ok'] for r in rs)} "
+              f"shift {mean['shift']:.3f} ID/OOD {mean['ood']:.3f} FA {mean['fa']:.3f} "
+              f"k {[round(r['k'], 3) for r in rs]}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    cmd, dirs = sys.argv[1], sys.argv[2:]
+    if cmd == "dump":
+        for d in dirs:
+            dump(d)
+    elif cmd == "hinge":
+        table(dirs, {"dev (first revision)": ([], "dev", None),
+                     "conformal 0.999 dev+train": ([], "conf0.999", None),
+                     "max dev+train": ([], "max", None)})  # fmt: skip
+    elif cmd == "channels":
+        extra = ("c_mean", "c_max", "c_var", "c_nz")
+        table(dirs, {"none": ([], "dev", None), **{f"+ {c}": ([c], "dev", None) for c in extra}})
+    elif cmd == "alarm-k":
+        table(dirs, {f"k = {k}": ([], "conf0.999", k) for k in (0.05, 0.5, 2.0, 5.0, 20.0)})
+    else:
+        raise SystemExit(f"unknown command {cmd} (dump, hinge, channels, alarm-k)")
