@@ -253,3 +253,24 @@ def test_paper_side_by_side_and_snap_overhead() -> None:
     assert "flash +50.0 KB (+50 %), peak RAM +6.0 KB (+20 %), instructions +20,000 (+2.0 %)" in md
     assert "Paper: SNAP 182 vs BASE 220 KB flash, 70 vs 84 KB RAM, 52 vs 60 ms." in md
     assert paper_markdown({"rows": []}) == ""
+
+
+RESNET8 = ROOT / "models" / "resnet8"
+
+
+@pytest.mark.skipif(not (RESNET8 / "variants" / "deep_4.tflite").exists(), reason="no models/resnet8")
+def test_small_mcu_row_snap_resnet8_fits_and_runs_deep_does_not_link() -> None:
+    """The table's headline on the 256 KB / 64 KB budget: SNAP ResNet-8 links, boots (arena check passes)
+    and matches TFLM on QEMU; DEEP's 5 members overflow the flash at the link. Static RAM has little slack
+    here (~300 B of pool over the arena): this fails first if the Small-MCU app grows."""
+    from snapuq.bench_table import BOARDS
+    from snapuq.bench_variants import load_variants
+
+    small = BOARDS["small"]
+    x = np.random.default_rng(0).integers(-128, 128, size=(32, 32, 3)).astype(np.int8)
+    c = measure_cell(small, "snap", RESNET8, None, BUILD, [x], 1, False)
+    assert c["status"] == "ok", c
+    assert c["mismatches_vs_tflm"] == 0 and c["ram"]["peak"] <= small.ram and c["flash"] <= small.flash
+    assert c["ram"]["pool"] >= c["ram"]["arena"]
+    d = measure_cell(small, "deep", RESNET8, load_variants(RESNET8), BUILD, [x], 1, False)
+    assert d["status"] == "OOM" and d["oom_source"] == "link" and d["needed"]["flash"] > small.flash
