@@ -85,6 +85,14 @@ static inline int32_t snapuq_clamp_i32(int32_t x, int32_t lo, int32_t hi)
     return x < lo ? lo : (x > hi ? hi : x);
 }
 
+/* One int32 accumulator to an int8 output: TFLM's MultiplyByQuantizedMultiplier, the output
+ * offset, then the fused activation's clamp (CONV_2D, DEPTHWISE_CONV_2D reference kernels). */
+static inline int8_t snapuq_requant_i8(int32_t acc, int32_t m, int32_t s, int32_t out_offset,
+                                       int32_t act_min, int32_t act_max)
+{
+    return (int8_t)snapuq_clamp_i32(snapuq_mbqm(acc, m, s) + out_offset, act_min, act_max);
+}
+
 static inline int snapuq_clz32(uint32_t x)
 {
     int n = 0;

@@ -486,7 +486,8 @@ static void conv_patch(const snapuq_conv_args_t *a)
                 for (i = 0; i < Kp / 2; i++) {
                     pt.w[i] = 0; /* padding taps and the pad to a multiple of 4: x + offset = 0 */
                 }
-                tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);                for (ky = ky0; ky < ky1; ky++) {
+                tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);
+                for (ky = ky0; ky < ky1; ky++) {
                     const int8_t *xrow = a->in + ((size_t)b * a->in_h + iy0 + a->dil_h * ky) * a->in_w * C;
                     if (C == 1) {
                         /* grayscale first layer: one element per tap */

@@ -10,12 +10,6 @@
 #include "snapuq_fixed.h"
 #include "snapuq_kernels.h"
 
-static inline int8_t requant(int32_t acc, int32_t m, int32_t s, const snapuq_conv_args_t *a)
-{
-    acc = snapuq_mbqm(acc, m, s) + a->out_offset;
-    return (int8_t)snapuq_clamp_i32(acc, a->act_min, a->act_max);
-}
-
 void snapuq_dwconv_ref(const snapuq_conv_args_t *a)
 {
     int32_t b, oy, ox, ic, m, ky, kx;
@@ -48,7 +42,8 @@ void snapuq_dwconv_ref(const snapuq_conv_args_t *a)
                         if (a->bias != NULL) {
                             acc = snapuq_add_wrap(acc, a->bias[oc]);
                         }
-                        out[oc] = requant(acc, a->mult[oc], a->shift[oc], a);
+                        out[oc] = snapuq_requant_i8(acc, a->mult[oc], a->shift[oc], a->out_offset,
+                                                    a->act_min, a->act_max);
                     }
                 }
             }
