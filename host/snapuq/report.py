@@ -60,7 +60,10 @@ def make_plots(
     for a, t in zip(ax, ("ID correct vs wrong (errors positive)", "ID vs OOD (OOD positive)")):
         a.plot([0, 1], [0, 1], ":", color="grey", lw=0.8)
         a.set(xlabel="false positive rate", ylabel="true positive rate", title=t, xlim=(0, 1), ylim=(0, 1.01))
-        a.legend(fontsize=7, loc="lower right", title="AUROC", title_fontsize=7)
+        if a.get_legend_handles_labels()[1]:
+            a.legend(fontsize=7, loc="lower right", title="AUROC", title_fontsize=7)
+        else:  # no OOD inputs (or one class only): say so instead of an empty legend
+            a.text(0.5, 0.5, "no inputs for this comparison", ha="center", va="center", fontsize=8)
     fig.tight_layout()
     save_figure(fig, rdir / "roc.png", dpi=110)
     plt.close(fig)
