@@ -15,6 +15,19 @@ static inline int32_t max_i32(int32_t x, int32_t y)
     return x > y ? x : y;
 }
 
+/* The window of output (oy, ox): its top-left input (iy0, ix0) and the filter rows [fy0, fy1) and
+ * columns [fx0, fx1) that fall on the input (padding taps are skipped, as TFLM does). */
+static inline void pool_window(const snapuq_pool_args_t *a, int32_t oy, int32_t ox, int32_t *iy0,
+                               int32_t *ix0, int32_t *fy0, int32_t *fy1, int32_t *fx0, int32_t *fx1)
+{
+    *iy0 = oy * a->stride_h - a->pad_h;
+    *ix0 = ox * a->stride_w - a->pad_w;
+    *fy0 = *iy0 < 0 ? -*iy0 : 0;
+    *fx0 = *ix0 < 0 ? -*ix0 : 0;
+    *fy1 = a->f_h < a->in_h - *iy0 ? a->f_h : a->in_h - *iy0;
+    *fx1 = a->f_w < a->in_w - *ix0 ? a->f_w : a->in_w - *ix0;
+}
+
 void snapuq_maxpool_ref(const snapuq_pool_args_t *a)
 {
     /* 4 channels at a time in registers, window rows walked by pointer */
@@ -24,12 +37,8 @@ void snapuq_maxpool_ref(const snapuq_pool_args_t *a)
     for (b = 0; b < a->batches; b++) {
         for (oy = 0; oy < a->out_h; oy++) {
             for (ox = 0; ox < a->out_w; ox++) {
-                const int32_t iy0 = oy * a->stride_h - a->pad_h;
-                const int32_t ix0 = ox * a->stride_w - a->pad_w;
-                const int32_t fy0 = iy0 < 0 ? -iy0 : 0;
-                const int32_t fx0 = ix0 < 0 ? -ix0 : 0;
-                const int32_t fy1 = a->f_h < a->in_h - iy0 ? a->f_h : a->in_h - iy0;
-                const int32_t fx1 = a->f_w < a->in_w - ix0 ? a->f_w : a->in_w - ix0;
+                int32_t iy0, ix0, fy0, fy1, fx0, fx1;
+                pool_window(a, oy, ox, &iy0, &ix0, &fy0, &fy1, &fx0, &fx1);
                 const int32_t empty = fy0 >= fy1 || fx0 >= fx1; /* no input under the window */
                 const int8_t *base = empty ? a->in : a->in + (((size_t)b * a->in_h + iy0 + fy0) * a->in_w + ix0 + fx0) * D;
                 int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * D;
@@ -76,12 +85,8 @@ int snapuq_avgpool_ref(const snapuq_pool_args_t *a)
     for (b = 0; b < a->batches; b++) {
         for (oy = 0; oy < a->out_h; oy++) {
             for (ox = 0; ox < a->out_w; ox++) {
-                const int32_t iy0 = oy * a->stride_h - a->pad_h;
-                const int32_t ix0 = ox * a->stride_w - a->pad_w;
-                const int32_t fy0 = iy0 < 0 ? -iy0 : 0;
-                const int32_t fx0 = ix0 < 0 ? -ix0 : 0;
-                const int32_t fy1 = a->f_h < a->in_h - iy0 ? a->f_h : a->in_h - iy0;
-                const int32_t fx1 = a->f_w < a->in_w - ix0 ? a->f_w : a->in_w - ix0;
+                int32_t iy0, ix0, fy0, fy1, fx0, fx1;
+                pool_window(a, oy, ox, &iy0, &ix0, &fy0, &fy1, &fx0, &fx1);
                 for (c = 0; c < a->depth; c++) {
                     int32_t acc = 0, count = 0;
                     for (fy = fy0; fy < fy1; fy++) {
