@@ -48,13 +48,27 @@ def seed_dir(d: Path, cfg: dict, seed: int) -> Path:
 def train_argv(
     d: Path, cfg: dict, calib: dict | None, seed: int, out: Path, data_dir: str | None
 ) -> list[str]:
-    """`snapuq train` arguments that rebuild DIR's model with another seed."""
-    a = ["--dataset", str(cfg["dataset"]), "--out", str(out), "--seed", str(seed), "--no-progress"]
-    if data_dir:
-        a += ["--data-dir", str(data_dir)]
+    """`snapuq train` arguments that rebuild DIR's model with another seed.
+
+    A built-in dataset is retrained whole (backbone and heads). A directory made from your own model
+    (`snapuq train --model` or `snapuq.attach(...).save`) is retrained from DIR/backbone.keras on DIR's
+    prepared splits: the SNAP heads, the calibration and the baselines change with the seed, your
+    backbone and your data split do not (we cannot rerun your training; put your own DIR_seed{S}
+    directories next to DIR to vary it, and they are used as they are)."""
+    a = ["--out", str(out), "--seed", str(seed), "--no-progress"]
+    user = cfg.get("backbone") == "user"
+    if user:
+        bb = d / str(cfg.get("backbone_file") or "backbone.keras")
+        if not bb.is_file():
+            raise SnapuqError(f"{d}: no {bb.name} to retrain the heads from for another seed")
+        a += ["--model", str(bb), "--data", str(d)]
+    else:
+        a += ["--dataset", str(cfg["dataset"])]
+        if data_dir:
+            a += ["--data-dir", str(data_dir)]
     for key, flag in (
         ("epochs", "--epochs"),
-        ("backbone", "--backbone"),
+        ("backbone", None if user else "--backbone"),
         ("rank", "--rank"),
         ("qat_frac", "--qat-frac"),
         ("lambda_ss", "--lambda-ss"),
@@ -65,7 +79,7 @@ def train_argv(
         ("cov_rank", "--cov-rank"),
         ("variant", "--variant"),
     ):
-        if cfg.get(key) is not None:
+        if flag and cfg.get(key) is not None:
             a += [flag, str(cfg[key])]
     if cfg.get("taps"):
         a += ["--taps", ",".join(t["layer"] for t in cfg["taps"])]
@@ -226,7 +240,10 @@ def write_report(rdir: Path, agg: dict) -> None:
     from snapuq.report import COLUMNS
 
     seeds = ",".join(str(s) for s in agg["seeds"])
-    L = [f"# snapuq eval: {agg['dataset']}, seeds {seeds} (mean ± sd over seeds)", ""]
+    name = str(agg["dataset"])
+    if name.endswith(".npz"):  # your own model: its directory's data cache
+        name = f"{Path(name).parent.name} (your model and data)"
+    L = [f"# snapuq eval: {name}, seeds {seeds} (mean ± sd over seeds)", ""]
     L.append(
         f"- test inputs per seed: {agg['n_test']}; accuracy float {_pm(agg['accuracy']['float'], None, 4)}"
     )

@@ -84,3 +84,25 @@ def test_eval_on_own_sensor_data_without_ood(tmp_path, capsys, monkeypatch):
     assert set(mj["stream"]["corruptions"]) >= {"gaussian_noise", "spikes", "drift", "axis_swap"}
     assert mj["accuracy"]["float"] > 0.4
     assert (rep / "report.md").is_file()
+
+    # several seeds of your own model: seed 1 is rebuilt from DIR/backbone.keras on DIR's prepared splits
+    # (new heads and calibration; the backbone and the split stay yours)
+    capsys.readouterr()
+    rc = main(["eval", str(out), "--seeds", "0,1", "--report", str(tmp_path / "R2"), "--methods", "snap,msp",
+               "--limit", "40", "--no-progress"])  # fmt: skip
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert f"--model {out / 'backbone.keras'} --data {out}" in text
+    s1 = tmp_path / "har_seed1"
+    c1 = json.loads((s1 / "config.json").read_text())
+    assert c1["backbone"] == "user" and c1["seed"] == 1 and c1["rank"] == 8
+    assert [t["layer"] for t in c1["taps"]] == [t["layer"] for t in cfg["taps"]]
+    import keras
+
+    w0 = keras.saving.load_model(out / "backbone.keras", compile=False).get_weights()
+    w1 = keras.saving.load_model(s1 / "backbone.keras", compile=False).get_weights()
+    assert all(np.array_equal(a, b) for a, b in zip(w0, w1, strict=True))
+    agg = json.loads((tmp_path / "R2" / "metrics.json").read_text())
+    assert agg["seeds"] == [0, 1] and set(agg["checks"]) == {"0", "1"}
+    assert agg["criteria"]["U_ge_msp_dev_every_seed"] is True
+    assert "# snapuq eval: har (your model and data), seeds 0,1" in (tmp_path / "R2" / "report.md").read_text()

@@ -86,6 +86,28 @@ def test_train_argv_rebuilds_the_options(tmp_path: Path):
     assert ns.seed == 2 and ns.rank == 32 and ns.hinge_q == 0.999
 
 
+def test_train_argv_of_your_own_model(tmp_path: Path):
+    d = tmp_path / "mine"
+    d.mkdir()
+    cfg = {"dataset": str(d / "data.npz"), "backbone": "user", "backbone_file": "backbone.keras", "seed": 0,
+           "epochs": 4, "rank": 16, "eps": 0.01, "nll": "gauss", "taps": [{"layer": "r1"}], "variant": "best"}
+    with pytest.raises(SnapuqError, match="backbone.keras"):
+        train_argv(d, cfg, None, 1, tmp_path / "mine_seed1", None)
+    (d / "backbone.keras").write_bytes(b"k")
+    a = train_argv(d, cfg, None, 1, tmp_path / "mine_seed1", "/data")
+    s = " ".join(a)
+    assert f"--model {d / 'backbone.keras'} --data {d}" in s and "--seed 1" in s and "--rank 16" in s
+    assert "--dataset" not in a and "--backbone" not in a and "--data-dir" not in a
+    import argparse
+
+    from snapuq import train as T
+
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    ns = p.parse_args(a)
+    assert ns.model == str(d / "backbone.keras") and ns.data == str(d) and ns.backbone_epochs == 0
+
+
 def test_eval_seeds_bad_list(tmp_path: Path, capsys):
     d = tmp_path / "M"
     d.mkdir()
