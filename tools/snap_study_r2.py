@@ -6,6 +6,11 @@ variants of the hinge reference, of S (extra per-channel terms of the first conv
     python tools/snap_study_r2.py hinge DIR...      # §6.1 hinge rules
     python tools/snap_study_r2.py channels DIR...   # §6.2 per-channel terms
     python tools/snap_study_r2.py alarm-k DIR...    # §6.3 fixed k values
+    python tools/snap_study_r2.py ceiling DIR...    # §7.1 what any combination of MSP and S can reach
+    python tools/snap_study_r2.py odds DIR...       # §7.2 the alarm as an odds multiplier
+    python tools/snap_study_r2.py classcond DIR...  # §7.3 per-predicted-class standardization of S
+    python tools/snap_study_r2.py inputs DIR...     # DIR/study_inputs.npz: input summary statistics
+    python tools/snap_study_r2.py input-tap DIR...  # §7.4 an input tap: their Gaussian as a term of S
 
 Each table line: mean over the DIRs of test U - MSP AUROC ✓/✗ (and per DIR), correct clean test inputs with
 alarm > 0, mean shift AUROC (clean test vs every corruption at severity 3 on the whole test split), ID/OOD
@@ -18,7 +23,8 @@ import sys
 
 import numpy as np
 
-EARLY = {"digits": "relu0", "keywords": "relu0"}  # the first conv block's output (cnn4, dscnn)
+# the first conv block's output (cnn4, dscnn, resnet8)
+EARLY = {"digits": "relu0", "keywords": "relu0", "cifar10": "relu0"}
 
 
 def dump(d: str) -> None:
@@ -157,6 +163,164 @@ def table(dirs: list[str], variants: dict) -> None:
               f"k {[round(r['k'], 3) for r in rs]}")  # fmt: skip
 
 
+def _cdf(ref: np.ndarray, v: np.ndarray) -> np.ndarray:
+    ref = np.sort(ref)
+    return (np.searchsorted(ref, v, side="right") + 0.5) / (len(ref) + 1)
+
+
+def _prep(d: str, classcond: bool = False) -> dict:
+    """One model's frozen outputs with the shipped rule (conformal 0.999 hinge over clean dev + train S,
+    k = 0.05): m = 1 - MSP, p_err, S, F per set. classcond: the per-tap statistic is standardized by the
+    mean / sd of its predicted class (correct train + dev inputs, shrunk to the pooled values with 20
+    pseudo-inputs) instead of the pooled clean dev mean / sd."""
+    from snapuq import calibrate as C
+    from snapuq.score import perr_map
+
+    D, names = load(d)
+    pred = {s: v["probs"].argmax(1) for s, v in D.items() if "probs" in v}
+    ok_dev, ok_tr = pred["dev"] == D["y"]["dev"], pred["train"] == D["y"]["train"]
+    if classcond:
+        y = {s: 0.5 * v["eb"] + 0.5 * v["lb"] for s, v in D.items() if "eb" in v}
+        r = np.r_[y["train"][ok_tr], y["dev"][ok_dev]]
+        rc = np.r_[D["y"]["train"][ok_tr], D["y"]["dev"][ok_dev]]
+        gmu, gvar = r.mean(0), r.var(0)
+        K = D["train"]["probs"].shape[1]
+        mu, sd = np.tile(gmu, (K, 1)), np.tile(np.sqrt(gvar), (K, 1))
+        for c in range(K):
+            rr = r[rc == c]
+            if len(rr):
+                w = len(rr) / (len(rr) + 20.0)
+                mu[c] = w * rr.mean(0) + (1 - w) * gmu
+                sd[c] = np.sqrt(w * rr.var(0) + (1 - w) * gvar)
+        S = {s: (np.abs(v - mu[pred[s]]) / (sd[pred[s]] + 1e-6)).mean(1) for s, v in y.items()}
+    else:
+        S = {s: v.mean(1) for s, v in terms(D, ok_dev, []).items()}
+    m = {s: 1 - v["probs"].max(1) for s, v in D.items() if "probs" in v}
+    perr = C.fit_perr(m["dev"], ~ok_dev)
+    q = C.conformal_quantile(np.r_[S["dev"][ok_dev], S["train"][ok_tr]], 0.999)
+    sd_s = float(np.std(S["dev"][ok_dev]) + 1e-6)
+    return {"D": D, "names": names, "S": S, "m": m, "ok_dev": ok_dev, "ok_tr": ok_tr,
+            "err_test": pred["test"] != D["y"]["test"], "err_dev": ~ok_dev,
+            "pe": {s: perr_map(perr["knots"], v) for s, v in m.items()},
+            "F": {s: np.maximum(0.0, (v - q) / sd_s) for s, v in S.items()}, "dir": d}  # fmt: skip
+
+
+def _figures(P: dict, U: dict) -> dict:
+    from snapuq import metrics as M
+
+    et, n = P["err_test"], len(P["err_test"])
+    lab = np.r_[np.zeros(n), np.ones(n)]
+    return {
+        "gap": M.auroc(U["test"], et) - M.auroc(P["m"]["test"], et),
+        "dev_gap": M.auroc(U["dev"], P["err_dev"]) - M.auroc(P["m"]["dev"], P["err_dev"]),
+        "shift": float(np.mean([M.auroc(np.r_[U["test"], U[f"c_{c}"]], lab) for c in P["names"]])),
+        "ood": M.auroc(np.r_[U["test"], U["ood"]], np.r_[np.zeros(n), np.ones(len(U["ood"]))]),
+        "fa": fa_resampled(U["test"], U["dev"]),
+    }
+
+
+def _rows(dirs: list[str], variants: dict, classcond: bool = False) -> None:
+    Ps = [_prep(d, classcond) for d in dirs]
+    for tag, fn in variants.items():
+        rs = [_figures(P, fn(P)) for P in Ps]
+        mean = {k: float(np.mean([r[k] for r in rs])) for k in rs[0]}
+        per = " / ".join(f"{r['gap']:+.4f}" for r in rs)
+        dmin = min(r["dev_gap"] for r in rs)
+        print(f"{tag:34s} U-MSP {mean['gap']:+.4f} ({per}) dev min {dmin:+.4f} shift {mean['shift']:.3f} "
+              f"ID/OOD {mean['ood']:.3f} FA {mean['fa']:.3f}", flush=True)
+
+
+def _shipped(P: dict) -> dict:
+    from snapuq.score import alarm_map
+
+    return {s: P["pe"][s] + alarm_map(P["F"][s], 0.05) * (1 - P["pe"][s]) for s in P["F"]}
+
+
+def _odds(mult: float):
+    from snapuq.score import alarm_map
+
+    def f(P: dict) -> dict:
+        out = {}
+        for s in P["F"]:
+            o = P["pe"][s] / (1 - P["pe"][s]) * (1 + (mult - 1) * alarm_map(P["F"][s], 0.05))
+            out[s] = o / (1 + o)
+        return out
+
+    return f
+
+
+def _tails(kind: str):
+    """Monotone combinations of the two signals U is built from, each as its tail probability under clean
+    data (m: dev, S: correct dev + train): 'S' alone, 'max' of the two CDFs, 'fisher'
+    -log(1 - F_m) - log(1 - F_S)."""
+
+    def f(P: dict) -> dict:
+        ref_s = np.r_[P["S"]["dev"][P["ok_dev"]], P["S"]["train"][P["ok_tr"]]]
+        cm = {s: _cdf(P["m"]["dev"], v) for s, v in P["m"].items()}
+        cs = {s: _cdf(ref_s, v) for s, v in P["S"].items()}
+        if kind == "S":
+            return P["S"]
+        if kind == "max":
+            return {s: np.maximum(cm[s], cs[s]) for s in cs}
+        return {s: -np.log(1 - cm[s]) - np.log(1 - cs[s]) for s in cs}
+
+    return f
+
+
+def input_summary(x: np.ndarray) -> np.ndarray:
+    """Per-row and per-column means and mean absolute differences of each input, (N, 2R + 2K): the input
+    viewed as R x K (images H x (W C), MFCC frames T x F, sensor windows T x C, vectors 1 x D). Sums and
+    absolute differences only (no square root): the integer form a device would compute on the int8
+    input."""
+    x = np.asarray(x, np.float32)
+    x = x.reshape(len(x), x.shape[1], -1) if x.ndim > 2 else x.reshape(len(x), 1, -1)
+    cols = [x.mean(1), x.mean(2)]
+    if x.shape[1] > 1:
+        cols.append(np.abs(np.diff(x, axis=1)).mean(1))
+    if x.shape[2] > 1:
+        cols.append(np.abs(np.diff(x, axis=2)).mean(2))
+    return np.concatenate(cols, 1)
+
+
+def dump_inputs(d: str) -> None:
+    from snapuq.data import load_dataset, load_ood
+    from snapuq.evaluate import _corruption_api
+    from snapuq.modeldir import load_model_dir
+
+    cfg = load_model_dir(d).config
+    ds = load_dataset(cfg["dataset"], cfg.get("data_dir"), seed=int(cfg.get("seed", 0)))
+    names, corrupt = _corruption_api(ds)
+    xt = np.asarray(ds.x_test, np.float32)
+    sets = {"train": ds.x_train, "dev": ds.x_dev, "test": xt,
+            "ood": load_ood(cfg["dataset"], ds, cfg.get("data_dir"), n=500, seed=0)}  # fmt: skip
+    for nm in names:
+        sets[f"c_{nm}"] = corrupt(xt, np.arange(len(xt)), nm, 3, 0)
+    np.savez_compressed(f"{d}/study_inputs.npz", **{k: input_summary(v) for k, v in sets.items()})
+    print(f"{d}/study_inputs.npz", flush=True)
+
+
+def _input_tap(weight: float, alone: bool = False):
+    """S with an input tap: the mean squared z of a diagonal Gaussian (train) on input_summary, standardized
+    two-sided on clean dev like a tap, weighted `weight` against each SNAP tap (alone: the only term)."""
+
+    def f(P: dict) -> dict:
+        from snapuq import calibrate as C
+
+        z = np.load(f"{P['dir']}/study_inputs.npz")
+        a = z["train"]
+        mu, sd = a.mean(0), a.std(0) + 1e-3
+        y = {k: np.mean(((z[k] - mu) / sd) ** 2, 1) for k in z.files}
+        r = y["dev"][P["ok_dev"]]
+        t = {k: np.abs(v - r.mean()) / (r.std() + 1e-6) for k, v in y.items()}
+        n_taps = P["D"]["dev"]["eb"].shape[1]
+        S = {k: t[k] if alone else (P["S"][k] * n_taps + weight * t[k]) / (n_taps + weight) for k in t}
+        q = C.conformal_quantile(np.r_[S["dev"][P["ok_dev"]], S["train"][P["ok_tr"]]], 0.999)
+        sd_s = float(np.std(S["dev"][P["ok_dev"]]) + 1e-6)
+        return _shipped({**P, "F": {k: np.maximum(0.0, (v - q) / sd_s) for k, v in S.items()}})
+
+    return f
+
+
 if __name__ == "__main__":
     cmd, dirs = sys.argv[1], sys.argv[2:]
     if cmd == "dump":
@@ -171,5 +335,22 @@ if __name__ == "__main__":
         table(dirs, {"none": ([], "dev", None), **{f"+ {c}": ([c], "dev", None) for c in extra}})
     elif cmd == "alarm-k":
         table(dirs, {f"k = {k}": ([], "conf0.999", k) for k in (0.05, 0.5, 2.0, 5.0, 20.0)})
+    elif cmd == "ceiling":
+        _rows(dirs, {"MSP": lambda P: P["m"], "shipped U": _shipped, "S alone": _tails("S"),
+                     "max of the clean CDFs of m and S": _tails("max"),
+                     "Fisher: tails of m and S": _tails("fisher")})  # fmt: skip
+    elif cmd == "odds":
+        _rows(dirs, {**{f"odds x {k}": _odds(k) for k in (4, 11, 31, 101, 1001)}, "shipped U": _shipped})
+    elif cmd == "classcond":
+        _rows(dirs, {"per-class S, shipped rule": _shipped}, classcond=True)
+        _rows(dirs, {"pooled S, shipped rule": _shipped})
+    elif cmd == "inputs":
+        for d in dirs:
+            dump_inputs(d)
+    elif cmd == "input-tap":
+        _rows(dirs, {"shipped U": _shipped, "+ input tap, weight 1": _input_tap(1.0),
+                     "+ input tap, weight 2": _input_tap(2.0),
+                     "input tap alone": _input_tap(1.0, True)})  # fmt: skip
     else:
-        raise SystemExit(f"unknown command {cmd} (dump, hinge, channels, alarm-k)")
+        raise SystemExit(f"unknown command {cmd} (dump, hinge, channels, alarm-k, ceiling, odds, classcond, "
+                         "inputs, input-tap)")  # fmt: skip
