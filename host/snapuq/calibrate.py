@@ -32,7 +32,16 @@ from scipy.optimize import minimize
 
 from snapuq.errors import SnapuqError
 from snapuq.modeldir import ModelPaths
-from snapuq.score import SnapScorer, confidence_proxy, per_tap_stat, perr_map, sigmoid, softmax, tap_stats
+from snapuq.score import (
+    SnapScorer,
+    class_probs,
+    confidence_proxy,
+    one_minus_max,
+    per_tap_stat,
+    perr_map,
+    sigmoid,
+    tap_stats,
+)
 
 
 def holdout_shift(x: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -226,12 +235,12 @@ def fit_calibration(
     if not 0.5 <= q0 <= 1.0:
         raise SnapuqError(f"hinge quantile must be in [0.5, 1], got {q0}")
     y_dev = np.asarray(y_dev).astype(np.int64)
-    probs_dev = outs_dev["probs"] if "probs" in outs_dev else softmax(outs_dev["logits"])
+    probs_dev = class_probs(outs_dev)
     err_dev = probs_dev.argmax(1) != y_dev
     ok = ~err_dev
     eb, lb = tap_stats(outs_dev)
     L = eb.shape[1]
-    msp_u = 1.0 - probs_dev.max(1)
+    msp_u = one_minus_max(probs_dev)  # as eval's MSP baseline
 
     # ---- best: two-sided standardized per-tap NLL, uniform weights, hinge, p_err (m) + alarm (F)
     taps = []
@@ -264,7 +273,7 @@ def fit_calibration(
             y_r = np.asarray(y_ref).astype(np.int64).reshape(-1)
             if len(y_r) != len(S_tr):
                 raise SnapuqError(f"reference labels ({len(y_r)}) do not match its outputs ({len(S_tr)})")
-            pr = outs_ref["probs"] if "probs" in outs_ref else softmax(outs_ref["logits"])
+            pr = class_probs(outs_ref)
             S_tr = S_tr[(y_r < 0) | (pr.argmax(1) == y_r)]
         n_ref = int(len(S_tr))
         S_ref = np.r_[S_clean, S_tr]

@@ -58,11 +58,26 @@ def tap_nll(a: np.ndarray, mu: np.ndarray, logvar: np.ndarray) -> np.ndarray:
     return 0.5 * np.sum(np.square(a - mu) * np.exp(-lv) + lv, axis=-1) + 0.5 * d * np.log(2 * np.pi)
 
 
+def one_minus_max(probs: np.ndarray) -> np.ndarray:
+    """1 - max_j p_j as the sum of the other probabilities, smallest first: no cancellation when max p is
+    within an ulp of 1 (so 1 - 1e-9 and 1 - 1e-12 stay apart). The MSP baseline and SNAP's m(x) both use
+    it, so that U = p_err(m) ranks exactly like MSP wherever no alarm fires."""
+    p = np.sort(np.asarray(probs, np.float64), axis=1)
+    return p[:, :-1].sum(1) if p.shape[1] > 1 else np.zeros(len(p))
+
+
 def confidence_proxy(probs: np.ndarray, alpha: float = 0.5) -> np.ndarray:
     """m(x) = alpha (1 - p1) + (1 - alpha)(1 - (p1 - p2)); in [0, 1], higher = less confident."""
     p = np.sort(np.asarray(probs, np.float64), axis=1)
-    p1, p2 = p[:, -1], p[:, -2]
-    return alpha * (1.0 - p1) + (1.0 - alpha) * (1.0 - (p1 - p2))
+    rest = one_minus_max(p)  # 1 - p1
+    return alpha * rest + (1.0 - alpha) * (rest + p[:, -2])
+
+
+def class_probs(outs: dict) -> np.ndarray:
+    """The class probabilities the host scores use: softmax of the logits in float64 (the model's float32
+    "probs" output rounds every p1 above 1 - 6e-8 to 1.0, which ties the confident inputs), "probs" only
+    when there are no logits."""
+    return softmax(outs["logits"]) if "logits" in outs else np.asarray(outs["probs"], np.float64)
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
@@ -166,8 +181,7 @@ class SnapScorer:
         S = s @ np.asarray(p["weights"], np.float64)
         h = p.get("hinge")
         F = np.maximum(0.0, (S - h["q"]) / h["sd"]) if h else S
-        probs = outs["probs"] if "probs" in outs else softmax(outs["logits"])
-        m = confidence_proxy(probs, p["conf"].get("alpha", 0.5))
+        m = confidence_proxy(class_probs(outs), p["conf"].get("alpha", 0.5))
         return {"ebar": eb, "lbar": lb, "s": s, "S": S, "F": F, "m": m}
 
     def score(self, outs: dict) -> dict[str, np.ndarray]:

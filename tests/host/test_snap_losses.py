@@ -124,3 +124,29 @@ def test_confidence_proxy():
     assert m[0] == pytest.approx(0.5 * 0.3 + 0.5 * 0.5)
     assert m[1] == pytest.approx(0.5 * (2 / 3) + 0.5 * 1.0)
     np.testing.assert_allclose(score.confidence_proxy(p, 1.0), 1 - p.max(1))
+
+
+def test_m_ranks_like_msp_on_confident_inputs():
+    """SNAP's m(x) and the MSP baseline use the same float64 1 - p1 (sum of the other probabilities from the
+    logits): inputs at MSP 1 - 1e-9 and 1 - 1e-12 stay apart (the float32 "probs" output rounds both to 1),
+    so U = p_err(m) has exactly MSP's correct-vs-wrong AUROC where no alarm fires (the dev check's
+    guarantee, identical in train, calibrate and eval)."""
+    from snapuq.baselines.methods import MSP
+    from snapuq.calibrate import dev_check
+
+    rng = np.random.default_rng(0)
+    n = 400
+    logits = rng.normal(size=(n, 5))
+    logits[:, 0] += rng.uniform(15, 30, n)  # p1 between 1 - 1e-6 and 1 - 1e-13
+    probs32 = score.softmax(logits).astype(np.float32)
+    assert (probs32.max(1) == 1.0).mean() > 0.5  # float32 ties most of them
+    outs = {"logits": logits, "probs": probs32}
+    m = score.confidence_proxy(score.class_probs(outs), 1.0)
+    assert len(np.unique(m)) == n
+    msp = MSP().score(None, None, outs).u
+    np.testing.assert_array_equal(m, msp)
+    err = rng.uniform(size=n) < 1 / (1 + np.exp(np.log(m) + 20))  # errors likelier at larger m
+    err[:3] = True
+    knots = np.linspace(0.01, 0.9, 257)  # any strictly increasing p_err map
+    chk = dev_check(score.perr_map(knots, m), msp, err)
+    assert chk["ok"] and chk["delta"] == 0.0

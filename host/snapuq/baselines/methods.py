@@ -46,6 +46,7 @@ from snapuq.baselines.kerasutil import (
     softmax,
 )
 from snapuq.errors import SnapuqError
+from snapuq.score import one_minus_max
 
 
 class MethodUnavailable(SnapuqError):
@@ -100,10 +101,6 @@ def _from_probs(p: np.ndarray, u: np.ndarray) -> MethodResult:
     return MethodResult(u=np.asarray(u, np.float64), pred=p.argmax(1), conf=p.max(1))
 
 
-def one_minus_max(p: np.ndarray) -> np.ndarray:
-    """1 - max_j p_j as the sum of the other probabilities (no cancellation when max p rounds to 1)."""
-    p = np.asarray(p, np.float64)
-    return p.sum(1) - p.max(1) if p.shape[1] > 1 else np.zeros(len(p))
 
 
 def _base(outs: dict[str, np.ndarray]) -> np.ndarray:
