@@ -10,6 +10,8 @@
 
 /* SNAP section v1 layout (offsets from the section start) */
 #define SEC_HEADER_V1 108u
+#define SEC_HEADER_V2 112u /* + u32 offset of the input-tap record (0: none) */
+#define INTAP_RECORD 40u
 #define TAP_RECORD_V1 64u
 #define OUT_RECORD_V1 8u
 #define SIGMOID_BYTES (4u * SNAPUQ_SIGMOID_LUT_LEN)
@@ -129,6 +131,18 @@ static snapuq_status_t check_section(snapuq_blob_t *b, const char **why)
     }
     if (b->snap[26] == SNAPUQ_COMBINE_PERR_ALARM && !lut_ok(len, u32at(b, 104), PERR_BYTES)) {
         return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: p_err LUT outside the section or unaligned");
+    }
+    if (b->snap_version >= 2u && hl >= SEC_HEADER_V2 && u32at(b, 108) != 0u) {
+        const uint32_t r = u32at(b, 108);
+        uint32_t nf;
+        if (!lut_ok(len, r, INTAP_RECORD)) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: input-tap record outside the section or unaligned");
+        }
+        nf = u16at(b, r + 4u);
+        if (!lut_ok(len, u32at(b, r + 28u), 4u * nf) || !lut_ok(len, u32at(b, r + 32u), 4u * nf) ||
+            !lut_ok(len, u32at(b, r + 36u), 4u * nf)) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: input-tap tables outside the section or unaligned");
+        }
     }
     for (i = 0; i < b->n_taps; i++) {
         if (!lut_ok(len, u32at(b, tap_rec(b, i) + 56u), INV_SIGMA_BYTES)) {
@@ -280,6 +294,30 @@ snapuq_status_t snapuq_blob_snap_config(const snapuq_blob_t *b, const snapuq_mod
             (st = model_output(model, u16at(b, r + 4u), t->d, why)) != SNAPUQ_OK ||
             (st = model_output(model, u16at(b, r + 6u), t->d, why)) != SNAPUQ_OK) {
             return st;
+        }
+    }
+    if (b->snap_version >= 2u && u16at(b, 6) >= SEC_HEADER_V2 && u32at(b, 108) != 0u) {
+        const uint32_t r = u32at(b, 108);
+        snapuq_snap_intap_t *it = &c->intap;
+        snapuq_tensor_info_t info;
+        c->has_intap = 1u;
+        it->rows = u16at(b, r);
+        it->cols = u16at(b, r + 2u);
+        it->n_feat = u16at(b, r + 4u);
+        it->z_x = i32at(b, r + 8u);
+        it->p_m = i32at(b, r + 12u);
+        it->p_n = i32at(b, r + 16u);
+        it->r_q16 = i32at(b, r + 20u);
+        it->w_q16 = i32at(b, r + 24u);
+        it->g_m = (const int32_t *)(const void *)(b->snap + u32at(b, r + 28u));
+        it->g_n = (const int32_t *)(const void *)(b->snap + u32at(b, r + 32u));
+        it->h_q12 = (const int32_t *)(const void *)(b->snap + u32at(b, r + 36u));
+        if (snapuq_model_input_info(model, 0, &info) != SNAPUQ_OK || info.type != SNAPUQ_DTYPE_INT8 ||
+            info.elements != (uint32_t)it->rows * it->cols) {
+            return bad(why, SNAPUQ_ERR_SIZE, "SNAP section: input tap size or type differs from the model input");
+        }
+        if (info.zero_point != it->z_x) {
+            return bad(why, SNAPUQ_ERR_QUANT, "SNAP section: input tap zero point differs from the model input");
         }
     }
     for (i = 0; i < b->n_outputs; i++) {

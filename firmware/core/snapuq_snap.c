@@ -49,6 +49,21 @@ static snapuq_status_t check_core(const snapuq_snap_config_t *cfg)
         return SNAPUQ_ERR_ARG;
     }
 
+    if (cfg->has_intap) {
+        const snapuq_snap_intap_t *it = &cfg->intap;
+        const uint32_t rows = it->rows, cols = it->cols;
+        const uint32_t j = cols + rows + (rows > 1 ? cols : 0) + (cols > 1 ? rows : 0);
+        uint32_t i;
+        if (rows < 1 || cols < 1 || it->n_feat != j || j > 16384 || it->g_m == NULL || it->g_n == NULL ||
+            it->h_q12 == NULL || it->p_n < 0 || it->p_n > 62 || it->w_q16 < 0 || it->w_q16 >= (1 << 30)) {
+            return SNAPUQ_ERR_ARG;
+        }
+        for (i = 0; i < j; i++) {
+            if (it->g_n[i] < 0 || it->g_n[i] > 62) {
+                return SNAPUQ_ERR_ARG;
+            }
+        }
+    }
     for (l = 0; l < cfg->n_taps; l++) {
         const snapuq_snap_tap_t *t = &cfg->taps[l];
         if (t->d < 1 || t->d > 16384 || t->inv_sigma_lut == NULL || t->lut_shift < 0 || t->lut_shift > 62 ||
@@ -102,6 +117,66 @@ static int params_ok(const snapuq_snap_params_t *p, uint8_t n_taps)
            p->b2_n <= 62 && p->alarm_k_q16 >= 0;
 }
 
+/* step 4b, the input tap: one standardized squared residual per row / column statistic */
+static uint64_t intap_sq(const snapuq_snap_intap_t *it, int64_t v, uint32_t j)
+{
+    const int64_t z = mul_shift(v, it->g_m[j], it->g_n[j]) - it->h_q12[j];
+    const int64_t zc = z > T_MAX ? T_MAX : (z < -T_MAX ? -T_MAX : z);
+    return (uint64_t)(zc * zc);
+}
+
+static int32_t intap_score(const snapuq_snap_intap_t *it, const int8_t *x)
+{
+    const uint32_t rows = it->rows, cols = it->cols;
+    uint64_t acc = 0;
+    uint32_t r, k, j = 0;
+    int64_t v, y, s;
+    for (k = 0; k < cols; k++, j++) { /* column means */
+        for (v = 0, r = 0; r < rows; r++) {
+            v += (int32_t)x[r * cols + k] - it->z_x;
+        }
+        acc += intap_sq(it, v, j);
+    }
+    for (r = 0; r < rows; r++, j++) { /* row means */
+        for (v = 0, k = 0; k < cols; k++) {
+            v += (int32_t)x[r * cols + k] - it->z_x;
+        }
+        acc += intap_sq(it, v, j);
+    }
+    if (rows > 1) { /* column mean |differences| */
+        for (k = 0; k < cols; k++, j++) {
+            for (v = 0, r = 0; r + 1 < rows; r++) {
+                v += abs64((int64_t)x[(r + 1) * cols + k] - x[r * cols + k]);
+            }
+            acc += intap_sq(it, v, j);
+        }
+    }
+    if (cols > 1) { /* row mean |differences| */
+        for (r = 0; r < rows; r++, j++) {
+            for (v = 0, k = 0; k + 1 < cols; k++) {
+                v += abs64((int64_t)x[r * cols + k + 1] - x[r * cols + k]);
+            }
+            acc += intap_sq(it, v, j);
+        }
+    }
+    y = min64((int64_t)(acc / (256u * (uint64_t)it->n_feat)), CAP31);
+    s = abs64(mul_shift(y, it->p_m, it->p_n) + it->r_q16);
+    return (int32_t)min64(s, CAP30);
+}
+
+snapuq_status_t snapuq_snap_input_tap(const snapuq_snap_config_t *cfg, const int8_t *x, size_t n,
+                                      int32_t *s_in16)
+{
+    if (cfg == NULL || x == NULL || s_in16 == NULL || !cfg->has_intap || check_core(cfg) != SNAPUQ_OK) {
+        return SNAPUQ_ERR_ARG;
+    }
+    if (n != (size_t)cfg->intap.rows * cfg->intap.cols) {
+        return SNAPUQ_ERR_SIZE;
+    }
+    *s_in16 = intap_score(&cfg->intap, x);
+    return SNAPUQ_OK;
+}
+
 /* step 8, perr_alarm: p_err by the 257-entry table, alarm = F / (F + k), noisy-OR */
 static void combine_perr_alarm(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *params,
                                snapuq_snap_result_t *out)
@@ -149,7 +224,8 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_
     int32_t p1 = -1, p2 = -1, best;
     if (cfg == NULL || params == NULL || in == NULL || out == NULL || in->logits == NULL ||
         in->probs == NULL || check_core(cfg) != SNAPUQ_OK || !params_ok(params, cfg->n_taps) ||
-        (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && params->alarm_k_q16 < 1)) {
+        (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && params->alarm_k_q16 < 1) ||
+        (cfg->has_intap && (in->s_in16 < 0 || in->s_in16 > CAP30))) {
         return SNAPUQ_ERR_ARG;
     }
     memset(out, 0, sizeof *out);
@@ -178,6 +254,10 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_
         s = abs64(mul_shift(out->ebar16[l], t->p_m, t->p_n) + mul_shift(lam, t->q_m, t->q_n) + t->r_q16);
         out->s16[l] = (int32_t)min64(s, CAP30);
         acc += (int64_t)out->s16[l] * params->w_q16[l];
+    }
+    if (cfg->has_intap) {
+        out->s_in16 = in->s_in16;
+        acc += (int64_t)out->s_in16 * cfg->intap.w_q16;
     }
     s_cap = min64((acc + ((int64_t)1 << 15)) >> 16, CAP31);
     out->S16 = (int32_t)s_cap;
@@ -236,7 +316,8 @@ static snapuq_status_t output_ptr(const snapuq_model_t *model, int16_t idx, uint
 }
 
 snapuq_status_t snapuq_snap_score_model(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *params,
-                                        const struct snapuq_model *model, snapuq_snap_result_t *out)
+                                        const struct snapuq_model *model, int32_t s_in16,
+                                        snapuq_snap_result_t *out)
 {
     snapuq_snap_inputs_t in;
     snapuq_status_t st;
@@ -249,6 +330,7 @@ snapuq_status_t snapuq_snap_score_model(const snapuq_snap_config_t *cfg, const s
         (st = output_ptr(model, cfg->out_probs, cfg->n_classes, &in.probs)) != SNAPUQ_OK) {
         return st;
     }
+    in.s_in16 = s_in16;
     for (l = 0; l < cfg->n_taps; l++) {
         const snapuq_snap_tap_t *t = &cfg->taps[l];
         if ((st = output_ptr(model, t->out_a, t->d, &in.a[l])) != SNAPUQ_OK ||

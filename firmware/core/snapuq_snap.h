@@ -46,7 +46,7 @@ extern "C" {
 #define SNAPUQ_SNAP_LUT_LEN 256
 #define SNAPUQ_SIGMOID_LUT_LEN 513
 #define SNAPUQ_PERR_LUT_LEN 257
-#define SNAPUQ_SNAP_SPEC_VERSION 2
+#define SNAPUQ_SNAP_SPEC_VERSION 3 /* 3 = 2 + the input tap (FIXED_POINT.md step 4b) */
 #define SNAPUQ_COMBINE_LOGISTIC 0
 #define SNAPUQ_COMBINE_PERR_ALARM 1
 
@@ -60,6 +60,19 @@ typedef struct {
     const int32_t *inv_sigma_lut;      /* 256 entries, index = logvar code + 128, 0..2^30-1 */
     int32_t p_m, p_n, q_m, q_n, r_q16; /* per-tap score constants (step 4) */
 } snapuq_snap_tap_t;
+
+/* The input tap (FIXED_POINT.md step 4b; generated from snapuq.json "snap.intap"): a diagonal Gaussian of
+ * the row / column statistics of the int8 input viewed as rows x cols (row-major). */
+typedef struct {
+    uint16_t rows, cols;     /* rows * cols = the model input's element count; each 1..65535 */
+    uint16_t n_feat;         /* J = cols + rows (+ cols if rows > 1) (+ rows if cols > 1), <= 16384 */
+    int32_t z_x;             /* the input's zero point */
+    const int32_t *g_m;      /* J multipliers (with g_n: s_x 2^12 / (count_j sigma_j)) */
+    const int32_t *g_n;      /* J shifts, 0..62 */
+    const int32_t *h_q12;    /* J offsets round(2^12 mu_j / sigma_j) */
+    int32_t p_m, p_n, r_q16; /* two-sided standardization (as step 4) */
+    int32_t w_q16;           /* weight in S, 0 <= w < 2^30 */
+} snapuq_snap_intap_t;
 
 /* Mutable calibration parameters (what the device may refit). */
 typedef struct {
@@ -84,6 +97,8 @@ typedef struct {
     const int32_t *perr_lut;           /* 257 entries, 0..65536 (step 8, perr_alarm; NULL otherwise) */
     snapuq_snap_tap_t taps[SNAPUQ_MAX_TAPS];
     snapuq_snap_params_t defaults;     /* calibration fitted on the host */
+    uint8_t has_intap;                 /* 1: the input tap of step 4b (intap) is part of S */
+    snapuq_snap_intap_t intap;
 } snapuq_snap_config_t;
 
 #define SNAPUQ_SNAP_BEST 0
@@ -97,6 +112,7 @@ typedef struct {
     const int8_t *a[SNAPUQ_MAX_TAPS];
     const int8_t *mu[SNAPUQ_MAX_TAPS];
     const int8_t *logvar[SNAPUQ_MAX_TAPS];
+    int32_t s_in16; /* step 4b: snapuq_snap_input_tap() of this inference's input (used with an input tap) */
 } snapuq_snap_inputs_t;
 
 /* Result of one score (all Q16 unless noted; names as in FIXED_POINT.md). */
@@ -104,6 +120,7 @@ typedef struct {
     uint8_t n_taps;
     int32_t ebar16[SNAPUQ_MAX_TAPS]; /* per-tap mean surprisal, 0..2^31-1 */
     int32_t s16[SNAPUQ_MAX_TAPS];    /* per-tap score, 0..2^30-1 */
+    int32_t s_in16;                  /* input-tap score (step 4b), 0..2^30-1; 0 without an input tap */
     int32_t S16;                     /* aggregated S(x), 0..2^31-1 */
     int32_t F16;                     /* S feature of the logistic, 0..2^31-1 */
     int32_t m16;                     /* confidence proxy m(x), 0..65536 */
@@ -127,13 +144,21 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg,
                                   const snapuq_snap_params_t *params,
                                   const snapuq_snap_inputs_t *in, snapuq_snap_result_t *out);
 
+/* Step 4b, the input tap: s_in16 from the n int8 input codes of one inference. Call it on the input
+ * before (or instead of keeping the input beyond) the inference: the runtime may reuse the input
+ * tensor's memory once the first operator has read it. Statuses: OK, ARG (no input tap), SIZE. */
+snapuq_status_t snapuq_snap_input_tap(const snapuq_snap_config_t *cfg, const int8_t *x, size_t n,
+                                      int32_t *s_in16);
+
 /* Score using the model directly: fetches the outputs named by the config from a loaded,
- * invoked model. Statuses: OK, ARG, STATE (model without arena), SIZE (output sizes differ from
- * the config). Declared here, defined in snapuq_snap.c; needs snapuq_runtime.h's model type. */
+ * invoked model; s_in16 is snapuq_snap_input_tap() of the same inference's input (ignored, pass 0,
+ * when the config has no input tap). Statuses: OK, ARG, STATE (model without arena), SIZE (output
+ * sizes differ from the config). Declared here, defined in snapuq_snap.c; needs snapuq_runtime.h's
+ * model type. */
 struct snapuq_model;
 snapuq_status_t snapuq_snap_score_model(const snapuq_snap_config_t *cfg,
                                         const snapuq_snap_params_t *params,
-                                        const struct snapuq_model *model,
+                                        const struct snapuq_model *model, int32_t s_in16,
                                         snapuq_snap_result_t *out);
 
 /* ---- on-device calibration ---- */

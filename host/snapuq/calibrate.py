@@ -204,6 +204,33 @@ def fit_alarm_k(pe: np.ndarray, F: np.ndarray, y: np.ndarray) -> float:
     return float(best)
 
 
+INTAP_WEIGHT = 2.0  # the input tap's weight in S relative to one SNAP tap (docs/SNAP_STUDY.md §7.4)
+
+
+def fit_input_tap(x_dev: np.ndarray, ok_dev: np.ndarray, x_ref: np.ndarray | None, n_taps: int) -> dict:
+    """calib.json "intap": the diagonal Gaussian (mu, sigma per statistic) of `input_summary` on x_ref (else
+    the clean dev inputs), sigma floored at 1e-3 of the inputs' overall sd; the mean / sd of its mean
+    squared z on the clean dev inputs; the weight INTAP_WEIGHT / (n_taps + INTAP_WEIGHT)."""
+    from snapuq.score import input_summary, input_view, intap_stat
+
+    xd = np.asarray(x_dev, np.float32)
+    rows, cols = input_view(xd.shape[1:])
+    base = np.asarray(x_ref, np.float32) if x_ref is not None and len(x_ref) >= 10 else xd[ok_dev]
+    if len(base) < 2:
+        raise SnapuqError("input tap: needs at least 2 clean inputs to fit its statistics")
+    f = input_summary(base, rows, cols)
+    floor = 1e-3 * float(np.std(base)) + 1e-9
+    on_ref = x_ref is not None and len(x_ref) >= 10
+    it = {"rows": rows, "cols": cols, "mu": f.mean(0).tolist(), "sigma": (f.std(0) + floor).tolist(),
+          "n_fit": int(len(base)), "fit_on": "train" if on_ref else "dev clean",
+          "weight": INTAP_WEIGHT / (n_taps + INTAP_WEIGHT)}  # fmt: skip
+    y = intap_stat(xd, it)
+    ref = y[ok_dev] if ok_dev.sum() >= 10 else y
+    it["mean"] = float(np.mean(ref))
+    it["sd"] = float(np.std(ref) + 1e-6)
+    return it
+
+
 def fit_calibration(
     outs_dev: dict,
     y_dev: np.ndarray,
@@ -218,6 +245,10 @@ def fit_calibration(
     default_variant: str = "best",
     outs_ref: dict | None = None,
     y_ref: np.ndarray | None = None,
+    x_dev: np.ndarray | None = None,
+    x_shift: np.ndarray | None = None,
+    x_ref: np.ndarray | None = None,
+    input_tap: bool = True,
 ) -> dict:
     """Return the calib.json dict (the default variant at top level, the other one under "variants").
 
@@ -228,7 +259,12 @@ def fit_calibration(
     1 - quantile, and a larger reference estimates that tail from more than the few hundred dev inputs.
     quantile: the first hinge quantile tried (default 0.999); the fit raises it along `HINGE_STEPS` until
     `dev_check` passes (1.0 = the largest clean reference S, >= the largest S of a correct dev input:
-    passes by construction for alpha = 1)."""
+    passes by construction for alpha = 1).
+
+    Input tap (docs/FIXED_POINT.md step 4b; `input_tap` and the inputs x_dev, x_shift given): a diagonal
+    Gaussian of the inputs' row / column statistics (`snapuq.score.input_summary`) fitted on x_ref (the
+    train inputs; the clean dev inputs when there are none), its mean squared z standardized on the clean
+    dev inputs, enters S with weight 2 / (L + 2) beside the L taps' 1 / (L + 2) each (SNAP_STUDY.md §7.4)."""
     if not 0.0 <= alpha <= 1.0:
         raise SnapuqError(f"alpha must be in [0, 1], got {alpha}")
     q0 = HINGE_Q_DEFAULT if quantile is None else float(quantile)
@@ -262,13 +298,18 @@ def fit_calibration(
         "hinge": None,
         "nonneg": True,
     }
+    use_in = bool(input_tap) and x_dev is not None and x_shift is not None
+    if use_in:
+        best["intap"] = fit_input_tap(x_dev, ok, x_ref, L)
+        best["weights"] = [1.0 / (L + INTAP_WEIGHT)] * L
+    xs_dev, xs_sh, xs_ref = (x_dev, x_shift, x_ref) if use_in else (None, None, None)
     sc = SnapScorer(best)
-    f_dev = sc.features(outs_dev)
-    f_sh = sc.features(outs_shift)
+    f_dev = sc.features(outs_dev, xs_dev)
+    f_sh = sc.features(outs_shift, xs_sh)
     S_clean = f_dev["S"][ok] if ok.sum() >= 10 else f_dev["S"]
     S_ref, n_ref = S_clean, 0
     if outs_ref is not None:
-        S_tr = sc.features(outs_ref)["S"]
+        S_tr = sc.features(outs_ref, xs_ref)["S"]
         if y_ref is not None:
             y_r = np.asarray(y_ref).astype(np.int64).reshape(-1)
             if len(y_r) != len(S_tr):
@@ -290,8 +331,8 @@ def fit_calibration(
             "reference": "dev+train" if n_ref else "dev",
             "n_ref": int(len(S_ref)),
         }
-        f_dev = sc.features(outs_dev)
-        f_sh = sc.features(outs_shift)
+        f_dev = sc.features(outs_dev, xs_dev)
+        f_sh = sc.features(outs_shift, xs_sh)
         pe_dev = perr_map(perr["knots"], f_dev["m"])
         pe_sh = perr_map(perr["knots"], f_sh["m"])
         k = fit_alarm_k(
@@ -300,7 +341,7 @@ def fit_calibration(
             np.r_[err_dev.astype(float), np.ones(len(pe_sh))],
         )
         best["alarm"] = {"k": k, "form": "F / (F + k)"}
-        u_dev = sc.score(outs_dev)["U"]
+        u_dev = sc.score(outs_dev, xs_dev)["U"]
         chk = dev_check(u_dev, msp_u, err_dev)
         tried.append({"quantile": qq, "q": q, "alarm_k": k, "dev_U_minus_msp": chk["delta"]})
         if chk["ok"]:
@@ -391,14 +432,16 @@ def reference_split(x, y=None, seed: int = 0, n_max: int = REF_MAX):
     return x, y
 
 
-def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = None, variant: str = "best"):
+def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = None, variant: str = "best",
+                        input_tap: bool = True):
     """Fit calib.json for a loaded ModelDir `md` on dataset `ds`'s dev split, with the train split in the
     hinge reference (what train runs)."""
     cfg = md.config
     seed = int(cfg.get("seed", 0))
     xdv = np.asarray(ds.x_dev, np.float32)
     od = md.predict(xdv)
-    osh = md.predict(holdout_shift(xdv, seed=seed))
+    xsh = holdout_shift(xdv, seed=seed)
+    osh = md.predict(xsh)
     xr, yr = reference_split(getattr(ds, "x_train", None), getattr(ds, "y_train", None), seed)
     return fit_calibration(
         od,
@@ -412,6 +455,10 @@ def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = 
         default_variant=variant,
         outs_ref=None if xr is None else md.predict(xr),
         y_ref=yr,
+        x_dev=xdv,
+        x_shift=xsh,
+        x_ref=xr,
+        input_tap=input_tap,
     )
 
 
@@ -455,6 +502,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="confidence term m = alpha (1 - p1) + (1 - alpha)(1 - margin); 1 = MSP (default)",
     )
     p.add_argument("--variant", choices=["best", "literal"], default=None, help="default variant (keep)")
+    p.add_argument(
+        "--input-tap", action=argparse.BooleanOptionalAction, default=True,
+        help="add the input tap to S (row / column statistics of the input; default on)",
+    )  # fmt: skip
     p.add_argument("--no-export", action="store_true", help="do not refresh an existing int8 export")
 
 
@@ -468,7 +519,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = md.config
     variant = args.variant or str((md.calib or {}).get("variant", cfg.get("variant", "best")))
     ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
-    calib = calibrate_model_dir(md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant)
+    calib = calibrate_model_dir(
+        md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant, input_tap=args.input_tap
+    )
     write_json_atomic(paths.calib, calib)
     best = calib if calib.get("variant") == "best" else calib["variants"]["best"]
     fit = best["fit"]

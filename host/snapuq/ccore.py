@@ -306,6 +306,7 @@ class CoreSnap:
         self.row_len = int(lib.snapuq_host_snap_row_len(self._h))
         self.fields = lib.snapuq_host_snap_fields().decode().split(",")
         self.outputs = manifest["outputs"]
+        self.intap = manifest["snap"].get("intap")
 
     def close(self) -> None:
         if getattr(self, "_h", None):
@@ -348,6 +349,15 @@ class CoreSnap:
                 raise ModelFormatError(f"output '{k}' has {len(a)} records, others {n}")
             n = len(a)
             parts.append(a)
+            sizes.append(size)
+        if self.intap:  # step 4b reads the inputs: their codes go last in each record
+            if "input" not in codes:
+                raise ModelFormatError("this SNAP section has an input tap: give the int8 codes as 'input'")
+            a = np.asarray(codes["input"])
+            size = int(self.intap["rows"]) * int(self.intap["cols"])
+            if a.dtype != np.int8 or a.size != n * size:
+                raise ModelFormatError(f"'input' must be {n} x {size} int8 codes, got {a.dtype} {a.shape}")
+            parts.append(a.reshape(n, size))
             sizes.append(size)
         raw = np.ascontiguousarray(np.concatenate(parts, axis=1))
         offsets = np.cumsum([0] + sizes[:-1]).astype(np.uint32)

@@ -239,12 +239,12 @@ int snapuq_host_model_run(void *handle, const uint8_t *x, size_t n, uint8_t *y)
 /* Names of the int32 fields of one result row; a trailing '*' marks a per-tap field. */
 const char *snapuq_host_snap_fields(void)
 {
-    return "ebar16*,s16*,S16,F16,m16,P16,A16,Z16,U16,pred,flag";
+    return "ebar16*,s16*,s_in16,S16,F16,m16,P16,A16,Z16,U16,pred,flag";
 }
 
 static int row_len(uint8_t n_taps)
 {
-    return 2 * n_taps + 9;
+    return 2 * n_taps + 10;
 }
 
 static void fill_row(const snapuq_snap_result_t *res, uint8_t n_taps, int32_t *row)
@@ -257,6 +257,7 @@ static void fill_row(const snapuq_snap_result_t *res, uint8_t n_taps, int32_t *r
     for (k = 0; k < n_taps; k++) {
         row[m++] = res->s16[k];
     }
+    row[m++] = res->s_in16;
     row[m++] = res->S16;
     row[m++] = res->F16;
     row[m++] = res->m16;
@@ -316,13 +317,15 @@ int snapuq_host_snap_row_len(const void *handle)
 }
 
 /* Score n records of int8 model outputs. Each record is rec_bytes long; output j starts at
- * offsets[j] (j < n_offsets) inside it. rows receives n * row_len int32. */
+ * offsets[j] (j < n_offsets) inside it; with an input tap, offsets[n_outputs] is where the record's
+ * int8 input codes start (n_offsets = n_outputs + 1). rows receives n * row_len int32. */
 int snapuq_host_snap_score(const void *handle, const int8_t *records, size_t rec_bytes, size_t n,
                            const uint32_t *offsets, size_t n_offsets, int32_t *rows)
 {
     const host_snap_t *s = (const host_snap_t *)handle;
     const snapuq_snap_config_t *c;
     size_t r;
+    uint16_t n_out;
     uint8_t k;
     if (s == NULL || records == NULL || offsets == NULL || rows == NULL) {
         return SNAPUQ_ERR_ARG;
@@ -339,12 +342,21 @@ int snapuq_host_snap_score(const void *handle, const int8_t *records, size_t rec
             return SNAPUQ_ERR_ARG;
         }
     }
+    n_out = snapuq_model_output_count(&s->model);
+    if (c->has_intap && n_offsets != (size_t)n_out + 1) {
+        return SNAPUQ_ERR_ARG;
+    }
     for (r = 0; r < n; r++) {
         const int8_t *rec = records + r * rec_bytes;
         snapuq_snap_inputs_t in;
         snapuq_snap_result_t res;
         snapuq_status_t st;
         memset(&in, 0, sizeof in);
+        if (c->has_intap &&
+            (st = snapuq_snap_input_tap(c, rec + offsets[n_out], (size_t)c->intap.rows * c->intap.cols,
+                                        &in.s_in16)) != SNAPUQ_OK) {
+            return (int)st;
+        }
         in.logits = rec + offsets[c->out_logits];
         in.probs = rec + offsets[c->out_probs];
         for (k = 0; k < c->n_taps; k++) {
@@ -376,10 +388,17 @@ int snapuq_host_model_run_snap(void *model, const void *snap, const uint8_t *x, 
     out_b = record_bytes(h, 1);
     for (r = 0; r < n; r++) {
         snapuq_snap_result_t res;
+        int32_t s_in16 = 0;
+        /* the input tap reads the input before the inference (the arena may reuse its memory) */
+        if (s->cfg.has_intap &&
+            (st = (int)snapuq_snap_input_tap(&s->cfg, (const int8_t *)(x + r * in_b), in_b, &s_in16)) !=
+                SNAPUQ_OK) {
+            return st;
+        }
         if ((st = run_one(h, x + r * in_b, y == NULL ? NULL : y + r * out_b)) != SNAPUQ_OK) {
             return st;
         }
-        if ((st = (int)snapuq_snap_score_model(&s->cfg, &s->params, &h->model, &res)) != SNAPUQ_OK) {
+        if ((st = (int)snapuq_snap_score_model(&s->cfg, &s->params, &h->model, s_in16, &res)) != SNAPUQ_OK) {
             return st;
         }
         fill_row(&res, s->cfg.n_taps, rows + r * (size_t)row_len(s->cfg.n_taps));

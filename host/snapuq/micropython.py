@@ -38,20 +38,24 @@ TFLITE_ALIGN = 16
 BLOB_NAME = ModelPaths.BLOB
 TWIN_PATH = Path(__file__).resolve().parents[2] / "micropython_modules" / "twin" / "snapuq.py"
 
-# SNAP section v1 (docs/BLOB.md): header, tap record and output record sizes
+# SNAP section v2 (docs/BLOB.md): header, tap record and output record sizes (v2 = v1 + the input-tap
+# record offset at header byte 108)
 SNAP_MAGIC = b"SNAP"
-SNAP_VERSION = 1
-SNAP_HEADER = 108
+SNAP_VERSION = 2
+SNAP_HEADER = 112
+INTAP_RECORD = 40
 TAP_RECORD = 64
 OUT_RECORD = 8
 SIGMOID_LEN = 513
 LUT_LEN = 256
 PERR_LEN = 257
 PERR_STEP_SHIFT = 8
-_HDR = struct.Struct("<4sHHHHBBBBHHHHHBB12i6IiI")
+_HDR = struct.Struct("<4sHHHHBBBBHHHHHBB12i6IiII")
+_INTAP = struct.Struct("<HHHH5i3I")
 _TAP = struct.Struct("<HHHH12iII")
 _OUT = struct.Struct("<HhI")
 assert _HDR.size == SNAP_HEADER and _TAP.size == TAP_RECORD and _OUT.size == OUT_RECORD
+assert _INTAP.size == INTAP_RECORD
 
 
 def snap_section(manifest: dict[str, Any]) -> bytes:
@@ -81,11 +85,14 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
                 raise ModelFormatError(f"manifest snap.{key} {snap[key]!r} is none of {', '.join(known)}")
         probs = conf.get("probs", "probs")
         n_classes = int(np.prod(outs["logits"].get("shape", [manifest.get("n_classes", 0)])))
-        # layout: header | taps | outputs | class names | sigmoid LUT | tap LUTs | strings
+        # layout: header | taps | outputs | class names | input tap | sigmoid LUT | p_err LUT | tap LUTs |
+        # input-tap tables | strings
+        it = snap.get("intap") or None
         taps_off = SNAP_HEADER
         outs_off = taps_off + TAP_RECORD * len(taps)
         cls_off = outs_off + len(out_recs)
-        sig_off = cls_off + len(class_refs)
+        it_off = cls_off + len(class_refs) if it else 0
+        sig_off = cls_off + len(class_refs) + (INTAP_RECORD if it else 0)
         perr = snap.get("combine") == "perr_alarm"
         perr_off = sig_off + 4 * SIGMOID_LEN if perr else 0
         lut_off = sig_off + 4 * SIGMOID_LEN + (4 * PERR_LEN if perr else 0)
@@ -100,7 +107,16 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
                                   lut_off + 4 * LUT_LEN * k, sref(str(t.get("name", f"tap{k}"))))
         if len(lg["sigmoid_lut"]) != SIGMOID_LEN:
             raise ModelFormatError(f"manifest sigmoid_lut must have {SIGMOID_LEN} entries")
-        str_off = lut_off + 4 * LUT_LEN * len(taps)
+        it_tab = lut_off + 4 * LUT_LEN * len(taps)
+        it_rec = b""
+        nf = int(it["n_feat"]) if it else 0
+        if it:
+            if not all(len(it[k]) == nf for k in ("g_m", "g_n", "h_q12")):
+                raise ModelFormatError(f"manifest intap tables must have n_feat = {nf} entries")
+            it_rec = _INTAP.pack(int(it["rows"]), int(it["cols"]), nf, 0, int(it["z_x"]), int(it["p_m"]),
+                                 int(it["p_n"]), int(it["r_q16"]), int(it["w_q16"]), it_tab, it_tab + 4 * nf,
+                                 it_tab + 8 * nf)  # fmt: skip
+        str_off = it_tab + 12 * nf
         head = _HDR.pack(SNAP_MAGIC, SNAP_VERSION, SNAP_HEADER, TAP_RECORD, OUT_RECORD,
                          int(snap.get("spec_version", 1)), 1 if snap.get("variant") == "literal" else 0,
                          1 if hinge else 0, len(taps), n_classes, len(names), int(outs["logits"]["index"]),
@@ -111,7 +127,7 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
                          int(hinge["n"]) if hinge else 0, int(snap["u_threshold_q16"]),
                          int(lg.get("z_clamp_q16", (1 << 20) - 1)), int(lg.get("lut_step_shift", 11)),
                          sig_off, taps_off, outs_off, cls_off, str_off, len(strings),
-                         int(snap["alarm"]["k_q16"]) if perr else 0, perr_off)
+                         int(snap["alarm"]["k_q16"]) if perr else 0, perr_off, it_off)
         luts = struct.pack(f"<{SIGMOID_LEN}i", *map(int, lg["sigmoid_lut"]))
         if perr:
             if len(snap["perr"]["lut"]) != PERR_LEN:
@@ -119,12 +135,15 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
             luts += struct.pack(f"<{PERR_LEN}i", *map(int, snap["perr"]["lut"]))
         for t in taps:
             luts += struct.pack(f"<{LUT_LEN}i", *map(int, t["inv_sigma_lut"]))
+        if it:
+            for k in ("g_m", "g_n", "h_q12"):
+                luts += struct.pack(f"<{nf}i", *map(int, it[k]))
     except (KeyError, TypeError, ValueError, struct.error) as e:
         if isinstance(e, ModelFormatError):
             raise
         msg = f"manifest cannot be packed into a SNAP section: {type(e).__name__}: {e}"
         raise ModelFormatError(msg) from None
-    body = head + tap_recs + out_recs + class_refs + luts + bytes(strings)
+    body = head + tap_recs + out_recs + class_refs + it_rec + luts + bytes(strings)
     return body + bytes((-len(body)) % 4)
 
 

@@ -98,6 +98,8 @@ def train_argv(
         a += ["--alpha", str(fit["alpha"])]
     if fit.get("hinge_quantile_requested") is not None:
         a += ["--hinge-q", str(fit["hinge_quantile_requested"])]
+    if best and not best.get("intap"):
+        a.append("--no-input-tap")
     return a
 
 

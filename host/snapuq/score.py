@@ -11,6 +11,10 @@ Per tap l with a, mu, log sigma^2 in R^d (GAP tap vectors):
     S      = sum_l w_l s_l            (w uniform, or proportional to 1/Var_ID[s_l], summing to 1)
     F      = max(0, (S - q) / sd_S)   ("best": hinge at the q-quantile of clean dev S)
            = S                        ("literal")
+  with the input tap (calib "intap", docs/FIXED_POINT.md step 4b), one more term of S:
+    f      = input_summary(x)         per-row / per-column means and mean |neighbour differences| of the input
+    y_in   = (1/J) sum_j ((f_j - mu_j) / sigma_j)^2    (diagonal Gaussian of f fitted on the train split)
+    s_in   = |y_in - mean_in| / sd_in (clean dev), S += w_in s_in
     m      = alpha (1 - p1) + (1 - alpha)(1 - (p1 - p2))  (p1 >= p2 the two largest softmax probs)
   "best" (calib version 2, when calib.json has "perr" and "alarm"):
     p_err  = PL(m)                    piecewise-linear in m on the 257 knots m = i/256, strictly increasing:
@@ -27,6 +31,8 @@ int8 export — docs/FIXED_POINT.md):
      "taps": [{"name": "tap0", "layer": str, "prev": str, "d": int, "c_e": float, "c_l": float,
                "two_sided": bool, "mean": float, "sd": float}],
      "weighting": "uniform" | "inverse_variance", "weights": [float per tap],
+     "intap": {"rows": R, "cols": K, "mu": [J], "sigma": [J], "mean": float, "sd": float, "weight": w_in}
+              | absent (no input tap),
      "hinge": {"q": float, "sd": float, "quantile": float} | null,
      "conf": {"kind": "msp_margin", "alpha": float},
      "beta": [b0, b1, b2], "nonneg": bool, "u_threshold": float,
@@ -43,6 +49,44 @@ from dataclasses import dataclass
 import numpy as np
 
 from snapuq.errors import SnapuqError
+
+
+def input_view(shape) -> tuple[int, int]:
+    """(R, K): how the input tap views one input of this shape (without the batch axis): an image or
+    MFCC map (H, W, C) as H x (W C), a window (T, C) as T x C, a vector (D,) as 1 x D."""
+    shape = tuple(int(d) for d in shape)
+    if not shape or min(shape) < 1:
+        raise SnapuqError(f"input tap: bad input shape {shape}")
+    if len(shape) == 1:
+        return 1, shape[0]
+    return shape[0], int(np.prod(shape[1:]))
+
+
+def input_summary_len(rows: int, cols: int) -> int:
+    """J = K column means + R row means (+ K column |differences| when R > 1, + R row ones when K > 1)."""
+    return cols + rows + (cols if rows > 1 else 0) + (rows if cols > 1 else 0)
+
+
+def input_summary(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """The input tap's statistics of each input viewed as rows x cols: the mean of every column, the mean
+    of every row, the mean |x[r+1, k] - x[r, k]| of every column and the mean |x[r, k+1] - x[r, k]| of
+    every row, in that order (N, J) float64. Sums of codes and of absolute code differences on the device."""
+    x = np.asarray(x, np.float64).reshape(len(x), rows, cols)
+    parts = [x.mean(1), x.mean(2)]
+    if rows > 1:
+        parts.append(np.abs(np.diff(x, axis=1)).mean(1))
+    if cols > 1:
+        parts.append(np.abs(np.diff(x, axis=2)).mean(2))
+    return np.concatenate(parts, 1)
+
+
+def intap_stat(x: np.ndarray, it: dict) -> np.ndarray:
+    """y_in = mean_j ((f_j - mu_j) / sigma_j)^2 of the input tap (N,)."""
+    f = input_summary(x, int(it["rows"]), int(it["cols"]))
+    mu, sd = np.asarray(it["mu"], np.float64), np.asarray(it["sigma"], np.float64)
+    if f.shape[1] != len(mu):
+        raise SnapuqError(f"input tap: {f.shape[1]} input statistics, calib.json has {len(mu)}")
+    return np.mean(np.square((f - mu) / sd), axis=1)
 
 
 def tap_ebar(a: np.ndarray, mu: np.ndarray, logvar: np.ndarray) -> np.ndarray:
@@ -172,20 +216,31 @@ class SnapScorer:
                 raise SnapuqError(f"calib.json: missing '{key}'")
         return cls(p)
 
-    def features(self, outs: dict) -> dict[str, np.ndarray]:
+    def features(self, outs: dict, x: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """x: the model inputs of `outs` (float, as the model takes them); needed with an input tap."""
         p = self.params
         eb, lb = tap_stats(outs)
         if eb.shape[1] != len(p["taps"]):
             raise SnapuqError(f"model has {eb.shape[1]} taps, calib.json describes {len(p['taps'])}")
         s = per_tap_score(eb, lb, p["taps"])
         S = s @ np.asarray(p["weights"], np.float64)
+        it = p.get("intap")
+        s_in = None
+        if it:
+            if x is None:
+                raise SnapuqError("this calibration has an input tap: score it with the model inputs")
+            s_in = np.abs(intap_stat(x, it) - it["mean"]) / it["sd"]
+            S = S + float(it["weight"]) * s_in
         h = p.get("hinge")
         F = np.maximum(0.0, (S - h["q"]) / h["sd"]) if h else S
         m = confidence_proxy(class_probs(outs), p["conf"].get("alpha", 0.5))
-        return {"ebar": eb, "lbar": lb, "s": s, "S": S, "F": F, "m": m}
+        f = {"ebar": eb, "lbar": lb, "s": s, "S": S, "F": F, "m": m}
+        if s_in is not None:
+            f["s_in"] = s_in
+        return f
 
-    def score(self, outs: dict) -> dict[str, np.ndarray]:
-        f = self.features(outs)
+    def score(self, outs: dict, x: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        f = self.features(outs, x)
         return combine(self.params, f)
 
 

@@ -112,6 +112,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--alpha", type=float, default=1.0, help="confidence term weight of 1 - MSP vs 1 - margin (default 1)"
     )
+    p.add_argument(
+        "--input-tap", action=argparse.BooleanOptionalAction, default=True,
+        help="add the input tap to S (row / column statistics of the input; default on)",
+    )  # fmt: skip
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--no-baselines", action="store_true", help="skip the deep ensemble and early-exit models")
@@ -255,14 +259,16 @@ def tap_entries(backbone, taps: list[str], tap_prev: dict[str, str]) -> list[dic
 
 def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, variant: str = "best",
                    seed: int = 0, alpha: float = 1.0, quantile: float | None = None,
-                   x_ref: np.ndarray | None = None, y_ref: np.ndarray | None = None) -> dict:  # fmt: skip
+                   x_ref: np.ndarray | None = None, y_ref: np.ndarray | None = None,
+                   input_tap: bool = True) -> dict:  # fmt: skip
     """The SNAP constants (calib.json) fitted on the dev split and the held-out synthetic shift of it, with
     the clean inputs x_ref (the train split; labels y_ref) in the hinge reference;
     `predict(x) -> dict of float outputs` (ModelDir.predict)."""
     from snapuq import calibrate
 
     od = predict(x_dev)
-    osh = predict(calibrate.holdout_shift(x_dev, seed=seed))
+    xsh = calibrate.holdout_shift(x_dev, seed=seed)
+    osh = predict(xsh)
     xr, yr = calibrate.reference_split(x_ref, y_ref, seed)
     return calibrate.fit_calibration(
         od,
@@ -276,6 +282,10 @@ def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, var
         default_variant=variant,
         outs_ref=None if xr is None else predict(xr),
         y_ref=yr,
+        x_dev=np.asarray(x_dev, np.float32),
+        x_shift=xsh,
+        x_ref=xr,
+        input_tap=input_tap,
     )
 
 
@@ -430,7 +440,7 @@ def train(args: argparse.Namespace) -> dict:
     calib = calibrate_snap(
         md.predict, cfg, xdv, ydv, args.variant, args.seed,
         alpha=getattr(args, "alpha", 1.0), quantile=getattr(args, "hinge_q", None),
-        x_ref=xtr, y_ref=ytr,
+        x_ref=xtr, y_ref=ytr, input_tap=getattr(args, "input_tap", True),
     )  # fmt: skip
     calibrate.write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t

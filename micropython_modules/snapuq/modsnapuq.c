@@ -74,6 +74,7 @@ typedef struct {
     uint8_t have_run;
     snapuq_snap_config_t *cfg;  /* GC heap; LUTs point into the blob */
     snapuq_snap_params_t params;
+    int32_t s_in16;             /* input tap of the last input (FIXED_POINT.md step 4b), read before invoke */
 } model_obj_t;
 
 extern const mp_obj_type_t snapuq_type_Model;
@@ -258,6 +259,12 @@ static void set_input(model_obj_t *self, mp_obj_t x)
 static void run_model(model_obj_t *self, mp_obj_t x)
 {
     set_input(self, x);
+    self->s_in16 = 0;
+    if (self->cfg != NULL && self->cfg->has_intap) { /* before invoke: the arena may reuse the input */
+        snapuq_tensor_info_t in;
+        check_model(self, snapuq_model_input_info(self->model, 0, &in));
+        check_model(self, snapuq_snap_input_tap(self->cfg, (const int8_t *)in.data, in.elements, &self->s_in16));
+    }
     check_model(self, snapuq_model_invoke(self->model));
     self->have_run = 1;
 }
@@ -376,7 +383,7 @@ static mp_obj_t make_result(const snapuq_snap_result_t *r)
 
 static void score(model_obj_t *self, snapuq_snap_result_t *r)
 {
-    snapuq_status_t st = snapuq_snap_score_model(self->cfg, &self->params, self->model, r);
+    snapuq_status_t st = snapuq_snap_score_model(self->cfg, &self->params, self->model, self->s_in16, r);
     if (st != SNAPUQ_OK) {
         mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: SNAP scoring failed: %s"), snapuq_status_str(st));
     }

@@ -518,6 +518,15 @@ def parse_snap_section(sec):
     if combine == 1:
         snap["perr"] = {"lut": lut(perr_off, 257, "p_err"), "step_shift": pshift}
         snap["alarm"] = {"k_q16": alarm_k}
+    snap["intap"] = None
+    it_off = struct.unpack_from("<I", sec, 108)[0] if ver >= 2 and hl >= 112 else 0
+    if it_off:  # section v2: the input tap (FIXED_POINT.md step 4b)
+        if it_off % 4 or not inside(it_off, 1, 40):
+            raise _err("SNAP section: input-tap record outside the section or unaligned")
+        rows, cols, nf, _pad, zx, pm, pn, rq, wq, ogm, ogn, oh = struct.unpack_from("<HHHH5i3I", sec, it_off)
+        snap["intap"] = {"rows": rows, "cols": cols, "n_feat": nf, "z_x": zx, "p_m": pm, "p_n": pn,
+                         "r_q16": rq, "w_q16": wq, "g_m": lut(ogm, nf, "input-tap"),
+                         "g_n": lut(ogn, nf, "input-tap"), "h_q12": lut(oh, nf, "input-tap")}
     classes = [sget(struct.unpack_from("<I", sec, cls_off + 4 * i)[0], "class") for i in range(n_cls)]
     if by_index.get(o_logits) != "logits":
         raise _err("SNAP section: the logits output is not named 'logits'")
@@ -1275,11 +1284,64 @@ def encode_mn(c):
     return m << 7, n
 
 
-def snap_int(outs, snap):
-    """Integer SNAP path: ``outs`` maps output name -> int8 sequence; returns a dict of ints."""
+def input_tap(x, it):
+    """FIXED_POINT.md step 4b: s_in16 from the int8 input codes ``x`` (rows x cols, row-major)."""
+    rows, cols, zx = it["rows"], it["cols"], it["z_x"]
+    v = []
+    for k in range(cols):
+        a = 0
+        for r in range(rows):
+            a += x[r * cols + k] - zx
+        v.append(a)
+    for r in range(rows):
+        a = 0
+        for k in range(cols):
+            a += x[r * cols + k] - zx
+        v.append(a)
+    if rows > 1:
+        for k in range(cols):
+            a = 0
+            for r in range(rows - 1):
+                d = x[(r + 1) * cols + k] - x[r * cols + k]
+                a += -d if d < 0 else d
+            v.append(a)
+    if cols > 1:
+        for r in range(rows):
+            a = 0
+            for k in range(cols - 1):
+                d = x[r * cols + k + 1] - x[r * cols + k]
+                a += -d if d < 0 else d
+            v.append(a)
+    gm, gn, hq = it["g_m"], it["g_n"], it["h_q12"]
+    E = 0
+    for j in range(len(v)):
+        z = mul_shift(v[j], gm[j], gn[j]) - hq[j]
+        if z > T_MAX:
+            z = T_MAX
+        elif z < -T_MAX:
+            z = -T_MAX
+        E += z * z
+    y = E // (256 * it["n_feat"])
+    if y > _I32MAX:
+        y = _I32MAX
+    s = mul_shift(y, it["p_m"], it["p_n"]) + it["r_q16"]
+    if s < 0:
+        s = -s
+    return s if s < (1 << 30) - 1 else (1 << 30) - 1
+
+
+def snap_int(outs, snap, x=None):
+    """Integer SNAP path: ``outs`` maps output name -> int8 sequence, ``x`` the int8 input codes (needed
+    with an input tap); returns a dict of ints."""
     acc = 0
     ebars = []
     stap = []
+    s_in = 0
+    if snap.get("intap"):
+        if x is None:
+            raise _err("this SNAP section has an input tap: the input codes are needed")
+        s_in = input_tap(x, snap["intap"])
+        acc += s_in * snap["intap"]["w_q16"]
     for tp in snap["taps"]:
         qa, qm, qv = outs[tp["a"]], outs[tp["mu"]], outs[tp["logvar"]]
         d = tp["d"]
@@ -1347,7 +1409,7 @@ def snap_int(outs, snap):
         A16 = (F16 << 16) // (F16 + snap["alarm"]["k_q16"])
         U16 = P16 + ((A16 * (65536 - P16) + 32768) >> 16)
         return {"ebar": ebars, "tap": stap, "S": S16, "F": F16, "m": m16, "Z": 0, "U": U16,
-                "P": P16, "A": A16, "flag": U16 >= snap["u_threshold_q16"]}
+                "P": P16, "A": A16, "flag": U16 >= snap["u_threshold_q16"], "s_in": s_in}
     lg = snap["logistic"]
     Z16 = lg["b0_q16"] + mul_shift(F16, lg["b1_m"], lg["b1_n"]) + mul_shift(m16, lg["b2_m"], lg["b2_n"])
     zc = lg.get("z_clamp_q16", (1 << 20) - 1)
@@ -1458,8 +1520,8 @@ class Model:
             taps = snap["taps"]
         except (KeyError, TypeError):
             raise ValueError("snapuq: manifest lacks 'outputs' or 'snap.taps'") from None
-        if snap.get("spec_version", 1) not in (1, 2):
-            raise ValueError("snapuq: manifest SNAP spec version %r is not supported (1, 2)"
+        if snap.get("spec_version", 1) not in (1, 2, 3):
+            raise ValueError("snapuq: manifest SNAP spec version %r is not supported (1, 2, 3)"
                              % snap.get("spec_version"))
         comb = snap.get("combine", "logistic")
         if comb not in ("logistic", "perr_alarm"):
@@ -1561,6 +1623,7 @@ class Model:
     def run(self, x):
         """Run the model only; returns {output name: array('b')} (no SNAP scoring)."""
         codes = self._input_codes(x)
+        self._last_input = codes
         res = self._it.invoke(codes)
         it = self._it
         outs = {name: res[it.outputs[idx]] for name, idx in self._out_index.items()}
@@ -1570,7 +1633,7 @@ class Model:
     def infer(self, x):
         """Prediction, U(x), S(x) and per-tap surprisal for one input (see Result fields)."""
         outs = self.run(x)
-        r = snap_int(outs, self.manifest["snap"])
+        r = snap_int(outs, self.manifest["snap"], self._last_input)
         return Result(_argmax(outs["logits"]), r["U"] / 65536, r["S"] / 65536,
                       tuple(e / 65536 for e in r["ebar"]), bool(r["flag"]), r["U"], r["Z"],
                       r["S"], r["F"], r["m"], tuple(r["ebar"]), tuple(r["tap"]),

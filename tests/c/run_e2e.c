@@ -53,16 +53,22 @@ int main(int argc, char **argv)
     }
     for (r = 0; r < n; r++) {
         snapuq_snap_result_t res;
+        int32_t s_in16;
         int32_t row[9 + 2 * SNAPUQ_MAX_TAPS];
         int m = 0, k;
         if (fread(buf, 1, info.bytes, fi) != info.bytes) {
             return 65;
         }
+        s_in16 = 0;
+        if (snapuq_model_snap_config.has_intap &&
+            snapuq_snap_input_tap(&snapuq_model_snap_config, buf, info.bytes, &s_in16) != SNAPUQ_OK) {
+            return 5;
+        }
         if (snapuq_model_set_input(&g_model, 0, buf, info.bytes) != SNAPUQ_OK ||
             snapuq_model_invoke(&g_model) != SNAPUQ_OK) {
             return 3;
         }
-        st = snapuq_snap_score_model(&snapuq_model_snap_config, &params, &g_model, &res);
+        st = snapuq_snap_score_model(&snapuq_model_snap_config, &params, &g_model, s_in16, &res);
         if (st != SNAPUQ_OK) {
             fprintf(stderr, "error: score: %s\n", snapuq_status_str(st));
             return 4;

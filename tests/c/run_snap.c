@@ -120,6 +120,15 @@ static int do_score(const char *blob_path, const char *rec_path, const char *out
             in.logvar[k] = p;
             p += cfg.taps[k].d;
         }
+        if (cfg.has_intap) { /* the record's input codes follow its outputs */
+            const size_t nx = (size_t)cfg.intap.rows * cfg.intap.cols;
+            if ((size_t)((const unsigned char *)p - r.p) + nx > r.left ||
+                snapuq_snap_input_tap(&cfg, p, nx, &in.s_in16) != SNAPUQ_OK) {
+                fprintf(stderr, "error: short records\n");
+                return 65;
+            }
+            p += nx;
+        }
         if ((size_t)((const unsigned char *)p - r.p) > r.left) {
             fprintf(stderr, "error: short records\n");
             return 65;

@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "c"))
 import ccore  # noqa: E402
 from oracles.snap_spec import spec_snap_batch, spec_snap_int  # noqa: E402
-from test_c_snap import random_snap  # noqa: E402
+from test_c_snap import random_mn, random_snap  # noqa: E402
 
 from snapuq.errors import ModelFormatError  # noqa: E402
 from snapuq.export.cgen import write_c_model  # noqa: E402
@@ -54,6 +54,15 @@ def _synthetic_manifest(info: dict[str, Any]) -> dict[str, Any]:
     outputs = {o["name"]: {"index": i, "scale": o["scale"], "zero_point": o["zero_point"],
                            "shape": o["shape"]} for i, o in enumerate(info["outputs"])}
     inp = info["inputs"][0]
+    # the input tap (step 4b) on the 8 x 8 input, with its zero point
+    rng = np.random.default_rng(5)
+    g = [random_mn(rng, 30, 40) for _ in range(32)]
+    pm, pn = random_mn(rng, 29, 34)
+    snap["intap"] = {"rows": 8, "cols": 8, "n_feat": 32, "z_x": int(inp["zero_point"]),
+                     "g_m": [m for m, _ in g], "g_n": [n for _, n in g],
+                     "h_q12": rng.integers(-2**16, 2**16, size=32).tolist(), "p_m": pm, "p_n": pn,
+                     "r_q16": int(rng.integers(-2**18, 2**18)), "w_q16": int(rng.integers(2**14, 2**17))}
+    snap["spec_version"] = 3
     return {"name": "synthetic", "snap": snap, "outputs": outputs, "class_names": [str(i) for i in range(10)],
             "input": {"scale": inp["scale"], "zero_point": inp["zero_point"], "shape": inp["shape"]}}
 
@@ -92,11 +101,13 @@ def test_cgen_e2e_synthetic(tmp_path: Path) -> None:
     ours = _run_e2e(binary, xs, 1, tmp_path)
     ref_out = ccore.run_model_tflm(tfl, xs)
     names = list(manifest["outputs"])
-    for o, r in zip(ours, ref_out):
+    n_in = 0
+    for o, r, x in zip(ours, ref_out, xs, strict=True):
         outs = {n: r[manifest["outputs"][n]["index"]] for n in names}
-        exp = spec_snap_int(outs, manifest["snap"])
+        exp = spec_snap_int({**outs, "input": x}, manifest["snap"])
+        n_in += exp.pop("s_in16") > 0
         assert {k: o[k] for k in exp} == exp
-    assert len({o["U16"] for o in ours}) > 20
+    assert len({o["U16"] for o in ours}) > 20 and n_in > 250   # the input tap contributes to S16
 
 
 def test_cgen_rejects_bad_manifest(tmp_path: Path) -> None:
@@ -148,7 +159,9 @@ def test_shipped_model_e2e(tmp_path: Path) -> None:
     ref_out = ccore.run_model_tflm(tfl, xs)
     names = manifest["outputs"]
     batch = {n: np.stack([r[v["index"]].ravel() for r in ref_out]) for n, v in names.items()}
+    batch["input"] = np.stack([x.ravel() for x in xs])   # the input tap (step 4b) reads the inputs
     ref = spec_snap_batch(batch, manifest["snap"])
+    assert manifest["snap"]["intap"] and (ref["s_in16"] > 0).mean() > 0.9
     for i, (o, r) in enumerate(zip(ours, ref_out)):
         assert o["pred"] == int(np.argmax(r[names["logits"]["index"]].ravel()))
         for key in ("S16", "F16", "m16", "P16", "A16", "Z16", "U16"):

@@ -81,7 +81,23 @@ def random_snap(seed: int) -> tuple[dict[str, Any], int]:
                          "b2_m": b2[0], "b2_n": b2[1], "z_clamp_q16": 2**20 - 1, "lut_step_shift": 11,
                          "sigmoid_lut": sigmoid_lut()},
             "u_threshold_q16": int(rng.integers(0, 65537))}
+    snap["intap"] = random_intap(rng) if best and seed % 3 != 2 else None
+    if snap["intap"]:
+        snap["spec_version"] = 3
     return snap, n_classes
+
+
+def random_intap(rng: np.random.Generator) -> dict[str, Any]:
+    """Step 4b constants: a rows x cols input (1 x K, R x 1 and R x K views) with z of order 2^12."""
+    rows, cols = [(1, int(rng.integers(2, 40))), (int(rng.integers(2, 30)), 1),
+                  (int(rng.integers(2, 20)), int(rng.integers(2, 20)))][int(rng.integers(0, 3))]
+    nf = cols + rows + (cols if rows > 1 else 0) + (rows if cols > 1 else 0)
+    g = [random_mn(rng, 30, 40) for _ in range(nf)]
+    pm, pn = random_mn(rng, 29, 34)
+    return {"rows": rows, "cols": cols, "n_feat": nf, "z_x": int(rng.integers(-128, 128)),
+            "g_m": [m for m, _ in g], "g_n": [n for _, n in g],
+            "h_q12": rng.integers(-2**16, 2**16, size=nf).tolist(), "p_m": pm, "p_n": pn,
+            "r_q16": int(rng.integers(-2**18, 2**18)), "w_q16": int(rng.integers(0, 2**17))}
 
 
 def random_records(snap: dict[str, Any], n_classes: int, n: int, seed: int) -> list[dict[str, np.ndarray]]:
@@ -96,6 +112,8 @@ def random_records(snap: dict[str, Any], n_classes: int, n: int, seed: int) -> l
         for tp in snap["taps"]:
             for k in ("a", "mu", "logvar"):
                 out[tp[k]] = gen(tp["d"])
+        if snap.get("intap"):
+            out["input"] = gen(snap["intap"]["rows"] * snap["intap"]["cols"])
         recs.append(out)
     return recs
 
@@ -103,12 +121,15 @@ def random_records(snap: dict[str, Any], n_classes: int, n: int, seed: int) -> l
 def run_score(binary: Path, snap: dict[str, Any], n_classes: int, recs: list[dict[str, np.ndarray]],
               tmp: Path) -> list[dict[str, Any]]:
     outputs = snap_outputs(snap, n_classes)
-    (tmp / "model.snapuq").write_bytes(write_blob(outputs_model(outputs), {"outputs": outputs, "snap": snap}))
+    blob = write_blob(model_for(snap, outputs), {"outputs": outputs, "snap": snap})
+    (tmp / "model.snapuq").write_bytes(blob)
     body = [struct.pack("<i", len(recs))]
     for out in recs:
         body.append(out["logits"].tobytes() + out["probs"].tobytes())
         for tp in snap["taps"]:
             body.append(b"".join(out[tp[k]].tobytes() for k in ("a", "mu", "logvar")))
+        if snap.get("intap"):
+            body.append(out["input"].tobytes())
     (tmp / "rec.bin").write_bytes(b"".join(body))
     args = ["score", str(tmp / "model.snapuq"), str(tmp / "rec.bin"), str(tmp / "out.bin")]
     subprocess.run([str(binary), *args], check=True, capture_output=True)
@@ -125,8 +146,16 @@ def test_score_matches_spec(snapbin: Path, tmp_path: Path, seed: int) -> None:
     recs = random_records(snap, n_classes, 60, seed + 1000)
     ours = run_score(snapbin, snap, n_classes, recs, tmp_path)
     expected = [spec_snap_int(o, snap) for o in recs]
-    assert ours == expected
+    assert [r.pop("s_in16") > 0 for r in expected].count(True) >= (50 if snap.get("intap") else 0)
+    assert ours == expected   # run_snap's rows carry S16, which holds s_in16 (step 5)
     assert len({r["S16"] for r in ours}) > 10 and len({r["U16"] for r in ours}) > 3   # not a constant path
+
+
+def model_for(snap: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> bytes:
+    it = snap.get("intap")
+    if not it:
+        return outputs_model(outputs)
+    return outputs_model(outputs, input_shape=[1, it["rows"] * it["cols"]], input_zero_point=it["z_x"])
 
 
 def snap_outputs(snap: dict[str, Any], n_classes: int) -> dict[str, dict[str, Any]]:
@@ -136,7 +165,7 @@ def snap_outputs(snap: dict[str, Any], n_classes: int) -> dict[str, dict[str, An
     return {n: {"index": i, "shape": [1, d]} for i, (n, d) in enumerate(names)}
 
 
-@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("seed", [11, 12, 13, 15])
 def test_host_library_matches_spec(seed: int) -> None:
     """snapuq.ccore (the core as a shared library; the constants packed into a model blob and read
     by the core's blob reader against a model with that output table) == the spec."""
@@ -144,7 +173,7 @@ def test_host_library_matches_spec(seed: int) -> None:
     recs = random_records(snap, n_classes, 40, 7)
     batch = {k: np.stack([r[k].ravel() for r in recs]) for k in recs[0]}
     outputs = snap_outputs(snap, n_classes)
-    ours = CoreSnap(outputs_model(outputs), {"outputs": outputs, "snap": snap}).score(batch)
+    ours = CoreSnap(model_for(snap, outputs), {"outputs": outputs, "snap": snap}).score(batch)
     for i, rec in enumerate(recs):
         exp = spec_snap_int(rec, snap)
         got = {k: (v[i].tolist() if v.ndim == 2 else int(v[i])) for k, v in ours.items()}

@@ -80,9 +80,12 @@ def test_shipped_model_matches_tflm_and_scores() -> None:
             assert np.array_equal(ours[k][i].ravel(), t[o["index"]].ravel()), k
     snap = ccore.CoreSnap(b, man)
     codes, r = snap.run(m, xs)
-    r2 = snap.score({k: v for k, v in ours.items()})
+    with pytest.raises(ModelFormatError, match="input tap"):   # step 4b needs the inputs
+        snap.score(dict(ours))
+    r2 = snap.score({**ours, "input": xs})
     for k in r:
         assert np.array_equal(r[k], r2[k]), k
+    assert (r["s_in16"] > 0).all()   # the input tap is part of the shipped digits S
     assert len(set(r["S16"].tolist())) > 20   # random inputs: U saturates, S varies
     with pytest.raises(ModelFormatError, match="input"):
         m.predict(xs.astype(np.int16))

@@ -78,7 +78,7 @@ def test_int8_predict_matches_float_model():
     acc32 = float(np.mean(f["logits"].argmax(1) == y))
     assert acc8 > 0.8 and abs(acc8 - acc32) < 0.05
     assert float(np.mean(r["pred"] == f["logits"].argmax(1))) > 0.95
-    u32 = SnapScorer.from_calib(md.calib).score(f)["U"]
+    u32 = SnapScorer.from_calib(md.calib).score(f, x)["U"]
     assert np.corrcoef(r["U"], u32)[0, 1] > 0.8
     assert r["ebar"].shape == (120, len(man["taps"]))
     lv = r[man["snap"]["taps"][0]["logvar"]]

@@ -22,6 +22,9 @@ _HDR = struct.Struct("<4sHHHHBBBBHHHHHBB12i6IiI")   # the section header table o
 _TAP = struct.Struct("<HHHH12iII")
 _OUT = struct.Struct("<HhI")
 assert _HDR.size == SNAP_HEADER and _TAP.size == TAP_RECORD and _OUT.size == OUT_RECORD
+SNAP_HEADER_V2 = 112  # v2 appends the u32 offset of the input-tap record (0: none)
+_INTAP = struct.Struct("<HHHH5i3I")
+assert _INTAP.size == 40
 
 
 def parse_snap_section(sec: bytes) -> dict[str, Any]:
@@ -75,6 +78,13 @@ def parse_snap_section(sec: bytes) -> dict[str, Any]:
     if combine == 1:
         snap["perr"] = {"lut": ints(perr_off, PERR_LEN), "step_shift": pshift}
         snap["alarm"] = {"k_q16": alarm_k}
+    it_off = struct.unpack_from("<I", sec, SNAP_HEADER)[0] if ver >= 2 and hl >= SNAP_HEADER_V2 else 0
+    snap["intap"] = None
+    if it_off:  # section v2: the input-tap record (rows, cols, n_feat, pad, 5 x i32, 3 table offsets)
+        rows, cols, nf, _, zx, pm, pn, rq, wq, o_gm, o_gn, o_h = _INTAP.unpack_from(sec, it_off)
+        snap["intap"] = {"rows": rows, "cols": cols, "n_feat": nf, "z_x": zx, "p_m": pm, "p_n": pn,
+                         "r_q16": rq, "w_q16": wq, "g_m": ints(o_gm, nf), "g_n": ints(o_gn, nf),
+                         "h_q12": ints(o_h, nf)}  # fmt: skip
     classes = [sget(struct.unpack_from("<I", sec, cls_off + 4 * i)[0]) for i in range(n_cls)]
     if by_index.get(o_logits) != "logits":
         raise ModelFormatError("SNAP section: the logits output is not named 'logits'")

@@ -2,7 +2,7 @@
 Python (independent of the C core and of the twin), and its float64 equivalent on dequantized
 int8 outputs (the bound the fixed-point path must stay within).
 
-    spec_snap_int(outs, snap)          # one record: name -> int8 codes
+    spec_snap_int(outs, snap)          # one record: name -> int8 codes (+ "input" for step 4b)
     spec_snap_batch(codes, snap)       # name -> (N, ...) codes; int64 arrays like snapuq.ccore
     snap_float(codes, snap, outputs)   # float64 ebar, S, F, m, z, p_err, alarm, U
 """
@@ -41,6 +41,27 @@ def spec_snap_int(out: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str,
         ebar.append(eb)
         s_l.append(s16)
         acc += s16 * tp["w_q16"]
+    s_in = 0
+    it = snap.get("intap")
+    if it:  # step 4b: the input tap, from the int8 input codes out["input"] (row-major rows x cols)
+        q = out["input"].astype(int).ravel()
+        rows, cols, zx = it["rows"], it["cols"], it["z_x"]
+        v = [sum(q[r * cols + k] - zx for r in range(rows)) for k in range(cols)]
+        v += [sum(q[r * cols + k] - zx for k in range(cols)) for r in range(rows)]
+        g = q.reshape(rows, cols)
+        if rows > 1:
+            v += [sum(abs(g[r + 1, k] - g[r, k]) for r in range(rows - 1)) for k in range(cols)]
+        if cols > 1:
+            v += [sum(abs(g[r, k + 1] - g[r, k]) for k in range(cols - 1)) for r in range(rows)]
+        assert len(v) == it["n_feat"]
+        e = 0
+        for j, vj in enumerate(v):
+            z = mul_shift(vj, it["g_m"][j], it["g_n"][j]) - it["h_q12"][j]
+            z = max(min(z, T_MAX), -T_MAX)
+            e += z * z
+        y = min(e // (256 * it["n_feat"]), 2**31 - 1)
+        s_in = min(abs(mul_shift(y, it["p_m"], it["p_n"]) + it["r_q16"]), 2**30 - 1)
+        acc += s_in * it["w_q16"]
     s_big = min((acc + (1 << 15)) >> 16, 2**31 - 1)
     h = snap["hinge"]
     if h is None:
@@ -70,7 +91,8 @@ def spec_snap_int(out: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str,
         pe, al = u, 0
     logits = out["logits"].astype(int).ravel()
     return {"ebar16": ebar, "s16": s_l, "S16": s_big, "F16": f16, "m16": m16, "P16": pe, "A16": al, "Z16": z,
-            "U16": u, "pred": int(np.argmax(logits)), "flag": int(u >= snap["u_threshold_q16"])}
+            "U16": u, "pred": int(np.argmax(logits)), "flag": int(u >= snap["u_threshold_q16"]),
+            "s_in16": s_in}
 
 
 def spec_snap_batch(codes: dict[str, np.ndarray], snap: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -111,6 +133,13 @@ def snap_float(
         s = np.abs(y - tc["mean"]) / tc["sd"] if tc.get("two_sided") else y
         S = S + fl["weights"][k] * s
         ebars.append(eb)
+    fi = fl.get("intap")
+    if fi:
+        from snapuq.score import intap_stat
+
+        it = snap["intap"]
+        xin = (_codes(outs, "input").astype(np.float64) - it["z_x"]) * float(fi["input_scale"])
+        S = S + float(fi["weight"]) * np.abs(intap_stat(xin, fi) - fi["mean"]) / fi["sd"]
     h = fl["hinge"]
     F = np.maximum(0.0, (S - h["q"]) / h["sd"]) if h else S
     p = np.sort((_codes(outs, "probs").astype(np.float64) + 128) / 256.0, axis=1)

@@ -446,7 +446,7 @@ class SNAP(Method):
         self.scorer, self.variant = make_scorer(ctx.calib, self.variant)
 
     def score(self, ctx, x, outs):
-        r = self.scorer.score(outs)
+        r = self.scorer.score(outs, x)
         u = np.asarray(r["U"], np.float64).reshape(-1)
         p = _base(outs)
         extra = {k: np.asarray(r[k], np.float64) for k in ("S", "ebar", "m", "p_err", "alarm") if k in r}

@@ -64,7 +64,8 @@ def int8_predict(d: str | Path, x: np.ndarray) -> dict[str, Any]:
     res.update(_as_float(r))
     res["q16"] = {k: v for k, v in r.items() if k not in ("flag", "pred")}
     res["codes"] = c
-    res["variants"] = {name: _as_float(vs.score(c)) for name, vs in variants.items()}
+    cx = {**c, "input": xq.reshape(len(x), -1)}
+    res["variants"] = {name: _as_float(vs.score(cx)) for name, vs in variants.items()}
     return res
 
 

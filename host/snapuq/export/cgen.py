@@ -22,7 +22,7 @@ from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
 MAX_TAPS = 8
-SPEC_VERSION = 2
+SPEC_VERSION = 3
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
@@ -77,7 +77,7 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
     snap = manifest.get("snap")
     if not isinstance(snap, dict):
         raise ModelFormatError("manifest: key 'snap' is missing")
-    if snap.get("spec_version") not in (1, SPEC_VERSION):  # v1 = v2 with the logistic combine
+    if snap.get("spec_version") not in (1, 2, SPEC_VERSION):  # v1 = v2 with the logistic combine; v3 adds 4b
         raise ModelFormatError(f"manifest: snap.spec_version {snap.get('spec_version')!r} (C core implements "
                                f"{SPEC_VERSION})")
     variant = snap.get("variant")
@@ -149,6 +149,26 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
         "alarm_k_q16": k_q16,
         "u_threshold_q16": _i32(snap.get("u_threshold_q16"), "snap.u_threshold_q16", 0, 65537),
     }
+    it = snap.get("intap")
+    intap_init, intap_luts = "", ""
+    if it:
+        nf = _i32(it.get("n_feat"), "snap.intap.n_feat", 1, 16384)
+        gm = _int_list(it.get("g_m"), nf, "snap.intap.g_m", -(2**31), 2**31 - 1)
+        gn = _int_list(it.get("g_n"), nf, "snap.intap.g_n", 0, 62)
+        hq = _int_list(it.get("h_q12"), nf, "snap.intap.h_q12", -(2**31), 2**31 - 1)
+        intap_luts = "".join(f"static const int32_t k_in_{n}[{nf}] = {{\n{_rows(v)}\n}};\n"
+                             for n, v in (("g_m", gm), ("g_n", gn), ("h_q12", hq)))
+        ifields = {
+            "rows": _i32(it.get("rows"), "snap.intap.rows", 1, 65535),
+            "cols": _i32(it.get("cols"), "snap.intap.cols", 1, 65535),
+            "n_feat": nf, "z_x": _i32(it.get("z_x"), "snap.intap.z_x", -128, 127),
+            "g_m": "k_in_g_m", "g_n": "k_in_g_n", "h_q12": "k_in_h_q12",
+            "p_m": _i32(it.get("p_m"), "snap.intap.p_m"), "p_n": _i32(it.get("p_n"), "snap.intap.p_n", 0, 62),
+            "r_q16": _i32(it.get("r_q16"), "snap.intap.r_q16"),
+            "w_q16": _i32(it.get("w_q16"), "snap.intap.w_q16", 0, 2**30 - 1),
+        }
+        body_it = ", ".join(f".{a} = {b}" for a, b in ifields.items())
+        intap_init = "    .has_intap = 1,\n    .intap = {" + body_it + "},\n"
     inp = manifest.get("input") or {}
     in_scale = float(inp.get("scale", 0.0))
     in_zp = int(inp.get("zero_point", 0))
@@ -185,7 +205,7 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
 /* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
 extern const uint8_t snapuq_model_tflite[];
 extern const size_t snapuq_model_tflite_len;
-/* SNAP constants and default calibration (FIXED_POINT.md v2) */
+/* SNAP constants and default calibration (FIXED_POINT.md v3) */
 extern const snapuq_snap_config_t snapuq_model_snap_config;
 /* class labels, SNAPUQ_MODEL_N_CLASSES entries */
 extern const char *const snapuq_model_class_names[];
@@ -214,7 +234,7 @@ const size_t snapuq_model_tflite_len = {len(tflite_bytes)}u;
 static const int32_t k_sigmoid[513] = {{
 {_rows(sig)}
 }};
-{perr_init}
+{perr_init}{intap_luts}
 const snapuq_snap_config_t snapuq_model_snap_config = {{
     .spec_version = {SPEC_VERSION},
     .variant = {"SNAPUQ_SNAP_BEST" if variant == "best" else "SNAPUQ_SNAP_LITERAL"},
@@ -231,7 +251,7 @@ const snapuq_snap_config_t snapuq_model_snap_config = {{
 {chr(10).join(tap_inits)}
     }},
     .defaults = {{{", ".join(f".{a} = {b}" for a, b in params.items())}}},
-}};
+{intap_init}}};
 
 const char *const snapuq_model_class_names[{len(classes)}] = {{{", ".join(_c_string(c) for c in classes)}}};
 """)

@@ -74,11 +74,12 @@ def export_model(
     if inp.dtype != np.int8 or not inp.scale > 0:
         raise ModelFormatError("converted model has an unquantized input")
     calib = md.calib
-    snap = build_snap(calib, outs)
+    qin = {"scale": float(inp.scale), "zero_point": int(inp.zero_point), "shape": [int(v) for v in inp.shape]}
+    snap = build_snap(calib, outs, inp=qin)
     variants = {}
     for name in calib.get("variants") or {}:
         if name != snap["variant"]:
-            variants[name] = build_snap(calib, outs, variant=name)
+            variants[name] = build_snap(calib, outs, variant=name, inp=qin)
     bar.update()
     x_chk = ds.x_test[: max(1, n_check)]
     xq = [quantize_input(x, inp.scale, inp.zero_point).reshape(inp.shape) for x in x_chk]

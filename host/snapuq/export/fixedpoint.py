@@ -15,7 +15,7 @@ import numpy as np
 
 from snapuq.errors import ModelFormatError
 
-SPEC_VERSION = 2
+SPEC_VERSION = 3  # 3 = 2 + the input tap (step 4b)
 T_MAX = (1 << 24) - 1
 EBAR_CAP = (1 << 31) - 1
 S_CAP_TAP = (1 << 30) - 1
@@ -93,11 +93,56 @@ def inv_sigma_lut(s_c: float, s_v: float, z_v: int, offset: float) -> tuple[list
 # manifest "snap" section
 
 
+INTAP_MAX_FEAT = 16384  # J: the step-4b sum of squares stays below 2^62
+INTAP_MAX_SIDE = 65535  # R, K (uint16)
+
+
+def build_intap(it: dict[str, Any], inp: dict[str, Any] | None) -> dict[str, Any]:
+    """Step 4b constants (docs/FIXED_POINT.md) from calib.json "intap" and the int8 input
+    {"scale", "zero_point", "shape"}."""
+    from snapuq.score import input_summary_len
+
+    if inp is None:
+        raise FixedPointError("calib.json has an input tap: build_snap needs the int8 input quantization")
+    rows, cols = int(it["rows"]), int(it["cols"])
+    n_in = int(np.prod([int(v) for v in inp["shape"]][1:] if len(inp["shape"]) > 1 else inp["shape"]))
+    if rows * cols != n_in or not (1 <= rows <= INTAP_MAX_SIDE and 1 <= cols <= INTAP_MAX_SIDE):
+        raise FixedPointError(f"input tap: {rows} x {cols} does not match the {n_in}-element int8 input")
+    mu, sig = [float(v) for v in it["mu"]], [float(v) for v in it["sigma"]]
+    J = input_summary_len(rows, cols)
+    if len(mu) != J or len(sig) != J or J > INTAP_MAX_FEAT:
+        raise FixedPointError(f"input tap: {len(mu)} statistics for a {rows} x {cols} input (expected {J})")
+    counts = [rows] * cols + [cols] * rows + ([rows - 1] * cols if rows > 1 else []) + (
+        [cols - 1] * rows if cols > 1 else []
+    )
+    s_x = float(inp["scale"])
+    g_m, g_n, h = [], [], []
+    for j in range(J):
+        if not sig[j] > 0:
+            raise FixedPointError(f"input tap: sigma[{j}] must be > 0")
+        m_, n_ = encode_multiplier(4096.0 * s_x / (counts[j] * sig[j]), f"intap.g[{j}]")
+        g_m.append(m_)
+        g_n.append(n_)
+        h.append(q16(mu[j] / sig[j] / 16.0, f"intap.h[{j}]"))  # Q12 = round(2^16 v / 16)
+    sd = float(it["sd"])
+    if not sd > 0:
+        raise FixedPointError("input tap: sd must be > 0")
+    w = float(it["weight"])
+    if not 0.0 <= w < 2.0**14:
+        raise FixedPointError(f"input tap: weight {w} outside [0, 2^14)")
+    pm, pn = encode_multiplier(1.0 / sd, "intap.P")
+    return {"rows": rows, "cols": cols, "n_feat": J, "z_x": int(inp["zero_point"]), "g_m": g_m, "g_n": g_n,
+            "h_q12": h, "p_m": pm, "p_n": pn, "r_q16": q16(-float(it["mean"]) / sd, "intap.r"),
+            "w_q16": int(round(w * 65536.0))}  # fmt: skip
+
+
 def build_snap(
-    calib: dict[str, Any], outputs: dict[str, dict[str, Any]], variant: str | None = None
+    calib: dict[str, Any], outputs: dict[str, dict[str, Any]], variant: str | None = None,
+    inp: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Fixed-point constants (docs/FIXED_POINT.md) from calib.json and the int8 output map
-    (name -> {"index", "scale", "zero_point", "shape"})."""
+    (name -> {"index", "scale", "zero_point", "shape"}); `inp` (the int8 input's "scale", "zero_point",
+    "shape") for a calibration with an input tap."""
     p = calib
     if variant is not None and variant != calib.get("variant"):
         vs = calib.get("variants") or {}
@@ -205,6 +250,8 @@ def build_snap(
             raise FixedPointError(f"calib.json: alarm.k {k_alarm} outside [2^-16, 2^14)")
         psec = {"lut": [int(round(v * 65536.0)) for v in knots], "step_shift": PERR_STEP_SHIFT}
         asec = {"k_q16": int(round(k_alarm * 65536.0))}
+    it = p.get("intap") if p is calib else (calib.get("variants") or {})[variant].get("intap")
+    isec = build_intap(it, inp) if it else None
     return {
         "spec_version": SPEC_VERSION,
         "variant": name,
@@ -212,6 +259,7 @@ def build_snap(
         "perr": psec,
         "alarm": asec,
         "taps": taps,
+        "intap": isec,
         "t_max": T_MAX,
         "ebar_cap": EBAR_CAP,
         "s_cap": S_CAP_TAP,
@@ -239,6 +287,10 @@ def build_snap(
             "taps": [dict(t) for t in taps_c],
             "weights": [float(w) for w in weights],
             "hinge": dict(hinge) if hinge else None,
+            "intap": None
+            if not it
+            else {**{k: it[k] for k in ("rows", "cols", "mu", "sigma", "mean", "sd", "weight")},
+                  "input_scale": float(inp["scale"])},  # fmt: skip
             "alpha": alpha,
             "beta": [b0, b1, b2],
             "perr_knots": knots,
