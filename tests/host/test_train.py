@@ -54,7 +54,7 @@ def test_model_dir_predict_and_export_model(tiny_dir):
     for k in ("logits", "probs", "feat", "tap0_a", "tap0_mu", "tap0_logvar", "tap1_a"):
         assert k in o
     assert o["tap0_logvar"].min() >= md.config["logvar_offset"] - 1e-5
-    r = SnapScorer.from_calib(md.calib).score(o)
+    r = SnapScorer.from_calib(md.calib).score(o, x)
     assert r["U"].shape == (16,) and np.all((r["U"] >= 0) & (r["U"] <= 1))
     em = md.export_model()
     eo = em(x[:2])
