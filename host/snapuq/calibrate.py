@@ -22,9 +22,6 @@ construction) until it passes.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -463,16 +460,11 @@ def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = 
 
 
 def write_json_atomic(path: Path, obj) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """calib.json and the --seeds metrics.json: snapuq.io.write_json (temp file, fsync, rename, the
+    usual permissions; the copy here made them 0600)."""
+    from snapuq.io import write_json
+
+    write_json(path, obj, indent=1)
 
 
 def check_line(chk: dict) -> str:

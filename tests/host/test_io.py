@@ -72,3 +72,16 @@ def test_output_path_checks(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(SnapuqError, match="bad.json: not valid JSON"):
         read_json(tmp_path / "bad.json")
+
+
+def test_calib_json_gets_the_usual_permissions(tmp_path):
+    """calib.json and the --seeds metrics.json go through snapuq.io (the old copy wrote them 0600)."""
+    from snapuq.calibrate import write_json_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_json_atomic(tmp_path / "calib.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "calib.json").stat().st_mode & 0o777 == 0o644
+    assert read_json(tmp_path / "calib.json") == {"a": 1}
