@@ -118,7 +118,7 @@ static int params_ok(const snapuq_snap_params_t *p, uint8_t n_taps)
 }
 
 /* step 4b, the input tap: one standardized squared residual per row / column statistic */
-static uint64_t intap_sq(const snapuq_snap_intap_t *it, int64_t v, uint32_t j)
+static uint64_t intap_sq(const snapuq_snap_intap_t *it, int32_t v, uint32_t j)
 {
     const int64_t z = mul_shift(v, it->g_m[j], it->g_n[j]) - it->h_q12[j];
     const int64_t zc = z > T_MAX ? T_MAX : (z < -T_MAX ? -T_MAX : z);
@@ -127,36 +127,39 @@ static uint64_t intap_sq(const snapuq_snap_intap_t *it, int64_t v, uint32_t j)
 
 static int32_t intap_score(const snapuq_snap_intap_t *it, const int8_t *x)
 {
+    /* one pass per column and one per row, int32 sums (|v| <= 255 * 65535 < 2^24); the statistics'
+       order (col, row, col |diff|, row |diff|) only fixes their constants' index j */
     const uint32_t rows = it->rows, cols = it->cols;
+    const uint32_t j_row = cols, j_cdif = cols + rows, j_rdif = cols + rows + (rows > 1 ? cols : 0);
+    const int32_t zx = it->z_x;
     uint64_t acc = 0;
-    uint32_t r, k, j = 0;
-    int64_t v, y, s;
-    for (k = 0; k < cols; k++, j++) { /* column means */
-        for (v = 0, r = 0; r < rows; r++) {
-            v += (int32_t)x[r * cols + k] - it->z_x;
+    uint32_t r, k;
+    int64_t y, s;
+    for (k = 0; k < cols; k++) {
+        const int8_t *p = x + k;
+        int32_t sum = (int32_t)p[0] - zx, tv = 0;
+        for (r = 1; r < rows; r++) {
+            const int32_t d = (int32_t)p[cols] - p[0];
+            p += cols;
+            sum += (int32_t)p[0] - zx;
+            tv += d < 0 ? -d : d;
         }
-        acc += intap_sq(it, v, j);
-    }
-    for (r = 0; r < rows; r++, j++) { /* row means */
-        for (v = 0, k = 0; k < cols; k++) {
-            v += (int32_t)x[r * cols + k] - it->z_x;
-        }
-        acc += intap_sq(it, v, j);
-    }
-    if (rows > 1) { /* column mean |differences| */
-        for (k = 0; k < cols; k++, j++) {
-            for (v = 0, r = 0; r + 1 < rows; r++) {
-                v += abs64((int64_t)x[(r + 1) * cols + k] - x[r * cols + k]);
-            }
-            acc += intap_sq(it, v, j);
+        acc += intap_sq(it, sum, k);
+        if (rows > 1) {
+            acc += intap_sq(it, tv, j_cdif + k);
         }
     }
-    if (cols > 1) { /* row mean |differences| */
-        for (r = 0; r < rows; r++, j++) {
-            for (v = 0, k = 0; k + 1 < cols; k++) {
-                v += abs64((int64_t)x[r * cols + k + 1] - x[r * cols + k]);
-            }
-            acc += intap_sq(it, v, j);
+    for (r = 0; r < rows; r++) {
+        const int8_t *p = x + r * cols;
+        int32_t sum = (int32_t)p[0] - zx, tv = 0;
+        for (k = 1; k < cols; k++) {
+            const int32_t d = (int32_t)p[k] - p[k - 1];
+            sum += (int32_t)p[k] - zx;
+            tv += d < 0 ? -d : d;
+        }
+        acc += intap_sq(it, sum, j_row + r);
+        if (cols > 1) {
+            acc += intap_sq(it, tv, j_rdif + r);
         }
     }
     y = min64((int64_t)(acc / (256u * (uint64_t)it->n_feat)), CAP31);
@@ -167,7 +170,9 @@ static int32_t intap_score(const snapuq_snap_intap_t *it, const int8_t *x)
 snapuq_status_t snapuq_snap_input_tap(const snapuq_snap_config_t *cfg, const int8_t *x, size_t n,
                                       int32_t *s_in16)
 {
-    if (cfg == NULL || x == NULL || s_in16 == NULL || !cfg->has_intap || check_core(cfg) != SNAPUQ_OK) {
+    /* the config was checked once (snapuq_snap_check at load); only what this pass needs here */
+    if (cfg == NULL || x == NULL || s_in16 == NULL || !cfg->has_intap || cfg->intap.g_m == NULL ||
+        cfg->intap.g_n == NULL || cfg->intap.h_q12 == NULL || cfg->intap.n_feat < 1) {
         return SNAPUQ_ERR_ARG;
     }
     if (n != (size_t)cfg->intap.rows * cfg->intap.cols) {
