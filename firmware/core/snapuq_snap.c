@@ -41,7 +41,7 @@ static int64_t abs64(int64_t a)
 static snapuq_status_t check_core(const snapuq_snap_config_t *cfg)
 {
     uint8_t l;
-    if (cfg == NULL || cfg->spec_version != SNAPUQ_SNAP_SPEC_VERSION || cfg->n_taps < 1 ||
+    if (cfg == NULL || cfg->spec_version < 1 || cfg->spec_version > SNAPUQ_SNAP_SPEC_VERSION || cfg->n_taps < 1 ||
         cfg->n_taps > SNAPUQ_MAX_TAPS || cfg->n_classes < 2 || cfg->sigmoid_lut == NULL ||
         cfg->conf_a_q16 < 0 || cfg->conf_a_q16 > 65536 || cfg->variant > SNAPUQ_SNAP_LITERAL ||
         cfg->combine > SNAPUQ_COMBINE_PERR_ALARM ||

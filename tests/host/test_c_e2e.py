@@ -170,3 +170,27 @@ def test_shipped_model_e2e(tmp_path: Path) -> None:
         assert o["s16"] == [int(e) for e in ref["s16"][i]]
         assert o["flag"] == int(ref["flag"][i])
     assert len({o["U16"] for o in ours}) > 20
+
+
+def test_cgen_file_of_spec_v2_still_scores(tmp_path: Path) -> None:
+    """A snapuq_model.c generated before the input tap (`.spec_version = 2`, no intap fields, as
+    models/resnet8's) still passes snapuq_snap_check and scores as the spec says (v3 without an input
+    tap is v2)."""
+    pytest.importorskip("tflite_micro")
+    tfl = ccore.cached_model("snapshape_v1", _snap_model)
+    info, _ = ccore.run_model_c(ccore.build_binary("run_model_ref", ["run_model.c"]), tfl, [])
+    manifest = _synthetic_manifest(info)
+    manifest["snap"]["intap"], manifest["snap"]["spec_version"] = None, 2
+    write_c_model(tmp_path / "gen", manifest, tfl)
+    src = tmp_path / "gen" / "snapuq_model.c"
+    text = src.read_text()
+    assert ".spec_version = 3," in text and "has_intap" not in text
+    src.write_text(text.replace(".spec_version = 3,", ".spec_version = 2,"))
+    binary = _build_e2e(tmp_path / "gen", "run_e2e_v2")
+    rng = np.random.default_rng(4)
+    xs = [rng.integers(-128, 128, size=(1, 8, 8, 1), dtype=np.int8) for _ in range(40)]
+    ours = _run_e2e(binary, xs, 1, tmp_path)
+    for o, r in zip(ours, ccore.run_model_tflm(tfl, xs), strict=True):
+        exp = spec_snap_int({n: r[v["index"]] for n, v in manifest["outputs"].items()}, manifest["snap"])
+        exp.pop("s_in16")
+        assert {k: o[k] for k in exp} == exp
