@@ -53,15 +53,9 @@ static snapuq_status_t check_core(const snapuq_snap_config_t *cfg)
         const snapuq_snap_intap_t *it = &cfg->intap;
         const uint32_t rows = it->rows, cols = it->cols;
         const uint32_t j = cols + rows + (rows > 1 ? cols : 0) + (cols > 1 ? rows : 0);
-        uint32_t i;
         if (rows < 1 || cols < 1 || it->n_feat != j || j > 16384 || it->g_m == NULL || it->g_n == NULL ||
             it->h_q12 == NULL || it->p_n < 0 || it->p_n > 62 || it->w_q16 < 0 || it->w_q16 >= (1 << 30)) {
             return SNAPUQ_ERR_ARG;
-        }
-        for (i = 0; i < j; i++) {
-            if (it->g_n[i] < 0 || it->g_n[i] > 62) {
-                return SNAPUQ_ERR_ARG;
-            }
         }
     }
     for (l = 0; l < cfg->n_taps; l++) {
@@ -86,6 +80,12 @@ snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg)
             if (cfg->perr_lut[k] < 0 || cfg->perr_lut[k] > 65536) {
                 return SNAPUQ_ERR_ARG;
             }
+        }
+    }
+    /* the input tap's per-statistic shifts: once here (at load), not in every score's check_core */
+    for (k = 0; cfg->has_intap && k < cfg->intap.n_feat; k++) {
+        if (cfg->intap.g_n[k] < 0 || cfg->intap.g_n[k] > 62) {
+            return SNAPUQ_ERR_ARG;
         }
     }
     return SNAPUQ_OK;

@@ -277,3 +277,21 @@ def test_monitor_window_and_cusum(snapbin: Path, tmp_path: Path) -> None:
     assert bits == exp
     assert res["first_alarm"] == first and 300 < first <= 320
     assert res["q990"] == int(np.sort(u)[math.ceil(0.99 * len(u)) - 1])
+
+
+def test_input_tap_constants_are_checked_at_load() -> None:
+    """A shift outside 0..62 or a table of the wrong length is refused when the blob is read (once, at
+    load: the per-statistic shifts are not re-checked on every score)."""
+    from snapuq.errors import ModelFormatError
+
+    snap, n_classes = random_snap(13)
+    assert snap["intap"]
+    outputs = snap_outputs(snap, n_classes)
+    bad = json.loads(json.dumps(snap))
+    bad["intap"]["g_n"][-1] = 63
+    with pytest.raises(ModelFormatError, match="constants out of range"):
+        CoreSnap(model_for(bad, outputs), {"outputs": outputs, "snap": bad})
+    short = json.loads(json.dumps(snap))
+    short["intap"]["h_q12"] = short["intap"]["h_q12"][:-1]
+    with pytest.raises(ModelFormatError, match="n_feat"):
+        CoreSnap(model_for(short, outputs), {"outputs": outputs, "snap": short})
