@@ -198,3 +198,31 @@ def test_model_that_does_not_fit_says_why(tmp_path: Path) -> None:
         assert rep.errors and rep.errors[0].startswith("e-no-model")
     finally:
         d.close()
+
+
+def test_a_stop_signal_is_not_swallowed_by_a_best_effort_port_call() -> None:
+    """The harness turns SIGTERM / SIGHUP into runner._Stop, raised wherever the main thread is. Inside
+    the read loop's best-effort `in_waiting` (an `except Exception`) it used to be swallowed, so a
+    SIGTERM'd run went on to the end and exited 0; as a BaseException it reaches the runner."""
+    from snapuq.harness.runner import _Stop
+
+    class Port:
+        def __init__(self) -> None:
+            self.reads = 0
+
+        @property
+        def in_waiting(self) -> int:
+            raise _Stop("SIGTERM")   # the signal lands while the port is polled
+
+        def read(self, n: int) -> bytes:
+            self.reads += 1
+            return b""
+
+        def write(self, data: bytes) -> int:
+            return len(data)
+
+    port = Port()
+    d = Device(port, timeout=0.5)
+    with pytest.raises(_Stop):
+        d._readraw(time.monotonic() + 0.5)
+    assert port.reads == 0

@@ -249,8 +249,10 @@ def check_elf(path: Path) -> None:
         raise SnapuqError(f"--firmware {path}: not a 32-bit ARM ELF image")
 
 
-class _Stop(Exception):
-    """SIGTERM / SIGHUP while the harness runs."""
+class _Stop(BaseException):
+    """SIGTERM / SIGHUP while the harness runs. A BaseException like KeyboardInterrupt: the handler raises
+    it wherever the main thread is, and a best-effort `except Exception` there (a serial port's
+    in_waiting, a close) must not swallow it (it did: the run went on to the end and exited 0)."""
 
 
 def run(opts: Options) -> dict[str, Any]:
