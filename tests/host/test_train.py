@@ -122,6 +122,14 @@ def test_calibrate_refits_without_retraining(tiny_dir, capsys):
     assert main(["calibrate", str(tiny_dir), "--no-export"]) == 0
     again = json.loads((tiny_dir / "calib.json").read_text())
     assert again["fit"]["dev_check"]["delta"] == pytest.approx(before["fit"]["dev_check"]["delta"], abs=1e-12)
+    # the input tap (default on): 8 x 8 digits -> 32 statistics, weight 2 / (2 taps + 2); --no-input-tap
+    it = again["intap"]
+    assert (it["rows"], it["cols"], len(it["mu"]), it["weight"], it["fit_on"]) == (8, 8, 32, 0.5, "train")
+    assert min(it["sigma"]) > 0 and again["weights"] == [0.25, 0.25]
+    assert main(["calibrate", str(tiny_dir), "--no-export", "--no-input-tap"]) == 0
+    plain = json.loads((tiny_dir / "calib.json").read_text())
+    assert "intap" not in plain and plain["weights"] == [0.5, 0.5] and plain["fit"]["dev_check"]["ok"]
+    assert main(["calibrate", str(tiny_dir), "--no-export"]) == 0   # leave the fixture as train wrote it
 
 
 def test_calibrate_bad_input(tmp_path, capsys):
