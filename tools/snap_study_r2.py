@@ -268,18 +268,13 @@ def _tails(kind: str):
 
 
 def input_summary(x: np.ndarray) -> np.ndarray:
-    """Per-row and per-column means and mean absolute differences of each input, (N, 2R + 2K): the input
-    viewed as R x K (images H x (W C), MFCC frames T x F, sensor windows T x C, vectors 1 x D). Sums and
-    absolute differences only (no square root): the integer form a device would compute on the int8
-    input."""
+    """The input tap's statistics of each input (N, J): snapuq.score.input_summary on the view the product
+    uses (snapuq.score.input_view)."""
+    from snapuq.score import input_summary as summary
+    from snapuq.score import input_view
+
     x = np.asarray(x, np.float32)
-    x = x.reshape(len(x), x.shape[1], -1) if x.ndim > 2 else x.reshape(len(x), 1, -1)
-    cols = [x.mean(1), x.mean(2)]
-    if x.shape[1] > 1:
-        cols.append(np.abs(np.diff(x, axis=1)).mean(1))
-    if x.shape[2] > 1:
-        cols.append(np.abs(np.diff(x, axis=2)).mean(2))
-    return np.concatenate(cols, 1)
+    return summary(x, *input_view(x.shape[1:]))
 
 
 def dump_inputs(d: str) -> None:

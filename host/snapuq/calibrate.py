@@ -212,12 +212,12 @@ def fit_input_tap(x_dev: np.ndarray, ok_dev: np.ndarray, x_ref: np.ndarray | Non
 
     xd = np.asarray(x_dev, np.float32)
     rows, cols = input_view(xd.shape[1:])
-    base = np.asarray(x_ref, np.float32) if x_ref is not None and len(x_ref) >= 10 else xd[ok_dev]
+    on_ref = x_ref is not None and len(x_ref) >= 10
+    base = np.asarray(x_ref, np.float32) if on_ref else xd[ok_dev]
     if len(base) < 2:
         raise SnapuqError("input tap: needs at least 2 clean inputs to fit its statistics")
     f = input_summary(base, rows, cols)
     floor = 1e-3 * float(np.std(base)) + 1e-9
-    on_ref = x_ref is not None and len(x_ref) >= 10
     it = {"rows": rows, "cols": cols, "mu": f.mean(0).tolist(), "sigma": (f.std(0) + floor).tolist(),
           "n_fit": int(len(base)), "fit_on": "train" if on_ref else "dev clean",
           "weight": INTAP_WEIGHT / (n_taps + INTAP_WEIGHT)}  # fmt: skip
