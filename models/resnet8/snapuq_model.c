@@ -7443,7 +7443,7 @@ static const int32_t k_perr[257] = {
 };
 
 const snapuq_snap_config_t snapuq_model_snap_config = {
-    .spec_version = 2,
+    .spec_version = 3,
     .variant = SNAPUQ_SNAP_BEST,
     .hinge = 1,
     .n_taps = 2,

@@ -26,7 +26,7 @@
 /* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
 extern const uint8_t snapuq_model_tflite[];
 extern const size_t snapuq_model_tflite_len;
-/* SNAP constants and default calibration (FIXED_POINT.md v2) */
+/* SNAP constants and default calibration (FIXED_POINT.md v3) */
 extern const snapuq_snap_config_t snapuq_model_snap_config;
 /* class labels, SNAPUQ_MODEL_N_CLASSES entries */
 extern const char *const snapuq_model_class_names[];

@@ -183,3 +183,23 @@ def test_manifest_mismatch_errors():
     codes["tap0_a"] = codes["tap0_a"][:, :5]
     with pytest.raises(ModelFormatError, match="tap0_a"):
         CoreSnap(outputs_model(outputs), {"outputs": outputs, "snap": snap}).score(codes)
+
+
+def test_extra_variant_is_built_from_its_own_calibration_only():
+    """snapuq.json's extra variants: the literal variant of a p_err/alarm calibration is the logistic
+    it was fitted as, in int8 as in float (nothing of the default's perr, alarm or hinge leaks into it),
+    and scoring it through the C core equals the spec."""
+    outputs = _outputs()
+    calib = _calib("best_perr")
+    calib["variants"] = {"literal": _calib("literal")}
+    best = build_snap(calib, outputs)
+    lit = build_snap(calib, outputs, variant="literal")
+    assert best["combine"] == "perr_alarm" and best["perr"] and best["alarm"] and best["hinge"]
+    assert lit["variant"] == "literal" and lit["combine"] == "logistic"
+    assert lit["perr"] is None and lit["alarm"] is None and lit["hinge"] is None and lit["intap"] is None
+    codes = _random_codes(outputs, 40, np.random.default_rng(3))
+    ours = CoreSnap(outputs_model(outputs), {"outputs": outputs, "snap": lit}).score(codes)
+    rows = [spec_snap_int({k: v[i] for k, v in codes.items()}, lit) for i in range(40)]
+    assert ours["U16"].tolist() == [r["U16"] for r in rows]
+    with pytest.raises(FixedPointError, match="no variant 'odds'"):
+        build_snap(calib, outputs, variant="odds")

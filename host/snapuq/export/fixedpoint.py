@@ -148,7 +148,7 @@ def build_snap(
         vs = calib.get("variants") or {}
         if variant not in vs:
             raise FixedPointError(f"calib.json has no variant '{variant}'")
-        p = {**calib, **vs[variant]}
+        p = vs[variant]  # a variant is a whole calibration: nothing of the default's leaks into it
     name = p.get("variant", variant or "best")
     taps_c = p.get("taps")
     weights = p.get("weights")
@@ -250,7 +250,7 @@ def build_snap(
             raise FixedPointError(f"calib.json: alarm.k {k_alarm} outside [2^-16, 2^14)")
         psec = {"lut": [int(round(v * 65536.0)) for v in knots], "step_shift": PERR_STEP_SHIFT}
         asec = {"k_q16": int(round(k_alarm * 65536.0))}
-    it = p.get("intap") if p is calib else (calib.get("variants") or {})[variant].get("intap")
+    it = p.get("intap")
     isec = build_intap(it, inp) if it else None
     return {
         "spec_version": SPEC_VERSION,
