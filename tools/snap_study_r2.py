@@ -11,6 +11,8 @@ variants of the hinge reference, of S (extra per-channel terms of the first conv
     python tools/snap_study_r2.py classcond DIR...  # §7.3 per-predicted-class standardization of S
     python tools/snap_study_r2.py inputs DIR...     # DIR/study_inputs.npz: input summary statistics
     python tools/snap_study_r2.py input-tap DIR...  # §7.4 an input tap: their Gaussian as a term of S
+    python tools/snap_study_r2.py raw DIR...        # DIR/study_raw.npz: the inputs themselves (keywords)
+    python tools/snap_study_r2.py order-stats DIR...  # §8 time-order-free input statistics, per corruption
 
 Each table line: mean over the DIRs of test U - MSP AUROC ✓/✗ (and per DIR), correct clean test inputs with
 alarm > 0, mean shift AUROC (clean test vs every corruption at severity 3 on the whole test split), ID/OOD
@@ -226,8 +228,11 @@ def _rows(dirs: list[str], variants: dict, classcond: bool = False) -> None:
         mean = {k: float(np.mean([r[k] for r in rs])) for k in rs[0]}
         per = " / ".join(f"{r['gap']:+.4f}" for r in rs)
         dmin = min(r["dev_gap"] for r in rs)
-        print(f"{tag:34s} U-MSP {mean['gap']:+.4f} ({per}) dev min {dmin:+.4f} shift {mean['shift']:.3f} "
-              f"ID/OOD {mean['ood']:.3f} FA {mean['fa']:.3f}", flush=True)
+        print(
+            f"{tag:34s} U-MSP {mean['gap']:+.4f} ({per}) dev min {dmin:+.4f} shift {mean['shift']:.3f} "
+            f"ID/OOD {mean['ood']:.3f} FA {mean['fa']:.3f}",
+            flush=True,
+        )
 
 
 def _shipped(P: dict) -> dict:
@@ -316,6 +321,96 @@ def _input_tap(weight: float, alone: bool = False):
     return f
 
 
+def dump_raw(d: str) -> None:
+    """DIR/study_raw.npz: the float inputs of every set of `dump_inputs` (train, dev, test, ood, c_*)."""
+    from snapuq.data import load_dataset, load_ood
+    from snapuq.evaluate import _corruption_api
+    from snapuq.modeldir import load_model_dir
+
+    cfg = load_model_dir(d).config
+    ds = load_dataset(cfg["dataset"], cfg.get("data_dir"), seed=int(cfg.get("seed", 0)))
+    names, corrupt = _corruption_api(ds)
+    xt = np.asarray(ds.x_test, np.float32)
+    sets = {"train": ds.x_train, "dev": ds.x_dev, "test": xt,
+            "ood": load_ood(cfg["dataset"], ds, cfg.get("data_dir"), n=500, seed=0)}  # fmt: skip
+    for nm in names:
+        sets[f"c_{nm}"] = corrupt(xt, np.arange(len(xt)), nm, 3, 0)
+    np.savez_compressed(f"{d}/study_raw.npz", **{k: np.asarray(v, np.float32) for k, v in sets.items()})
+    print(f"{d}/study_raw.npz", flush=True)
+
+
+def _order_feats(x: np.ndarray, kind: str, n_q: int = 8) -> np.ndarray:
+    """'shipped': the input tap's statistics; 'order': 8 order statistics of the frame (row) means and of
+    the frames' mean |neighbour differences| (sorted over time, so a word's position does not matter)."""
+    from snapuq.score import input_summary, input_view
+
+    rows, cols = input_view(x.shape[1:])
+    if kind == "shipped":
+        return input_summary(x, rows, cols)
+    v = np.asarray(x, np.float64).reshape(len(x), rows, cols)
+    q = np.linspace(0, rows - 1, n_q).round().astype(int)
+    return np.c_[np.sort(v.mean(2), 1)[:, q], np.sort(np.abs(np.diff(v, axis=2)).mean(2), 1)[:, q]]
+
+
+def _order_term(P: dict, kind: str, full_cov: bool) -> dict:
+    """The input term of S (two-sided on clean dev, as the shipped tap) from `_order_feats` of
+    DIR/study_raw.npz: a diagonal Gaussian (mean squared z) or a full-covariance one (shrunk 10 % to its
+    diagonal; mean squared whitened z), fitted on the train split."""
+    z = np.load(f"{P['dir']}/study_raw.npz")
+    f = {k: _order_feats(z[k], kind) for k in z.files}
+    mu, sd = f["train"].mean(0), f["train"].std(0) + 1e-3
+    zz = {k: (v - mu) / sd for k, v in f.items()}
+    if full_cov:
+        c = np.cov(zz["train"].T)
+        w = np.linalg.inv(np.linalg.cholesky(0.9 * c + 0.1 * np.diag(np.diag(c))))
+        zz = {k: v @ w.T for k, v in zz.items()}
+    y = {k: np.mean(v**2, 1) for k, v in zz.items()}
+    r = y["dev"][P["ok_dev"]]
+    return {k: np.abs(v - r.mean()) / (r.std() + 1e-6) for k, v in y.items()}
+
+
+def order_stats(dirs: list[str]) -> None:
+    """§8: per corruption, over the DIRs: the input term alone (AUROC clean test vs corrupted), the fraction
+    of corrupted inputs whose alarm fires, and U's AUROC, for the shipped input statistics and for the
+    time-order-free ones; then each U's summary line."""
+    from snapuq import calibrate as C
+    from snapuq import metrics as M
+
+    def u_with(P: dict, t: dict) -> dict:
+        n_taps = P["D"]["dev"]["eb"].shape[1]
+        S = {k: (P["S"][k] * n_taps + 2.0 * t[k]) / (n_taps + 2.0) for k in t}
+        q = C.conformal_quantile(np.r_[S["dev"][P["ok_dev"]], S["train"][P["ok_tr"]]], 0.999)
+        sd_s = float(np.std(S["dev"][P["ok_dev"]]) + 1e-6)
+        return _shipped({**P, "F": {k: np.maximum(0.0, (v - q) / sd_s) for k, v in S.items()}})
+
+    Ps = [_prep(d) for d in dirs]
+    for tag, kind, full in (("shipped statistics, diagonal", "shipped", False),
+                            ("order statistics, full covariance", "order", True)):  # fmt: skip
+        per: dict = {}
+        rs = []
+        for P in Ps:
+            t = _order_term(P, kind, full)
+            U = u_with(P, t)
+            n = len(U["test"])
+            for c in P["names"]:
+                lab = np.r_[np.zeros(n), np.ones(len(U[f"c_{c}"]))]
+                per.setdefault(c, []).append((M.auroc(np.r_[t["test"], t[f"c_{c}"]], lab),
+                                              float(np.mean(U[f"c_{c}"] > P["pe"][f"c_{c}"] + 1e-12)),
+                                              M.auroc(np.r_[U["test"], U[f"c_{c}"]], lab)))  # fmt: skip
+            rs.append(_figures(P, U))
+        print(tag, flush=True)
+        for c, v in per.items():
+            a = np.mean(v, 0)
+            print(f"  {c:15s} term alone {a[0]:.3f}  alarm fires {a[1]:.3f}  U {a[2]:.3f}", flush=True)
+        mean = {k: float(np.mean([r[k] for r in rs])) for k in rs[0]}
+        gaps = " / ".join(f"{r['gap']:+.4f}" for r in rs)
+        print(
+            f"  U-MSP {mean['gap']:+.4f} ({gaps}) shift "
+            f"{mean['shift']:.3f} ID/OOD {mean['ood']:.3f} FA {mean['fa']:.3f}",
+            flush=True,
+        )
+
+
 if __name__ == "__main__":
     cmd, dirs = sys.argv[1], sys.argv[2:]
     if cmd == "dump":
@@ -346,6 +441,11 @@ if __name__ == "__main__":
         _rows(dirs, {"shipped U": _shipped, "+ input tap, weight 1": _input_tap(1.0),
                      "+ input tap, weight 2": _input_tap(2.0),
                      "input tap alone": _input_tap(1.0, True)})  # fmt: skip
+    elif cmd == "raw":
+        for d in dirs:
+            dump_raw(d)
+    elif cmd == "order-stats":
+        order_stats(dirs)
     else:
         raise SystemExit(f"unknown command {cmd} (dump, hinge, channels, alarm-k, ceiling, odds, classcond, "
-                         "inputs, input-tap)")  # fmt: skip
+                         "inputs, input-tap, raw, order-stats)")  # fmt: skip
