@@ -217,6 +217,78 @@ def check_model(model) -> None:
             raise UnsupportedModelError(f"layer '{lay.name}' ({_cls(lay)}) {why}")
 
 
+# leading input layers that are an affine map per channel: moved into the data path instead of the graph
+_PREPROC = ("Rescaling", "Normalization")
+
+
+def fold_input_preprocessing(model) -> tuple[Any, dict | None]:
+    """(model, record). When the model starts with Rescaling / Normalization layers (right after the input,
+    each feeding only the next), return a copy in which they are Identity and their map as a normalization
+    record, ``x_model = x_raw * scale[c] + offset[c]`` per channel (last axis), else (model, None). The int8
+    core has no MUL / ADD / SUB: the map moves into the data path (snapuq.json ``input.normalization``), which
+    the harness and the device apply before quantizing, as for ``--normalize``. Raises UnsupportedModelError
+    for a map that is not per channel (e.g. a Normalization over the spatial axes)."""
+    import keras
+
+    if not isinstance(model, keras.Model) or len(getattr(model, "inputs", None) or []) != 1:
+        return model, None
+    src = _producer(model.inputs[0])
+
+    def readers(layer) -> list:
+        return [lay for lay in model.layers if lay is not layer and _cls(lay) != "InputLayer"
+                and any(_producer(t) is layer for t in _inputs_of(lay))]  # fmt: skip
+
+    chain: list = []
+    cur = src
+    while True:
+        nxt = readers(cur)
+        if len(nxt) != 1 or _cls(nxt[0]) not in _PREPROC:
+            break
+        chain.append(nxt[0])
+        cur = nxt[0]
+    if not chain:
+        return model, None
+    names = ", ".join(f"'{lay.name}' ({_cls(lay)})" for lay in chain)
+    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
+    if any(d is None for d in model.inputs[0].shape[1:]):
+        return model, None  # check_model refuses a free dimension with its own message
+    sub = keras.Model(model.inputs[0], chain[-1].output)
+    zero = np.asarray(sub(np.zeros((1, *shape), np.float32)), np.float64).reshape(-1, shape[-1])
+    one = np.asarray(sub(np.ones((1, *shape), np.float32)), np.float64).reshape(-1, shape[-1])
+    scale, offset = one[0] - zero[0], zero[0]
+    probe = np.random.default_rng(0).normal(size=(2, *shape)).astype(np.float32) * 3.0
+    got = np.asarray(sub(probe), np.float64)
+    tol = 1e-4 * (1.0 + np.abs(got).max())
+    if (not np.allclose(one, one[0], atol=tol) or not np.allclose(zero, zero[0], atol=tol)
+            or not np.allclose(got, probe * scale + offset, atol=tol)):  # fmt: skip
+        raise UnsupportedModelError(
+            f"layer {names} is not a scale and offset per channel (last axis), so it cannot move out of the "
+            "int8 graph (MUL + ADD, which the int8 core does not implement); normalize your data instead"
+        )
+    if not (np.all(np.isfinite(scale)) and np.all(np.isfinite(offset)) and np.all(scale != 0)):
+        raise UnsupportedModelError(f"layer {names}: scale must be finite and non-zero per channel")
+
+    folded = {lay.name for lay in chain}
+
+    def clone(layer):
+        if layer.name in folded:
+            return keras.layers.Identity(name=layer.name)
+        return type(layer).from_config(layer.get_config())
+
+    out = keras.models.clone_model(model, clone_function=clone)
+    for lay in out.layers:
+        if lay.name not in folded and lay.weights:
+            lay.set_weights(model.get_layer(lay.name).get_weights())
+    ref = np.asarray(model(probe, training=False), np.float64)
+    new = np.asarray(out((probe * scale + offset).astype(np.float32), training=False), np.float64)
+    if not np.allclose(new, ref, atol=1e-3 * (1.0 + np.abs(ref).max())):
+        raise UnsupportedModelError(f"layer {names}: the model without it does not reproduce the model")
+    formula = ("x_model = x_raw * scale[c] + offset[c] (per channel c, last axis): the model's leading "
+               f"{names}, moved out of the int8 graph")  # fmt: skip
+    return out, {"kind": "model", "layers": [lay.name for lay in chain],
+                 "scale": scale.tolist(), "offset": offset.tolist(), "formula": formula}  # fmt: skip
+
+
 def _convert(model, n: int = 8, seed: int = 0) -> bytes:
     from snapuq.export.convert import convert_keras
 
@@ -409,6 +481,7 @@ class Snap:
     feat: str
     options: dict[str, Any]
     ops: list[str] = field(default_factory=list)
+    pre: dict | None = None  # the leading Rescaling / Normalization moved out (fold_input_preprocessing)
     calib: dict | None = None
     history: dict[str, Any] = field(default_factory=dict)
     _data: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
@@ -420,7 +493,8 @@ class Snap:
         """Train the heads on the frozen backbone (self-supervised: labels are not needed), with fake-quant
         (QAT) in the last `qat_frac` of the epochs. `x`: a float array (N, *input_shape) or a
         tf.data.Dataset of x or (x, y) (batched or not). `backbone_epochs` > 0 first trains the model
-        itself with cross-entropy (needs labels). Returns self."""
+        itself with cross-entropy (needs labels). `x` is what the model you attached takes (raw, when it
+        starts with Rescaling / Normalization layers: they are applied here). Returns self."""
         import keras
 
         from snapuq import train as T
@@ -432,7 +506,7 @@ class Snap:
         t0 = time.perf_counter()
         if T._is_tf_dataset(x):
             xs, ys = _dataset_arrays(x, MAX_SAVED_TRAIN)
-            self._data["x_train"] = _as_numpy(np.concatenate([a.reshape(-1, *self.input_shape) for a in xs]))
+            self._data["x_train"] = self._in(np.concatenate([a.reshape(-1, *self.input_shape) for a in xs]))
             if ys:
                 self._data["y_train"] = np.concatenate([np.asarray(b).reshape(-1) for b in ys]).astype(
                     np.int64
@@ -440,7 +514,7 @@ class Snap:
             data = self._tf_batches(x, batch_size)
             ytr = None
         else:
-            data = _as_numpy(x)
+            data = self._in(x)
             if tuple(data.shape[1:]) != self.input_shape:
                 raise SnapuqError(
                     f"x has shape {tuple(data.shape[1:])} per sample, the model takes {self.input_shape}"
@@ -483,7 +557,17 @@ class Snap:
             ds = ds.batch(batch_size)
         if not isinstance(spec, tuple):
             ds = ds.map(lambda x: (x, tf.zeros(tf.shape(x)[:1], tf.int64)))
-        return ds.map(lambda x, y: (tf.cast(x, tf.float32), tf.cast(tf.reshape(y, [-1]), tf.int64)))
+        s, o = (1.0, 0.0) if self.pre is None else (np.asarray(self.pre["scale"], np.float32),
+                                                      np.asarray(self.pre["offset"], np.float32))  # fmt: skip
+        return ds.map(lambda x, y: (tf.cast(x, tf.float32) * s + o, tf.cast(tf.reshape(y, [-1]), tf.int64)))
+
+    def _in(self, x) -> np.ndarray:
+        """Inputs as the attached model takes them -> inputs of the graph SNAP runs (the moved-out leading
+        Rescaling / Normalization applied)."""
+        from snapuq.data.user import apply_normalization
+
+        a = _as_numpy(x)
+        return a if self.pre is None else apply_normalization(a, self.pre)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -494,8 +578,10 @@ class Snap:
         return int(self.backbone.outputs[0].shape[-1])
 
     def predict(self, x, batch_size: int = 256) -> dict[str, np.ndarray]:
-        """Float outputs of the SNAP model (dict of numpy arrays)."""
-        x = _as_numpy(x)
+        """Float outputs of the SNAP model (dict of numpy arrays), inputs as the attached model takes them."""
+        return self._predict(self._in(x), batch_size)
+
+    def _predict(self, x: np.ndarray, batch_size: int = 256) -> dict[str, np.ndarray]:
         parts = []
         for i in range(0, len(x), batch_size):
             out = self.model(x[i : i + batch_size], training=False)
@@ -516,7 +602,7 @@ class Snap:
         reference). Returns the calib.json dict (also kept on self)."""
         from snapuq.train import calibrate_snap
 
-        xd = _as_numpy(x_dev)
+        xd = self._in(x_dev)
         yd = np.asarray(y_dev).astype(np.int64).reshape(-1)
         if len(xd) != len(yd) or len(xd) < 10:
             raise SnapuqError(
@@ -529,7 +615,7 @@ class Snap:
         if not self.history:
             raise SnapuqError("calibrate after fit (the heads are untrained)")
         self.calib = calibrate_snap(
-            self.predict, self.config(), xd, yd, self.options["variant"], seed,
+            self._predict, self.config(), xd, yd, self.options["variant"], seed,
             x_ref=self._data.get("x_train"), y_ref=self._data.get("y_train"), input_tap=input_tap,
         )  # fmt: skip
         self._data["x_dev"], self._data["y_dev"] = xd, yd
@@ -543,7 +629,7 @@ class Snap:
         `x_test, y_test` (else the dev split stands in, noted in config.json); `x_ood`: OOD inputs for
         `snapuq eval`; `dataset`: a snapuq.data.Dataset to store instead of the arrays fit/calibrate saw."""
         from snapuq.data import Dataset
-        from snapuq.data.user import modality_of, save_cache
+        from snapuq.data.user import modality_of, save_cache, with_preprocessing
 
         if self.calib is None:
             raise SnapuqError("save after calibrate (the SNAP constants are not fitted yet)")
@@ -560,6 +646,8 @@ class Snap:
                     d["y_dev"],
                     "no test split given: the dev split stands in",
                 )
+            else:
+                x_test = self._in(x_test)
             if y_test is None:
                 raise SnapuqError("save: x_test needs y_test")
             ytr = d.get("y_train")
@@ -571,24 +659,26 @@ class Snap:
                 y_train=ytr if ytr is not None else np.full(len(d["x_train"]), -1, np.int64),
                 x_dev=d["x_dev"],
                 y_dev=d["y_dev"],
-                x_test=_as_numpy(x_test),
+                x_test=x_test,
                 y_test=np.asarray(y_test).astype(np.int64).reshape(-1),
                 class_names=names,
                 meta={
                     "source": "numpy arrays (snapuq.attach)",
                     "test": test_note,
-                    "normalization": {
+                    "normalization": self.pre or {
                         "kind": "none",
                         "scale": [1.0],
                         "offset": [0.0],
                         "formula": "x_model = x_raw (arrays as given to fit)",
                     },
                 },  # fmt: skip
-                x_ood=None if x_ood is None else _as_numpy(x_ood),
+                x_ood=None if x_ood is None else self._in(x_ood),
             )
             if x_ood is not None:
                 dataset.meta["ood"] = "x_ood given to Snap.save"
             dataset.meta["modality"] = modality_of(dataset.input_shape)
+        elif self.pre is not None:
+            dataset = with_preprocessing(dataset, self.pre)
         if tuple(dataset.input_shape) != self.input_shape:
             raise SnapuqError(
                 f"data are {dataset.input_shape} per sample, the model takes {self.input_shape}"
@@ -647,6 +737,7 @@ def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: f
         raise SnapuqError(f"variant must be 'best' or 'literal', got {variant!r}")
     if nll not in S.NLLS:
         raise SnapuqError(f"nll must be one of {', '.join(S.NLLS)}, got {nll!r}")
+    model, pre = fold_input_preprocessing(model)
     check_model(model)
     backbone, feat = logits_backbone(model)
     tap_list, tap_prev = _resolve_taps(backbone, feat, taps)
@@ -656,7 +747,7 @@ def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: f
     opts = {"rank": int(rank), "eps": float(eps), "lambda_reg": float(lambda_reg), "nll": nll,
             "qat_frac": float(qat_frac), "variant": variant, "detach": True, "joint": False,
             "floor": "hard", "lambda_ss": 1.0, "cov_rank": 0}  # fmt: skip
-    return Snap(backbone, snap_model, tap_list, tap_prev, feat, opts, ops)
+    return Snap(backbone, snap_model, tap_list, tap_prev, feat, opts, ops, pre=pre)
 
 
 # ---------------------------------------------------------------------------------------------- CLI
@@ -680,7 +771,7 @@ def load_keras_model(path: str | Path):
 
 def train_user_model(args: argparse.Namespace) -> dict:
     """`snapuq train --model my.keras --data DATA --out DIR`: attach, fit, calibrate, save (+ baselines)."""
-    from snapuq.data.user import load_user_data
+    from snapuq.data.user import load_user_data, with_preprocessing
 
     t0 = time.perf_counter()
     if not args.data:
@@ -689,9 +780,16 @@ def train_user_model(args: argparse.Namespace) -> dict:
         raise SnapuqError("give either --dataset (built-in) or --model with --data, not both")
     progress = not args.no_progress
     model = load_keras_model(args.model)
+    # a leading Rescaling / Normalization moves into the data path; the data then go to it raw ("auto")
+    model, pre = fold_input_preprocessing(model)
     check_model(model)  # the layer rules first (fast), then the data, then the conversion check in attach
     shape = tuple(int(d) for d in model.inputs[0].shape[1:])
-    ds = load_user_data(args.data, seed=args.seed, input_shape=shape, normalize=args.normalize)
+    mode = "none" if pre is not None and args.normalize == "auto" else args.normalize
+    ds = load_user_data(args.data, seed=args.seed, input_shape=shape, normalize=mode)
+    if pre is not None:
+        ds = with_preprocessing(ds, pre)
+        print(f"snapuq train: {pre['formula'].split(': ', 1)[1]} (the data path applies it: "
+              f"scale {_short(pre['scale'])}, offset {_short(pre['offset'])})")  # fmt: skip
     taps = [t.strip() for t in args.taps.split(",")] if args.taps else None
     snap = attach(model, taps=taps, rank=args.rank, eps=args.eps, lambda_reg=args.lambda_reg, nll=args.nll,
                   qat_frac=args.qat_frac, variant=args.variant)  # fmt: skip
@@ -723,6 +821,14 @@ def train_user_model(args: argparse.Namespace) -> dict:
     cfg["timings_s"]["total"] = round(time.perf_counter() - t0, 2)
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
     return cfg
+
+
+def _short(v: list[float]) -> str:
+    """A per-channel list for one line: one value when all agree, else the first three."""
+    a = np.asarray(v, np.float64)
+    if np.allclose(a, a[0]):
+        return f"{a[0]:.6g}"
+    return "[" + ", ".join(f"{t:.4g}" for t in a[:3]) + (", ...]" if len(a) > 3 else "]")
 
 
 def _estimate_epoch_s(backbone, ds, batch_size: int) -> float:

@@ -31,12 +31,15 @@ def sensor_cnn(n_classes: int = 4):
     return keras.Model(i, o, name="har_cnn")
 
 
-def residual_image(n_classes: int = 10, shape=(8, 8, 1)):
+def residual_image(n_classes: int = 10, shape=(8, 8, 1), rescale: bool = False):
+    """rescale: the model takes raw 0..255 pixels and starts with Rescaling(1/255), as Keras' image
+    tutorials write it."""
     import keras
     from keras import layers
 
     i = keras.Input(shape, name="img")
-    x = layers.Conv2D(12, 3, padding="same", use_bias=False, name="stem")(i)
+    x = layers.Rescaling(1.0 / 255.0, name="rescale")(i) if rescale else i
+    x = layers.Conv2D(12, 3, padding="same", use_bias=False, name="stem")(x)
     x = layers.BatchNormalization(momentum=0.9, name="stem_bn")(x)
     x = layers.ReLU(6.0, name="stem_relu")(x)  # ReLU6, fused into the convolution
     y = layers.Conv2D(12, 3, padding="same", name="b_conv1")(x)

@@ -77,6 +77,69 @@ def test_lambda_and_other_unsupported_layers_are_refused():
         attach(_seq(layers.Dense(8, activation="relu"), layers.Dense(1)), check_ops=False)
 
 
+def _preproc_sensor_model(x_raw):
+    """A sensor model that takes readings in physical units: an adapted per-channel Normalization, then a
+    Rescaling, as a user writes the front of it."""
+    import keras
+    from keras import layers
+
+    norm = layers.Normalization(axis=-1, name="norm")
+    norm.adapt(x_raw)
+    i = keras.Input(x_raw.shape[1:], name="accel")
+    x = layers.Rescaling(0.5, offset=0.25, name="rescale")(norm(i))
+    x = layers.Conv1D(12, 5, padding="same", activation="relu", name="c1")(x)
+    x = layers.MaxPooling1D(2, name="p1")(x)
+    x = layers.Conv1D(16, 3, padding="same", activation="relu", name="c2")(x)
+    x = layers.GlobalAveragePooling1D(name="gap")(x)
+    return keras.Model(i, layers.Dense(4, name="logits")(x))
+
+
+def test_leading_rescaling_and_normalization_move_into_the_data_path(tmp_path):
+    """The int8 core has no MUL / SUB: a model's leading Normalization + Rescaling become Identity and one
+    per-channel record (x_model = x_raw * scale + offset), which fit / calibrate / predict / save apply to the
+    inputs given as the model takes them; the saved splits are the model's own inputs after the record."""
+    import keras
+    from keras import layers
+
+    from snapuq.api import fold_input_preprocessing
+    from snapuq.data.accel import make_accel
+    from snapuq.data.user import load_npz
+
+    d = make_accel(20, seed=0)
+    gain, bias = np.array([9.81, 2.0, 50.0], np.float32), np.array([1.0, -3.0, 100.0], np.float32)
+    x_raw = d["x_train"] * gain + bias
+    model = _preproc_sensor_model(x_raw)
+    stripped, pre = fold_input_preprocessing(model)
+    assert pre["layers"] == ["norm", "rescale"] and pre["kind"] == "model"
+    mean, sd = x_raw.reshape(-1, 3).mean(0), x_raw.reshape(-1, 3).std(0)
+    assert np.allclose(pre["scale"], 0.5 / sd, rtol=1e-3)
+    assert np.allclose(pre["offset"], 0.25 - 0.5 * mean / sd, rtol=1e-3, atol=1e-4)
+    assert [type(lay).__name__ for lay in stripped.layers[1:3]] == ["Identity", "Identity"]
+    snap = attach(model, rank=8)
+    assert snap.pre == pre and not {"MUL", "SUB", "ADD"} & set(snap.ops)
+    ref = np.asarray(model(x_raw[:16], training=False))
+    assert np.allclose(snap.predict(x_raw[:16])["logits"], ref, atol=1e-4 * (1 + np.abs(ref).max()))
+    snap.fit(x_raw[20:], epochs=1, progress=False)
+    snap.calibrate(x_raw[:20], d["y_train"][:20])
+    x_test_raw = d["x_test"] * gain + bias
+    out = snap.save(tmp_path / "m", x_test=x_test_raw, y_test=d["y_test"])
+    ds = load_npz(out / "data.npz")
+    assert ds.meta["normalization"]["kind"] == "model"
+    want = x_test_raw * np.asarray(pre["scale"], np.float32) + np.asarray(pre["offset"], np.float32)
+    assert np.allclose(ds.x_test, want, atol=1e-5)
+    # a map that is not per channel cannot move out; one further inside stays refused by the layer rules
+    norm_t = layers.Normalization(axis=1, name="per_step")
+    norm_t.adapt(x_raw)
+    i = keras.Input(x_raw.shape[1:])
+    bad = keras.Model(i, layers.Dense(4)(layers.GlobalAveragePooling1D()(layers.Conv1D(8, 3)(norm_t(i)))))
+    with pytest.raises(UnsupportedModelError, match="'per_step' .*per channel"):
+        attach(bad)
+    late = _seq(layers.Dense(8, activation="relu"), layers.Rescaling(2.0, name="late"), layers.Dense(3))
+    assert fold_input_preprocessing(late)[1] is None
+    with pytest.raises(UnsupportedModelError, match="'late' .*MUL"):
+        check_model(late)
+
+
 def test_model_without_a_usable_tap_says_so():
     from keras import layers
 

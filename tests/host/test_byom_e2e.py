@@ -34,7 +34,7 @@ def _export_verify_harness(d: Path, tmp: Path) -> dict:
     assert main(["verify", str(d), "--n", "20", "--json", str(tmp / "verify.json")]) == 0
     v = json.loads((tmp / "verify.json").read_text())
     assert v["differing_total"] == 0 and v["n"] == 20
-    assert man["input"]["normalization"]["kind"] in ("none", "scale", "standard")
+    assert man["input"]["normalization"]["kind"] in ("none", "scale", "standard", "model")
     if HAVE_QEMU:
         out = tmp / "R"
         cmd = [sys.executable, str(ROOT / "host" / "harness.py"), "--port", "qemu:m4", "--model", str(d),
@@ -123,6 +123,41 @@ def test_residual_image_via_cli_from_png_folder(tmp_path):
     assert cfg["class_names"] == ds.class_names and cfg["test_accuracy_float"] > 0.5
     del keras
     _export_verify_harness(out, tmp_path)
+
+
+def test_leading_rescaling_moves_into_the_data_path_via_cli(tmp_path, capsys):
+    """A model that takes raw 0..255 pixels and starts with Rescaling(1/255) (MUL, which the int8 core does
+    not have): `snapuq train --model` moves the layer into the data path (the PNGs go to it raw, the record
+    in snapuq.json is its scale), and the int8 model agrees with TFLM and with the board."""
+    from snapuq.data import load_dataset
+    from snapuq.modeldir import load_model_dir
+
+    ds = load_dataset("digits", seed=0)
+    model = BM.residual_image(rescale=True)
+    raw = np.round(np.concatenate([ds.x_train, ds.x_test])[:400] * 255.0)
+    y = np.concatenate([ds.y_train, ds.y_test])[:400]
+    BM.fit_user_model(model, raw[:300], y[:300], epochs=4)
+    model.save(tmp_path / "res.keras")
+    BM.write_png_folder(tmp_path / "pngs", raw / 255.0, y, ds.class_names)
+    out = tmp_path / "res"
+    rc = main(["train", "--model", str(tmp_path / "res.keras"), "--data", str(tmp_path / "pngs"), "--out",
+               str(out), "--epochs", "1", "--rank", "16", "--no-baselines", "--no-progress"])  # fmt: skip
+    assert rc == 0
+    assert "'rescale' (Rescaling), moved out of the int8 graph" in capsys.readouterr().out
+    cfg = json.loads((out / "config.json").read_text())
+    norm = cfg["data_meta"]["normalization"]
+    assert norm["kind"] == "model" and norm["layers"] == ["rescale"]
+    assert np.allclose(norm["scale"], 1 / 255) and np.allclose(norm["offset"], 0)
+    md = load_model_dir(out)
+    assert not any(type(lay).__name__ == "Rescaling" for lay in md.model.layers)
+    # the model directory's inputs are the model's own after its Rescaling: the original model agrees
+    x = np.asarray(load_dataset(cfg["dataset"]).x_test[:40])
+    assert 0.0 <= x.min() and x.max() <= 1.0
+    ref = np.asarray(model(x * 255.0, training=False)).argmax(1)
+    assert (md.predict(x)["logits"].argmax(1) == ref).all()
+    assert cfg["test_accuracy_float"] > 0.5
+    man = _export_verify_harness(out, tmp_path)
+    assert man["input"]["normalization"]["kind"] == "model"
 
 
 def test_mlp_via_cli_from_npz(tmp_path):

@@ -121,6 +121,38 @@ def apply_normalization(x: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
     return (x * s + o).astype(np.float32)
 
 
+def compose_normalization(first: dict[str, Any] | None, then: dict[str, Any]) -> dict[str, Any]:
+    """One record for x -> then(first(x)): scale = s1 s2, offset = o1 s2 + o2 (per channel)."""
+    if not first or first.get("kind", "none") == "none":
+        return dict(then)
+    s1, o1 = (np.asarray(first[k], np.float64) for k in ("scale", "offset"))
+    s2, o2 = (np.asarray(then[k], np.float64) for k in ("scale", "offset"))
+    if len(s1) != len(s2) and 1 not in (len(s1), len(s2)):
+        raise DatasetError(f"normalization: {len(s1)} and {len(s2)} channels do not compose")
+    return {**then, "kind": f"{first.get('kind')}+{then.get('kind')}", "scale": (s1 * s2).tolist(),
+            "offset": (o1 * s2 + o2).tolist(),
+            "formula": f"{first.get('formula', '')}; then {then.get('formula', '')}"}  # fmt: skip
+
+
+def with_preprocessing(ds: Dataset, pre: dict[str, Any]) -> Dataset:
+    """The dataset as a model without its leading Rescaling / Normalization (`snapuq.api.
+    fold_input_preprocessing`) takes it: every x split mapped by `pre`, and the recorded normalization
+    (raw reading -> model input) composed with it."""
+    from dataclasses import replace
+
+    meta = dict(ds.meta or {})
+    meta["normalization"] = compose_normalization(meta.get("normalization"), pre)
+    meta["model_preprocessing"] = list(pre.get("layers", []))
+    return replace(
+        ds,
+        x_train=apply_normalization(ds.x_train, pre),
+        x_dev=apply_normalization(ds.x_dev, pre),
+        x_test=apply_normalization(ds.x_test, pre),
+        x_ood=None if ds.x_ood is None else apply_normalization(ds.x_ood, pre),
+        meta=meta,
+    )
+
+
 def _fit_shape(x: np.ndarray, shape: tuple[int, ...] | None, where: str) -> np.ndarray:
     """Reshape (N, *s) to (N, *shape) when they differ only by trailing 1s (e.g. (N, 28, 28) images for a
     (28, 28, 1) model input)."""
@@ -415,7 +447,7 @@ def load_ood_path(path: str | Path, ds: Dataset, n: int | None = None, seed: int
             raise DatasetError(f"{p}: no such .npz, image/WAV file or folder of them")
         kind = _kind(files, p)
         raw = _read_files(files, kind, shape if kind == "image" else None)
-        x = audio.mfcc(raw) if kind == "audio" else apply_normalization(raw, norm)
+        x = apply_normalization(audio.mfcc(raw) if kind == "audio" else raw, norm)
         x = _fit_shape(np.asarray(x, np.float32), shape, str(p))
     if n is not None and len(x) > n:
         x = x[np.sort(np.random.default_rng(seed).choice(len(x), n, replace=False))]
