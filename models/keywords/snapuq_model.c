@@ -5202,3 +5202,30 @@ const snapuq_snap_config_t snapuq_model_snap_config = {
 };
 
 const char *const snapuq_model_class_names[10] = {"yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go"};
+
+static const double k_in_norm_scale[1] = {1.0};
+static const double k_in_norm_offset[1] = {0.0};
+
+void snapuq_model_quantize_input(const float *raw, int8_t *codes)
+{
+    uint32_t i;
+    for (i = 0; i < SNAPUQ_MODEL_INPUT_BYTES; i++) {
+        const uint32_t c = i % SNAPUQ_MODEL_INPUT_CHANNELS;
+        /* the affine map in double, as the host prepared the data (then float32, as TFLite's QUANTIZE) */
+        const float x = (float)((double)raw[i] * k_in_norm_scale[c] + k_in_norm_offset[c]);
+        float v = x / SNAPUQ_MODEL_INPUT_SCALE, t;
+        int32_t q;
+        if (!(v == v)) {
+            v = 0.0f;
+        }
+        v = v > 1024.0f ? 1024.0f : (v < -1024.0f ? -1024.0f : v);
+        t = (float)(int32_t)v; /* truncation, exact below 2^23; then half away from zero */
+        if (v - t >= 0.5f) {
+            t += 1.0f;
+        } else if (t - v >= 0.5f) {
+            t -= 1.0f;
+        }
+        q = (int32_t)t + SNAPUQ_MODEL_INPUT_ZERO_POINT;
+        codes[i] = (int8_t)(q > 127 ? 127 : (q < -128 ? -128 : q));
+    }
+}

@@ -14,6 +14,7 @@
 #define SNAPUQ_MODEL_INPUT_BYTES 490u
 #define SNAPUQ_MODEL_INPUT_SCALE 0.5735617280006409f
 #define SNAPUQ_MODEL_INPUT_ZERO_POINT 87
+#define SNAPUQ_MODEL_INPUT_CHANNELS 1u
 #define SNAPUQ_MODEL_OUT_LOGITS 2
 #define SNAPUQ_MODEL_OUT_PROBS 5
 #define SNAPUQ_MODEL_OUT_TAP0_A 1
@@ -22,6 +23,14 @@
 #define SNAPUQ_MODEL_OUT_TAP1_A 7
 #define SNAPUQ_MODEL_OUT_TAP1_LOGVAR 0
 #define SNAPUQ_MODEL_OUT_TAP1_MU 3
+
+/* A raw input (SNAPUQ_MODEL_INPUT_BYTES floats, as your data went into `snapuq train`; for a built-in
+   dataset, as its loader returns it) -> the model's int8 input codes: the recorded normalization
+   x = raw * scale[c] + offset[c] (c = i % SNAPUQ_MODEL_INPUT_CHANNELS: the channel, last axis; in double,
+   then rounded to float32, exactly as the host prepares the data), then TFLite's quantization
+   clamp(round_half_away(x / SNAPUQ_MODEL_INPUT_SCALE) + zero point) in float32. A NaN reading gives the
+   zero point. */
+void snapuq_model_quantize_input(const float *raw, int8_t *codes);
 
 /* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
 extern const uint8_t snapuq_model_tflite[];

@@ -194,3 +194,47 @@ def test_cgen_file_of_spec_v2_still_scores(tmp_path: Path) -> None:
         exp = spec_snap_int({n: r[v["index"]] for n, v in manifest["outputs"].items()}, manifest["snap"])
         exp.pop("s_in16")
         assert {k: o[k] for k in exp} == exp
+
+
+@pytest.mark.parametrize("model", ["digits", "resnet8"])
+def test_generated_quantize_input_equals_the_host(tmp_path: Path, model: str) -> None:
+    """The generated snapuq_model_quantize_input (raw reading -> int8 codes on the device) equals its host
+    twin `quantize_raw` on every element, and the host's own data path (apply_normalization in float64,
+    then quantize_input) on every finite one, exact ties included: the shipped digits manifest (no
+    normalization, 1 channel) and resnet8's with a per-channel record (3 channels); NaN, +-inf and
+    out-of-range readings saturate."""
+    from snapuq.data.user import apply_normalization
+    from snapuq.export.convert import quantize_input, quantize_raw
+
+    d = ROOT / "models" / model
+    manifest = json.loads((d / "snapuq.json").read_text())
+    inp = manifest["input"]
+    rng = np.random.default_rng(5)
+    shape = inp["shape"][1:]
+    if model == "resnet8":
+        sd, mean = np.array([0.25, 0.24, 0.26]), np.array([0.49, 0.48, 0.45])
+        inp["normalization"] = {"kind": "standard", "scale": (1 / (sd * 255)).tolist(),
+                                "offset": (-mean / sd).tolist()}  # fmt: skip
+        raw = rng.integers(0, 256, size=(40, *shape)).astype(np.float32)
+    else:
+        raw = rng.uniform(-0.2, 1.2, size=(40, *shape)).astype(np.float32)
+    raw[0].flat[:6] = [np.nan, np.inf, -np.inf, 1e30, -1e30, 0.0]
+    write_c_model(tmp_path / "gen", manifest, (d / "model_int8.tflite").read_bytes())
+    h = (tmp_path / "gen" / "snapuq_model.h").read_text()
+    assert f"#define SNAPUQ_MODEL_INPUT_CHANNELS {3 if model == 'resnet8' else 1}u" in h
+    out = tmp_path / "run_quantize"
+    cmd = ["gcc", *ccore.CFLAGS, *ccore.SAN, f"-I{ccore.CORE}", f"-I{tmp_path / 'gen'}",
+           str(ccore.TESTS_C / "run_quantize.c"), str(tmp_path / "gen" / "snapuq_model.c"), "-o", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    (tmp_path / "raw.bin").write_bytes(raw.astype("<f4").tobytes())
+    subprocess.run([str(out), str(tmp_path / "raw.bin"), str(len(raw)), str(tmp_path / "codes.bin")],
+                   check=True, capture_output=True, text=True)  # fmt: skip
+    ours = np.frombuffer((tmp_path / "codes.bin").read_bytes(), np.int8).reshape(len(raw), -1)
+    twin = quantize_raw(raw, inp)
+    assert (ours == twin).all()
+    assert ours[0, :6].tolist()[:5] == [int(inp["zero_point"]), 127, -128, 127, -128] or model == "resnet8"
+    fin = np.isfinite(raw).reshape(len(raw), -1).all(1)
+    host = quantize_input(apply_normalization(raw[fin], inp.get("normalization") or {"kind": "none"}),
+                          float(inp["scale"]), int(inp["zero_point"])).reshape(int(fin.sum()), -1)
+    assert (host == ours[fin]).all()
+    assert len(np.unique(ours)) > 100   # not a constant path

@@ -13,6 +13,7 @@ The header declares
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,31 @@ def _int_list(v: Any, n: int, what: str, lo: int = INT32_MIN, hi: int = INT32_MA
     if not isinstance(v, list) or len(v) != n:
         raise ModelFormatError(f"manifest: {what} must be a list of {n} integers")
     return [_i32(x, f"{what}[{i}]", lo, hi) for i, x in enumerate(v)]
+
+
+def input_normalization(inp: dict) -> tuple[list[float], list[float]]:
+    """Per-channel (scale, offset) of the manifest's input.normalization, as snapuq.data.user.
+    apply_normalization broadcasts them over the input (one value, or one per channel of the last axis)."""
+    norm = inp.get("normalization") or {}
+    shape = [int(x) for x in inp.get("shape", [])]
+    if norm.get("kind", "none") == "none" or "scale" not in norm:
+        return [1.0], [0.0]
+    sc = [float(v) for v in norm["scale"]]
+    of = [float(v) for v in norm.get("offset", [0.0] * len(sc))]
+    last = shape[-1] if shape else 1
+    if len(sc) != len(of) or not sc or not all(math.isfinite(v) for v in sc + of):
+        raise ModelFormatError("manifest: input.normalization needs finite scale/offset lists of one length")
+    if len(sc) > 1 and len(sc) != last:
+        if len(shape) == 2:  # (1, F) vectors with a per-channel record: one channel (apply_normalization)
+            return sc[:1], of[:1]
+        raise ModelFormatError(f"manifest: input.normalization has {len(sc)} channels, the input {last}")
+    return sc, of
+
+
+def _c_double(v: float) -> str:
+    """A double constant in C that the compiler reads back as exactly v (shortest round-trip digits)."""
+    r = repr(float(v))
+    return r if any(ch in r for ch in ".en") else r + ".0"
 
 
 def _rows(values: list[int], per_line: int = 12, indent: str = "    ") -> str:
@@ -177,6 +203,7 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
     for x in in_shape:
         in_bytes *= x
     classes = [str(c) for c in (manifest.get("class_names") or [str(i) for i in range(n_classes)])]
+    n_scale, n_offset = input_normalization(inp)
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -200,7 +227,16 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
 #define SNAPUQ_MODEL_INPUT_BYTES {in_bytes if in_shape else 0}u
 #define SNAPUQ_MODEL_INPUT_SCALE {in_scale!r}f
 #define SNAPUQ_MODEL_INPUT_ZERO_POINT {in_zp}
+#define SNAPUQ_MODEL_INPUT_CHANNELS {len(n_scale)}u
 {out_macros}
+
+/* A raw input (SNAPUQ_MODEL_INPUT_BYTES floats, as your data went into `snapuq train`; for a built-in
+   dataset, as its loader returns it) -> the model's int8 input codes: the recorded normalization
+   x = raw * scale[c] + offset[c] (c = i % SNAPUQ_MODEL_INPUT_CHANNELS: the channel, last axis; in double,
+   then rounded to float32, exactly as the host prepares the data), then TFLite's quantization
+   clamp(round_half_away(x / SNAPUQ_MODEL_INPUT_SCALE) + zero point) in float32. A NaN reading gives the
+   zero point. */
+void snapuq_model_quantize_input(const float *raw, int8_t *codes);
 
 /* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
 extern const uint8_t snapuq_model_tflite[];
@@ -254,5 +290,32 @@ const snapuq_snap_config_t snapuq_model_snap_config = {{
 {intap_init}}};
 
 const char *const snapuq_model_class_names[{len(classes)}] = {{{", ".join(_c_string(c) for c in classes)}}};
+
+static const double k_in_norm_scale[{len(n_scale)}] = {{{", ".join(_c_double(v) for v in n_scale)}}};
+static const double k_in_norm_offset[{len(n_offset)}] = {{{", ".join(_c_double(v) for v in n_offset)}}};
+
+void snapuq_model_quantize_input(const float *raw, int8_t *codes)
+{{
+    uint32_t i;
+    for (i = 0; i < SNAPUQ_MODEL_INPUT_BYTES; i++) {{
+        const uint32_t c = i % SNAPUQ_MODEL_INPUT_CHANNELS;
+        /* the affine map in double, as the host prepared the data (then float32, as TFLite's QUANTIZE) */
+        const float x = (float)((double)raw[i] * k_in_norm_scale[c] + k_in_norm_offset[c]);
+        float v = x / SNAPUQ_MODEL_INPUT_SCALE, t;
+        int32_t q;
+        if (!(v == v)) {{
+            v = 0.0f;
+        }}
+        v = v > 1024.0f ? 1024.0f : (v < -1024.0f ? -1024.0f : v);
+        t = (float)(int32_t)v; /* truncation, exact below 2^23; then half away from zero */
+        if (v - t >= 0.5f) {{
+            t += 1.0f;
+        }} else if (t - v >= 0.5f) {{
+            t -= 1.0f;
+        }}
+        q = (int32_t)t + SNAPUQ_MODEL_INPUT_ZERO_POINT;
+        codes[i] = (int8_t)(q > 127 ? 127 : (q < -128 ? -128 : q));
+    }}
+}}
 """)
     return path_c, path_h

@@ -106,4 +106,21 @@ def quantize_input(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     return np.clip(r, -128, 127).astype(np.int8)
 
 
+def quantize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
+    """What the generated `snapuq_model_quantize_input` computes, per element i of a float32 input:
+    x = float32(raw * scale[c] + offset[c]) in double with the manifest's input.normalization (c = i %
+    channels), as `apply_normalization` prepares the data, then the TFLite quantization of
+    `quantize_input`; NaN -> the zero point. raw (N, ...) -> int8 (N, input bytes)."""
+    from snapuq.export.cgen import input_normalization
+
+    sc, of = input_normalization(inp)
+    r = np.asarray(raw, np.float32).reshape(len(raw), -1)
+    c = np.arange(r.shape[1]) % len(sc)
+    x = (r.astype(np.float64) * np.asarray(sc)[c] + np.asarray(of)[c]).astype(np.float32)
+    v = (x / np.float32(inp["scale"])).astype(np.float64)
+    v = np.clip(np.where(np.isnan(v), 0.0, v), -1024.0, 1024.0)
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5) + int(inp["zero_point"])
+    return np.clip(q, -128, 127).astype(np.int8)
+
+
 Progress = Callable[[Iterable], Iterable]
