@@ -596,7 +596,8 @@ class Snap:
         return head_config(self.options, tap_entries(self.backbone, self.taps, self.tap_prev),
                            h.get("epochs", 0), h.get("qat_epochs", 0))  # fmt: skip
 
-    def calibrate(self, x_dev, y_dev, *, seed: int = 0, input_tap: bool = True) -> dict:
+    def calibrate(self, x_dev, y_dev, *, seed: int = 0, input_tap: bool = True,
+                  alarm_rate: float | None = None) -> dict:  # fmt: skip
         """Fit the SNAP constants (weights, beta, the confidence proxy, the U threshold) on a labelled dev
         split and the held-out synthetic shift of it (the inputs given to `fit` join the hinge's clean
         reference). Returns the calib.json dict (also kept on self)."""
@@ -617,6 +618,7 @@ class Snap:
         self.calib = calibrate_snap(
             self._predict, self.config(), xd, yd, self.options["variant"], seed,
             x_ref=self._data.get("x_train"), y_ref=self._data.get("y_train"), input_tap=input_tap,
+            alarm_rate=alarm_rate,
         )  # fmt: skip
         self._data["x_dev"], self._data["y_dev"] = xd, yd
         return self.calib
@@ -800,7 +802,8 @@ def train_user_model(args: argparse.Namespace) -> dict:
     snap.fit(ds.x_train, ds.y_train, epochs=args.epochs or 10, batch_size=args.batch_size, lr=args.lr,
              backbone_epochs=args.backbone_epochs, validation_data=(ds.x_dev, ds.y_dev), seed=args.seed,
              progress=progress)  # fmt: skip
-    snap.calibrate(ds.x_dev, ds.y_dev, seed=args.seed, input_tap=getattr(args, "input_tap", True))
+    snap.calibrate(ds.x_dev, ds.y_dev, seed=args.seed, input_tap=getattr(args, "input_tap", True),
+                   alarm_rate=getattr(args, "alarm_rate", None))  # fmt: skip
     snap.history["load_and_prepare_s"] = round(time.perf_counter() - t0, 2)
     out = snap.save(args.out, dataset=ds)
     cfg = json.loads((out / "config.json").read_text())

@@ -129,6 +129,10 @@ def _auroc(score: np.ndarray, pos: np.ndarray) -> float:
 DEV_CHECK_TOL = 0.0
 HINGE_STEPS = (0.995, 0.999, 1.0)
 HINGE_Q_DEFAULT = 0.999
+# the clean false-alarm rate the hinge is set for (per input) by `snapuq train / calibrate` and the API:
+# far below 1 / n for any reference, so the tail of the reference S is extrapolated (`tail_quantile`)
+ALARM_RATE_DEFAULT = 1e-6
+TAIL_FRAC = 0.02  # the top 2 % (at least 20) of the reference S fit the tail
 REF_MAX = 5000  # clean train inputs at most in the hinge reference (a seeded subsample beyond)
 PERR_DELTA = 1.0 / 512
 PERR_RAMP = 1e-4
@@ -143,6 +147,27 @@ def conformal_quantile(s: np.ndarray, level: float) -> float:
         raise SnapuqError("no clean reference scores for the hinge")
     k = min(v.size, max(1, int(np.ceil((v.size + 1) * float(level) - 1e-9))))
     return float(v[k - 1])
+
+
+def tail_quantile(s: np.ndarray, rate: float) -> tuple[float, dict]:
+    """(q, record): the level a fresh score exchangeable with the n scores `s` exceeds with probability
+    `rate`. For rate >= 1 / (n + 1) it is the conformal quantile 1 - rate (distribution-free). Below, no
+    reference score is that rare: the excesses of the top k (TAIL_FRAC of them, at least 20) over the
+    (k + 1)-th largest u are fitted with an exponential tail (peaks over threshold, mean excess beta) and
+    extrapolated, q = u + beta ln(k / (n rate)), never below the largest score."""
+    v = np.sort(np.asarray(s, np.float64).reshape(-1))[::-1]
+    n = v.size
+    if n == 0:
+        raise SnapuqError("no clean reference scores for the hinge")
+    if not 0.0 < rate < 1.0:
+        raise SnapuqError(f"alarm rate must be in (0, 1), got {rate}")
+    if rate >= 1.0 / (n + 1) or n < 2:
+        return conformal_quantile(v, 1.0 - rate), {"rule": "conformal", "n": int(n)}
+    k = min(n - 1, max(20, int(np.ceil(TAIL_FRAC * n))))
+    u = float(v[k])
+    beta = float(np.mean(v[:k] - u))
+    q = max(u + beta * float(np.log(k / (n * rate))), float(v[0]))
+    return q, {"rule": "exponential tail", "n": int(n), "k": int(k), "u": u, "beta": beta}
 
 
 def dev_check(u_dev: np.ndarray, msp_u: np.ndarray, err_dev: np.ndarray, tol: float = DEV_CHECK_TOL) -> dict:
@@ -246,6 +271,7 @@ def fit_calibration(
     x_shift: np.ndarray | None = None,
     x_ref: np.ndarray | None = None,
     input_tap: bool = True,
+    alarm_rate: float | None = None,
 ) -> dict:
     """Return the calib.json dict (the default variant at top level, the other one under "variants").
 
@@ -256,7 +282,9 @@ def fit_calibration(
     1 - quantile, and a larger reference estimates that tail from more than the few hundred dev inputs.
     quantile: the first hinge quantile tried (default 0.999); the fit raises it along `HINGE_STEPS` until
     `dev_check` passes (1.0 = the largest clean reference S, >= the largest S of a correct dev input:
-    passes by construction for alpha = 1).
+    passes by construction for alpha = 1). alarm_rate (snapuq train / calibrate and the API pass
+    ALARM_RATE_DEFAULT): q is at least `tail_quantile` of the reference at that rate, i.e. beyond its
+    largest S by the fitted tail when the rate is below 1 / n (None: the quantile alone).
 
     Input tap (docs/FIXED_POINT.md step 4b; `input_tap` and the inputs x_dev, x_shift given): a diagonal
     Gaussian of the inputs' row / column statistics (`snapuq.score.input_summary`) fitted on x_ref (the
@@ -267,6 +295,9 @@ def fit_calibration(
     q0 = HINGE_Q_DEFAULT if quantile is None else float(quantile)
     if not 0.5 <= q0 <= 1.0:
         raise SnapuqError(f"hinge quantile must be in [0.5, 1], got {q0}")
+    if alarm_rate is not None and not 0.0 <= float(alarm_rate) < 0.5:
+        raise SnapuqError(f"alarm rate must be in [0, 0.5) (0: off), got {alarm_rate}")
+    rate = float(alarm_rate) if alarm_rate else None
     y_dev = np.asarray(y_dev).astype(np.int64)
     probs_dev = class_probs(outs_dev)
     err_dev = probs_dev.argmax(1) != y_dev
@@ -319,14 +350,18 @@ def fit_calibration(
     best["perr"] = perr
     steps = [q0] + [v for v in HINGE_STEPS if v > q0]
     tried = []
+    q_tail, tail = tail_quantile(S_ref, rate) if rate else (-np.inf, None)
     for qq in steps:
-        q = conformal_quantile(S_ref, qq)
+        q = max(conformal_quantile(S_ref, qq), q_tail)
         best["hinge"] = {
             "q": q,
             "sd": float(np.std(S_clean) + 1e-6),
             "quantile": qq,
             "reference": "dev+train" if n_ref else "dev",
             "n_ref": int(len(S_ref)),
+            "alarm_rate": rate,
+            "tail": tail,
+            "q_over_largest_sd": float((q - np.max(S_ref)) / (np.std(S_clean) + 1e-6)),
         }
         f_dev = sc.features(outs_dev, xs_dev)
         f_sh = sc.features(outs_shift, xs_sh)
@@ -354,6 +389,7 @@ def fit_calibration(
         "shift_family": "holdout_shift (permuted 2x2 tiles + uniform noise)",
         "alpha": float(alpha),
         "hinge_quantile_requested": q0,
+        "alarm_rate": rate or 0.0,
         "hinge_reference": {"dev_clean": int(len(S_clean)), "train_clean": n_ref},
         "hinge_quantiles_tried": tried,
         "dev_check": chk,
@@ -430,7 +466,7 @@ def reference_split(x, y=None, seed: int = 0, n_max: int = REF_MAX):
 
 
 def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = None, variant: str = "best",
-                        input_tap: bool = True):
+                        input_tap: bool = True, alarm_rate: float | None = ALARM_RATE_DEFAULT):
     """Fit calib.json for a loaded ModelDir `md` on dataset `ds`'s dev split, with the train split in the
     hinge reference (what train runs)."""
     cfg = md.config
@@ -456,6 +492,7 @@ def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = 
         x_shift=xsh,
         x_ref=xr,
         input_tap=input_tap,
+        alarm_rate=alarm_rate,
     )
 
 
@@ -498,13 +535,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--input-tap", action=argparse.BooleanOptionalAction, default=True,
         help="add the input tap to S (row / column statistics of the input; default on)",
     )  # fmt: skip
+    add_alarm_rate_argument(p)
     p.add_argument("--no-export", action="store_true", help="do not refresh an existing int8 export")
+
+
+def add_alarm_rate_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--alarm-rate", type=float, default=ALARM_RATE_DEFAULT,
+        help=f"clean false-alarm rate per input the hinge is set for (default {ALARM_RATE_DEFAULT:g}; below "
+        "1/n of the clean reference the tail of its S is extrapolated; 0 = the hinge quantile alone)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     from snapuq.data import load_dataset
     from snapuq.evaluate import load
 
+    if not 0.0 <= args.alarm_rate < 0.5:
+        raise SnapuqError(f"--alarm-rate must be in [0, 0.5) (0: the quantile alone), got {args.alarm_rate}")
     d = Path(args.model_dir)
     paths = ModelPaths(d)
     md = load(d)
@@ -512,13 +560,16 @@ def run(args: argparse.Namespace) -> int:
     variant = args.variant or str((md.calib or {}).get("variant", cfg.get("variant", "best")))
     ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
     calib = calibrate_model_dir(
-        md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant, input_tap=args.input_tap
+        md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant, input_tap=args.input_tap,
+        alarm_rate=args.alarm_rate,
     )
     write_json_atomic(paths.calib, calib)
     best = calib if calib.get("variant") == "best" else calib["variants"]["best"]
     fit = best["fit"]
     print(
-        f"snapuq calibrate: {paths.calib}: hinge quantile {best['hinge']['quantile']} "
+        f"snapuq calibrate: {paths.calib}: hinge quantile {best['hinge']['quantile']}, alarm rate "
+        f"{best['hinge'].get('alarm_rate') or 0:g} (q {best['hinge']['q_over_largest_sd']:+.2f} sd over the "
+        f"largest of {best['hinge']['n_ref']} clean references) "
         f"(tried {', '.join(str(t['quantile']) for t in fit['hinge_quantiles_tried'])}), alarm k "
         f"{best['alarm']['k']:.3g}, dev ECE(p_err) {fit['dev_ece_p_err']:.4f}"
     )

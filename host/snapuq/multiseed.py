@@ -100,6 +100,8 @@ def train_argv(
         a += ["--hinge-q", str(fit["hinge_quantile_requested"])]
     if best and not best.get("intap"):
         a.append("--no-input-tap")
+    if best:  # a calibration from before the alarm rate had the quantile alone
+        a += ["--alarm-rate", str(fit.get("alarm_rate", 0.0))]
     return a
 
 

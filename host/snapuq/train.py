@@ -116,6 +116,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--input-tap", action=argparse.BooleanOptionalAction, default=True,
         help="add the input tap to S (row / column statistics of the input; default on)",
     )  # fmt: skip
+    from snapuq.calibrate import add_alarm_rate_argument
+
+    add_alarm_rate_argument(p)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--no-baselines", action="store_true", help="skip the deep ensemble and early-exit models")
@@ -260,7 +263,7 @@ def tap_entries(backbone, taps: list[str], tap_prev: dict[str, str]) -> list[dic
 def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, variant: str = "best",
                    seed: int = 0, alpha: float = 1.0, quantile: float | None = None,
                    x_ref: np.ndarray | None = None, y_ref: np.ndarray | None = None,
-                   input_tap: bool = True) -> dict:  # fmt: skip
+                   input_tap: bool = True, alarm_rate: float | None = None) -> dict:  # fmt: skip
     """The SNAP constants (calib.json) fitted on the dev split and the held-out synthetic shift of it, with
     the clean inputs x_ref (the train split; labels y_ref) in the hinge reference;
     `predict(x) -> dict of float outputs` (ModelDir.predict)."""
@@ -286,6 +289,7 @@ def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, var
         x_shift=xsh,
         x_ref=xr,
         input_tap=input_tap,
+        alarm_rate=calibrate.ALARM_RATE_DEFAULT if alarm_rate is None else alarm_rate,
     )
 
 
@@ -338,6 +342,9 @@ def check_args(args: argparse.Namespace) -> None:
             raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if not getattr(args, "lr", 1.0) > 0:
         raise SnapuqError(f"--lr must be > 0, got {args.lr}")
+    rate = getattr(args, "alarm_rate", None)
+    if rate is not None and not 0.0 <= rate < 0.5:
+        raise SnapuqError(f"--alarm-rate must be in [0, 0.5) (0: the hinge quantile alone), got {rate}")
     if getattr(args, "out", None) is not None:
         check_out_dir(args.out)
 
@@ -441,6 +448,7 @@ def train(args: argparse.Namespace) -> dict:
         md.predict, cfg, xdv, ydv, args.variant, args.seed,
         alpha=getattr(args, "alpha", 1.0), quantile=getattr(args, "hinge_q", None),
         x_ref=xtr, y_ref=ytr, input_tap=getattr(args, "input_tap", True),
+        alarm_rate=getattr(args, "alarm_rate", None),
     )  # fmt: skip
     calibrate.write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t

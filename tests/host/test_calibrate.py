@@ -148,3 +148,50 @@ def test_perr_is_calibrated_on_a_known_model():
 
     assert M.ece(1 - pe, ~err) < 0.01
     assert np.max(np.abs(pe - true)[m < 0.6]) < 0.05
+
+
+def test_tail_quantile_extrapolates_below_one_over_n():
+    """From 1/(n + 1) up the conformal quantile; below, the exponential tail of the top 2 % beyond the
+    largest score, close to the true quantile of an exponential sample; monotone in the rate."""
+    s = np.random.default_rng(0).exponential(1.0, size=5000)
+    q, rec = calibrate.tail_quantile(s, 0.05)
+    assert rec["rule"] == "conformal" and q == calibrate.conformal_quantile(s, 0.95)
+    for rate in (1e-4, 1e-6):
+        q, rec = calibrate.tail_quantile(s, rate)
+        assert rec["rule"] == "exponential tail" and rec["k"] == 100 and q >= s.max()
+        assert abs(q + np.log(rate)) < 0.1 * -np.log(rate)  # the exponential's own quantile: -ln(rate)
+    qs = [calibrate.tail_quantile(s, r)[0] for r in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)]
+    assert np.all(np.diff(qs) > 0)
+    assert calibrate.tail_quantile(np.ones(100), 1e-6)[0] == 1.0  # no spread: the largest
+    for bad in (0.0, 1.0, -1e-3):
+        with pytest.raises(SnapuqError, match="alarm rate"):
+            calibrate.tail_quantile(s, bad)
+
+
+def test_alarm_rate_sets_the_hinge_beyond_the_clean_reference():
+    """alarm_rate below 1/n puts the hinge beyond the largest clean reference S (so the dev check holds at
+    the first quantile tried, even 0.9 on heavy-tailed S); it is recorded; None keeps the quantile alone."""
+    rng = np.random.default_rng(4)
+    od = _outs(300, rng)
+    y = od["logits"].argmax(1).copy()
+    y[:40] = (y[:40] + 1) % 4
+    for k in range(2):
+        od[f"tap{k}_a"][40:80] += rng.normal(size=(40, 6)) * 6
+    osh = _outs(100, rng, shift=3.0)
+    meta = [{"name": f"tap{k}", "layer": f"l{k}", "prev": f"p{k}", "d": 6, "d_prev": 6} for k in range(2)]
+    kw = {"eps": 0.01, "logvar_offset": 2 * np.log(0.01), "taps_meta": meta, "quantile": 0.9}
+    off = calibrate.fit_calibration(od, y, osh, **kw)
+    on = calibrate.fit_calibration(od, y, osh, **kw, alarm_rate=1e-6)
+    assert off["hinge"]["alarm_rate"] is None and off["fit"]["alarm_rate"] == 0.0
+    assert len(off["fit"]["hinge_quantiles_tried"]) > 1
+    h = on["hinge"]
+    assert h["alarm_rate"] == 1e-6 and on["fit"]["alarm_rate"] == 1e-6
+    assert h["tail"]["rule"] == "exponential tail"
+    S = score.SnapScorer.from_calib(on).features(od)["S"]
+    assert h["q"] >= S[od["probs"].argmax(1) == y].max() and h["q_over_largest_sd"] >= 0
+    assert [t["quantile"] for t in on["fit"]["hinge_quantiles_tried"]] == [0.9]
+    assert on["fit"]["dev_check"]["ok"]
+    far = _outs(100, rng, shift=30.0)  # a shift far beyond the clean tail still raises the alarm
+    assert np.mean(score.SnapScorer.from_calib(on).score(far)["alarm"] > 0) > 0.5
+    with pytest.raises(SnapuqError, match="alarm rate"):
+        calibrate.fit_calibration(od, y, osh, **kw, alarm_rate=0.7)
