@@ -129,9 +129,9 @@ def _auroc(score: np.ndarray, pos: np.ndarray) -> float:
 DEV_CHECK_TOL = 0.0
 HINGE_STEPS = (0.995, 0.999, 1.0)
 HINGE_Q_DEFAULT = 0.999
-# the clean false-alarm rate the hinge is set for (per input) by `snapuq train / calibrate` and the API:
-# far below 1 / n for any reference, so the tail of the reference S is extrapolated (`tail_quantile`)
-ALARM_RATE_DEFAULT = 1e-6
+# `--alarm-rate` default: 0 = the hinge quantile alone (conformal, about 1e-3 false alarms per clean input);
+# a lower rate (e.g. 1e-6) extrapolates the tail of the reference S (`tail_quantile`, SNAP_STUDY.md §8.6)
+ALARM_RATE_DEFAULT = 0.0
 TAIL_FRAC = 0.02  # the top 2 % (at least 20) of the reference S fit the tail
 REF_MAX = 5000  # clean train inputs at most in the hinge reference (a seeded subsample beyond)
 PERR_DELTA = 1.0 / 512
@@ -282,9 +282,9 @@ def fit_calibration(
     1 - quantile, and a larger reference estimates that tail from more than the few hundred dev inputs.
     quantile: the first hinge quantile tried (default 0.999); the fit raises it along `HINGE_STEPS` until
     `dev_check` passes (1.0 = the largest clean reference S, >= the largest S of a correct dev input:
-    passes by construction for alpha = 1). alarm_rate (snapuq train / calibrate and the API pass
-    ALARM_RATE_DEFAULT): q is at least `tail_quantile` of the reference at that rate, i.e. beyond its
-    largest S by the fitted tail when the rate is below 1 / n (None: the quantile alone).
+    passes by construction for alpha = 1). alarm_rate (`--alarm-rate`; None or 0: the quantile alone): q is
+    at least `tail_quantile` of the reference at that rate, i.e. beyond its largest S by the fitted tail when
+    the rate is below 1 / (n + 1).
 
     Input tap (docs/FIXED_POINT.md step 4b; `input_tap` and the inputs x_dev, x_shift given): a diagonal
     Gaussian of the inputs' row / column statistics (`snapuq.score.input_summary`) fitted on x_ref (the
@@ -542,8 +542,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def add_alarm_rate_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--alarm-rate", type=float, default=ALARM_RATE_DEFAULT,
-        help=f"clean false-alarm rate per input the hinge is set for (default {ALARM_RATE_DEFAULT:g}; below "
-        "1/n of the clean reference the tail of its S is extrapolated; 0 = the hinge quantile alone)",
+        help="clean false-alarm rate per input the hinge is set for, e.g. 1e-6 (below 1/n of the clean "
+        "reference the tail of its S is extrapolated); default 0: the hinge quantile alone",
     )  # fmt: skip
 
 
