@@ -285,6 +285,14 @@ def write_report(rdir: Path, out: dict) -> None:
             f"{_f(sd.get('ece_U'))}; test inputs with alarm > 0: {_f(sd.get('test_alarm_rate'))} "
             "(reliability.png)"
         )
+    h = sd.get("hinge")
+    if h:
+        rate = h.get("alarm_rate")
+        at = f"alarm rate {rate:g}" if rate else f"quantile {h.get('quantile')}"
+        over = h.get("q_over_largest_sd")
+        beyond = "" if over is None else f", {over:+.2f} sd beyond the largest"
+        L.append(f"- SNAP alarm hinge: {at} of the S of {h.get('n_ref')} clean references "
+                 f"({h.get('reference')}){beyond}")  # fmt: skip
     L += ["", "## All methods (same model, same split, same inputs)", ""]
     head = ["method"] + [c[1] for c in COLUMNS] + [c[1] for c in DETAIL_COLUMNS] + ["own accuracy"]
     L.append("| " + " | ".join(head) + " |")

@@ -75,6 +75,9 @@ def test_digits_snap_variants_and_checks(digits_eval):
         assert (r / png).stat().st_size > 1000, png
     rep = (r / "report.md").read_text()
     assert "| **snap** |" in rep and "SNAP variants" in rep and "CID false alarm" in rep
+    h = (calib if calib.get("variant") == "best" else calib["variants"]["best"])["hinge"]
+    assert sd["hinge"]["n_ref"] == h["n_ref"] and sd["hinge"]["quantile"] == h["quantile"]
+    assert f"- SNAP alarm hinge: quantile {h['quantile']} of the S of {h['n_ref']} clean references" in rep
 
 
 def test_digits_corrupt_model_file(digits_eval, tmp_path, capsys):
