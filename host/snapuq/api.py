@@ -248,10 +248,10 @@ def fold_input_preprocessing(model) -> tuple[Any, dict | None]:
         cur = nxt[0]
     if not chain:
         return model, None
-    names = ", ".join(f"'{lay.name}' ({_cls(lay)})" for lay in chain)
-    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
     if any(d is None for d in model.inputs[0].shape[1:]):
         return model, None  # check_model refuses a free dimension with its own message
+    names = ", ".join(f"'{lay.name}' ({_cls(lay)})" for lay in chain)
+    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
     sub = keras.Model(model.inputs[0], chain[-1].output)
     zero = np.asarray(sub(np.zeros((1, *shape), np.float32)), np.float64).reshape(-1, shape[-1])
     one = np.asarray(sub(np.ones((1, *shape), np.float32)), np.float64).reshape(-1, shape[-1])

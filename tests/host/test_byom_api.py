@@ -134,6 +134,10 @@ def test_leading_rescaling_and_normalization_move_into_the_data_path(tmp_path):
     bad = keras.Model(i, layers.Dense(4)(layers.GlobalAveragePooling1D()(layers.Conv1D(8, 3)(norm_t(i)))))
     with pytest.raises(UnsupportedModelError, match="'per_step' .*per channel"):
         attach(bad)
+    free = keras.Input((None, 3))
+    free_m = keras.Model(free, layers.Dense(2)(layers.GlobalAveragePooling1D()(layers.Rescaling(2.0)(free))))
+    with pytest.raises(UnsupportedModelError, match="free dimension"):
+        attach(free_m)
     late = _seq(layers.Dense(8, activation="relu"), layers.Rescaling(2.0, name="late"), layers.Dense(3))
     assert fold_input_preprocessing(late)[1] is None
     with pytest.raises(UnsupportedModelError, match="'late' .*MUL"):
