@@ -149,6 +149,15 @@ def conformal_quantile(s: np.ndarray, level: float) -> float:
     return float(v[k - 1])
 
 
+def check_alarm_rate(rate: float | None) -> float | None:
+    """`--alarm-rate` as fit_calibration takes it: None for off (None or 0), else a rate in (0, 0.5)."""
+    if rate is None or float(rate) == 0.0:
+        return None
+    if not 0.0 < float(rate) < 0.5:
+        raise SnapuqError(f"--alarm-rate must be in [0, 0.5) (0: the hinge quantile alone), got {rate}")
+    return float(rate)
+
+
 def tail_quantile(s: np.ndarray, rate: float) -> tuple[float, dict]:
     """(q, record): the level a fresh score exchangeable with the n scores `s` exceeds with probability
     `rate`. For rate >= 1 / (n + 1) it is the conformal quantile 1 - rate (distribution-free). Below, no
@@ -295,9 +304,7 @@ def fit_calibration(
     q0 = HINGE_Q_DEFAULT if quantile is None else float(quantile)
     if not 0.5 <= q0 <= 1.0:
         raise SnapuqError(f"hinge quantile must be in [0.5, 1], got {q0}")
-    if alarm_rate is not None and not 0.0 <= float(alarm_rate) < 0.5:
-        raise SnapuqError(f"alarm rate must be in [0, 0.5) (0: off), got {alarm_rate}")
-    rate = float(alarm_rate) if alarm_rate else None
+    rate = check_alarm_rate(alarm_rate)
     y_dev = np.asarray(y_dev).astype(np.int64)
     probs_dev = class_probs(outs_dev)
     err_dev = probs_dev.argmax(1) != y_dev
@@ -551,8 +558,7 @@ def run(args: argparse.Namespace) -> int:
     from snapuq.data import load_dataset
     from snapuq.evaluate import load
 
-    if not 0.0 <= args.alarm_rate < 0.5:
-        raise SnapuqError(f"--alarm-rate must be in [0, 0.5) (0: the quantile alone), got {args.alarm_rate}")
+    check_alarm_rate(args.alarm_rate)
     d = Path(args.model_dir)
     paths = ModelPaths(d)
     md = load(d)

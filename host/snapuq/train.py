@@ -289,7 +289,7 @@ def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, var
         x_shift=xsh,
         x_ref=xr,
         input_tap=input_tap,
-        alarm_rate=calibrate.ALARM_RATE_DEFAULT if alarm_rate is None else alarm_rate,
+        alarm_rate=alarm_rate,
     )
 
 
@@ -342,9 +342,9 @@ def check_args(args: argparse.Namespace) -> None:
             raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if not getattr(args, "lr", 1.0) > 0:
         raise SnapuqError(f"--lr must be > 0, got {args.lr}")
-    rate = getattr(args, "alarm_rate", None)
-    if rate is not None and not 0.0 <= rate < 0.5:
-        raise SnapuqError(f"--alarm-rate must be in [0, 0.5) (0: the hinge quantile alone), got {rate}")
+    from snapuq.calibrate import check_alarm_rate
+
+    check_alarm_rate(getattr(args, "alarm_rate", None))
     if getattr(args, "out", None) is not None:
         check_out_dir(args.out)
 

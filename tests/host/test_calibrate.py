@@ -193,5 +193,5 @@ def test_alarm_rate_sets_the_hinge_beyond_the_clean_reference():
     assert on["fit"]["dev_check"]["ok"]
     far = _outs(100, rng, shift=30.0)  # a shift far beyond the clean tail still raises the alarm
     assert np.mean(score.SnapScorer.from_calib(on).score(far)["alarm"] > 0) > 0.5
-    with pytest.raises(SnapuqError, match="alarm rate"):
+    with pytest.raises(SnapuqError, match="--alarm-rate"):
         calibrate.fit_calibration(od, y, osh, **kw, alarm_rate=0.7)

@@ -129,6 +129,16 @@ def test_calibrate_refits_without_retraining(tiny_dir, capsys):
     assert main(["calibrate", str(tiny_dir), "--no-export", "--no-input-tap"]) == 0
     plain = json.loads((tiny_dir / "calib.json").read_text())
     assert "intap" not in plain and plain["weights"] == [0.5, 0.5] and plain["fit"]["dev_check"]["ok"]
+    # --alarm-rate below 1 / (n + 1): the hinge beyond every clean reference, by the fitted tail
+    assert main(["calibrate", str(tiny_dir), "--no-export", "--alarm-rate", "1e-6"]) == 0
+    assert "alarm rate 1e-06" in capsys.readouterr().out
+    rare = json.loads((tiny_dir / "calib.json").read_text())
+    h = rare["hinge"]
+    assert h["alarm_rate"] == 1e-6 and h["tail"]["rule"] == "exponential tail" and h["q_over_largest_sd"] >= 0
+    assert h["q"] >= again["hinge"]["q"] and rare["fit"]["alarm_rate"] == 1e-6
+    assert rare["fit"]["dev_check"]["ok"]
+    assert main(["calibrate", str(tiny_dir), "--no-export", "--alarm-rate", "0.7"]) == 1
+    assert "--alarm-rate must be in [0, 0.5)" in capsys.readouterr().err
     assert main(["calibrate", str(tiny_dir), "--no-export"]) == 0   # leave the fixture as train wrote it
 
 
