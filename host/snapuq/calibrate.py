@@ -149,6 +149,13 @@ def conformal_quantile(s: np.ndarray, level: float) -> float:
     return float(v[k - 1])
 
 
+def best_variant(calib: dict | None) -> dict:
+    """The "best" calibration of a calib.json: the top level when it is the default, else its entry under
+    "variants" ({} when there is none)."""
+    c = calib or {}
+    return c if c.get("variant") == "best" else ((c.get("variants") or {}).get("best") or {})
+
+
 def check_alarm_rate(rate: float | None) -> float | None:
     """`--alarm-rate` as fit_calibration takes it: None for off (None or 0), else a rate in (0, 0.5)."""
     if rate is None or float(rate) == 0.0:
@@ -570,7 +577,7 @@ def run(args: argparse.Namespace) -> int:
         alarm_rate=args.alarm_rate,
     )
     write_json_atomic(paths.calib, calib)
-    best = calib if calib.get("variant") == "best" else calib["variants"]["best"]
+    best = best_variant(calib)
     fit = best["fit"]
     print(
         f"snapuq calibrate: {paths.calib}: hinge quantile {best['hinge']['quantile']}, alarm rate "

@@ -377,10 +377,9 @@ def run(args: argparse.Namespace) -> int:
         details["snap"]["ece_U"] = M.ece(np.clip(1.0 - ut, 0.0, 1.0), ok_test)
         details["snap"]["auroc_ok_vs_err_p_err"] = M.auroc(pe, ~ok_test)
         details["snap"]["test_alarm_rate"] = float(np.mean(al > 0))
-        cal = ctx.calib or {}
-        hinge = (cal if cal.get("variant") == "best" else (cal.get("variants") or {}).get("best") or {}).get(
-            "hinge"
-        )
+        from snapuq.calibrate import best_variant
+
+        hinge = best_variant(ctx.calib).get("hinge")
         if hinge:  # the hinge the alarm fires beyond: its quantile / alarm rate and reference
             keys = ("quantile", "alarm_rate", "n_ref", "reference", "q_over_largest_sd")
             details["snap"]["hinge"] = {k: hinge.get(k) for k in keys}

@@ -88,12 +88,10 @@ def train_argv(
         a.append("--joint")
     if not ModelPaths(d).baselines.exists():
         a.append("--no-baselines")
-    best = (
-        (calib or {})
-        if (calib or {}).get("variant") == "best"
-        else ((calib or {}).get("variants") or {}).get("best")
-    )
-    fit = (best or {}).get("fit") or {}
+    from snapuq.calibrate import best_variant
+
+    best = best_variant(calib)
+    fit = best.get("fit") or {}
     if fit.get("alpha") is not None:
         a += ["--alpha", str(fit["alpha"])]
     if fit.get("hinge_quantile_requested") is not None:

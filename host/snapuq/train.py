@@ -479,10 +479,10 @@ def train(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     cfg = train(args)
-    from snapuq.calibrate import check_line
+    from snapuq.calibrate import best_variant, check_line
 
     calib = json.loads(ModelPaths(args.out).calib.read_text())
-    best = calib if calib.get("variant") == "best" else (calib.get("variants") or {}).get("best", {})
+    best = best_variant(calib)
     chk = best.get("fit", {}).get("dev_check", {})
     print(
         f"snapuq train: {args.out}: test accuracy {cfg['test_accuracy_float']:.4f} "

@@ -117,10 +117,8 @@ def quantize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
     r = np.asarray(raw, np.float32).reshape(len(raw), -1)
     c = np.arange(r.shape[1]) % len(sc)
     x = (r.astype(np.float64) * np.asarray(sc)[c] + np.asarray(of)[c]).astype(np.float32)
-    v = (x / np.float32(inp["scale"])).astype(np.float64)
-    v = np.clip(np.where(np.isnan(v), 0.0, v), -1024.0, 1024.0)
-    q = np.sign(v) * np.floor(np.abs(v) + 0.5) + int(inp["zero_point"])
-    return np.clip(q, -128, 127).astype(np.int8)
+    x = np.where(np.isnan(x), np.float32(0.0), x)  # the device maps a NaN quotient to the zero point
+    return quantize_input(x, float(inp["scale"]), int(inp["zero_point"]))
 
 
 Progress = Callable[[Iterable], Iterable]
