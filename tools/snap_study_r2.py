@@ -282,7 +282,9 @@ def input_summary(x: np.ndarray) -> np.ndarray:
     return summary(x, *input_view(x.shape[1:]))
 
 
-def dump_inputs(d: str) -> None:
+def _input_sets(d: str) -> dict:
+    """The inputs of DIR's model: train, dev, test, eval's OOD set and every corruption at severity 3 of
+    the test split (c_<name>)."""
     from snapuq.data import load_dataset, load_ood
     from snapuq.evaluate import _corruption_api
     from snapuq.modeldir import load_model_dir
@@ -295,6 +297,11 @@ def dump_inputs(d: str) -> None:
             "ood": load_ood(cfg["dataset"], ds, cfg.get("data_dir"), n=500, seed=0)}  # fmt: skip
     for nm in names:
         sets[f"c_{nm}"] = corrupt(xt, np.arange(len(xt)), nm, 3, 0)
+    return sets
+
+
+def dump_inputs(d: str) -> None:
+    sets = _input_sets(d)
     np.savez_compressed(f"{d}/study_inputs.npz", **{k: input_summary(v) for k, v in sets.items()})
     print(f"{d}/study_inputs.npz", flush=True)
 
@@ -323,18 +330,7 @@ def _input_tap(weight: float, alone: bool = False):
 
 def dump_raw(d: str) -> None:
     """DIR/study_raw.npz: the float inputs of every set of `dump_inputs` (train, dev, test, ood, c_*)."""
-    from snapuq.data import load_dataset, load_ood
-    from snapuq.evaluate import _corruption_api
-    from snapuq.modeldir import load_model_dir
-
-    cfg = load_model_dir(d).config
-    ds = load_dataset(cfg["dataset"], cfg.get("data_dir"), seed=int(cfg.get("seed", 0)))
-    names, corrupt = _corruption_api(ds)
-    xt = np.asarray(ds.x_test, np.float32)
-    sets = {"train": ds.x_train, "dev": ds.x_dev, "test": xt,
-            "ood": load_ood(cfg["dataset"], ds, cfg.get("data_dir"), n=500, seed=0)}  # fmt: skip
-    for nm in names:
-        sets[f"c_{nm}"] = corrupt(xt, np.arange(len(xt)), nm, 3, 0)
+    sets = _input_sets(d)
     np.savez_compressed(f"{d}/study_raw.npz", **{k: np.asarray(v, np.float32) for k, v in sets.items()})
     print(f"{d}/study_raw.npz", flush=True)
 
