@@ -109,16 +109,27 @@ def _normalization(x_train: np.ndarray, raw_dtype: np.dtype, mode: str) -> dict[
     return {"kind": "none", "scale": [1.0] * c, "offset": [0.0] * c, "formula": "x_model = x_raw"}
 
 
+def normalization_channels(norm: dict[str, Any] | None, shape) -> tuple[np.ndarray, np.ndarray] | None:
+    """(scale, offset) of a normalization record as they broadcast over inputs of `shape` (batch axis
+    first): one value, or one per channel of the last axis; (N, F) vectors take a longer record's first
+    value (one channel). None when there is no normalization. The host's data path (`apply_normalization`)
+    and the generated device quantizer (snapuq.export.cgen) both read a record through this."""
+    if not norm or norm.get("kind", "none") == "none":
+        return None
+    s = np.asarray(norm["scale"], np.float64).reshape(-1)
+    o = np.asarray(norm["offset"], np.float64).reshape(-1)
+    if len(shape) == 2 and len(s) > 1 and shape[-1] != len(s):  # (N, F) vectors: one channel
+        s, o = s[:1], o[:1]
+    return s, o
+
+
 def apply_normalization(x: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
     """x_model = x_raw * scale + offset (per channel, last axis; one value broadcasts)."""
     x = np.asarray(x, np.float64)
-    if norm.get("kind", "none") == "none":
+    so = normalization_channels(norm, x.shape)
+    if so is None:
         return x.astype(np.float32)
-    s = np.asarray(norm["scale"], np.float64)
-    o = np.asarray(norm["offset"], np.float64)
-    if x.ndim == 2 and len(s) > 1 and x.shape[-1] != len(s):  # (N, F) vectors: one channel
-        s, o = s[:1], o[:1]
-    return (x * s + o).astype(np.float32)
+    return (x * so[0] + so[1]).astype(np.float32)
 
 
 def compose_normalization(first: dict[str, Any] | None, then: dict[str, Any]) -> dict[str, Any]:

@@ -60,18 +60,20 @@ def _int_list(v: Any, n: int, what: str, lo: int = INT32_MIN, hi: int = INT32_MA
 def input_normalization(inp: dict) -> tuple[list[float], list[float]]:
     """Per-channel (scale, offset) of the manifest's input.normalization, as snapuq.data.user.
     apply_normalization broadcasts them over the input (one value, or one per channel of the last axis)."""
-    norm = inp.get("normalization") or {}
+    from snapuq.data.user import normalization_channels
+
     shape = [int(x) for x in inp.get("shape", [])]
-    if norm.get("kind", "none") == "none" or "scale" not in norm:
+    try:
+        so = normalization_channels(inp.get("normalization"), shape)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelFormatError(f"manifest: input.normalization is not a scale/offset record ({e})") from None
+    if so is None:
         return [1.0], [0.0]
-    sc = [float(v) for v in norm["scale"]]
-    of = [float(v) for v in norm.get("offset", [0.0] * len(sc))]
+    sc, of = [float(v) for v in so[0]], [float(v) for v in so[1]]
     last = shape[-1] if shape else 1
     if len(sc) != len(of) or not sc or not all(math.isfinite(v) for v in sc + of):
         raise ModelFormatError("manifest: input.normalization needs finite scale/offset lists of one length")
-    if len(sc) > 1 and len(sc) != last:
-        if len(shape) == 2:  # (1, F) vectors with a per-channel record: one channel (apply_normalization)
-            return sc[:1], of[:1]
+    if len(sc) not in (1, last):
         raise ModelFormatError(f"manifest: input.normalization has {len(sc)} channels, the input {last}")
     return sc, of
 
