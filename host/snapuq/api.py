@@ -339,16 +339,48 @@ def check_converted_ops(model) -> list[str]:
     return sorted({op for op, _ in ops})
 
 
+def _binary_sigmoid_dense(last):
+    """The Dense(1) of a binary classifier's sigmoid output (Dense(1, activation='sigmoid'), or a linear
+    Dense(1) followed by Activation('sigmoid')), else None."""
+    if _cls(last) == "Activation" and _act_name(last) == "sigmoid":
+        last = _producer(last.input)
+        if last is None or _cls(last) != "Dense" or _act_name(last) != "linear":
+            return None
+    elif _cls(last) != "Dense" or _act_name(last) != "sigmoid":
+        return None
+    return last if int(last.units) == 1 else None
+
+
+def _two_class_logits(dense):
+    """A binary classifier's p = sigmoid(z) as two-class logits (-z/2, z/2): their softmax is
+    (1 - sigmoid(z), sigmoid(z)) exactly, so class 1 is the sigmoid's positive class. The new Dense(2) copies
+    the weights (halved, negated for class 0) and shares nothing with the original."""
+    import keras
+
+    w, *b = dense.get_weights()
+    cfg = dense.get_config()
+    cfg.update(units=2, activation="linear", name=f"{dense.name}_logits")
+    lin = keras.layers.Dense.from_config(cfg)
+    logits = lin(dense.input)
+    lin.set_weights([np.concatenate([-w / 2, w / 2], axis=-1), *[np.concatenate([-v / 2, v / 2]) for v in b]])
+    return logits
+
+
 def logits_backbone(model):
     """(model with a logits output, name of the penultimate-feature layer). A final softmax (a Softmax /
     Activation layer or a Dense(activation='softmax')) is taken off; a Dense gets a linear copy that shares
-    nothing with the original (its weights are copied)."""
+    nothing with the original (its weights are copied). A binary classifier's Dense(1) + sigmoid becomes
+    the equivalent two-class logits (`_two_class_logits`): class 1 = the sigmoid's positive class."""
     import keras
 
     out = model.outputs[0]
     last = _producer(out)
     logits = out
-    if _cls(last) in ("Softmax", "Activation") and (_cls(last) == "Softmax" or _act_name(last) == "softmax"):
+    binary = _binary_sigmoid_dense(last)
+    if binary is not None:
+        logits = _two_class_logits(binary)
+        last = _producer(logits)
+    elif _cls(last) == "Softmax" or _cls(last) == "Activation" and _act_name(last) == "softmax":
         logits = last.input
         last = _producer(logits)
     elif _cls(last) in _WEIGHTED and _act_name(last) == "softmax":
@@ -358,13 +390,20 @@ def logits_backbone(model):
         logits = lin(last.input)
         lin.set_weights(last.get_weights())
         last = lin
-    elif _cls(last) in _WEIGHTED and _act_name(last) not in ("linear",):
+    elif (_cls(last) in _WEIGHTED and _act_name(last) != "linear"
+          or _cls(last) == "Activation" and _act_name(last) == "sigmoid"):  # fmt: skip
+        units = int(out.shape[-1])
+        what = f" on {units} units (multi-label)" if _act_name(last) == "sigmoid" and units > 1 else ""
         raise UnsupportedModelError(
-            f"layer '{last.name}' ({_cls(last)}): the output has activation '{_act_name(last)}'; "
-            "end the model with linear logits or a softmax"
+            f"layer '{last.name}' ({_cls(last)}): the output has activation '{_act_name(last)}'{what}; "
+            "end the model with linear logits, a softmax, or Dense(1, activation='sigmoid') for a binary "
+            "classifier"
         )
     if int(logits.shape[-1]) < 2:
-        raise UnsupportedModelError("the output has one unit; use Dense(classes >= 2) logits")
+        raise UnsupportedModelError(
+            "the output has one unit; use Dense(classes >= 2) logits, or activation='sigmoid' for a binary "
+            "classifier"
+        )
     feat_t = last.input if _cls(last) in _WEIGHTED else logits
     feat = _producer(feat_t)
     # a Dropout in front of the classifier is the identity at inference: its input is the feature layer

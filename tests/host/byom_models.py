@@ -31,6 +31,33 @@ def sensor_cnn(n_classes: int = 4):
     return keras.Model(i, o, name="har_cnn")
 
 
+def binary_sensor_cnn(separate: bool = False):
+    """A binary detector as Keras users write it: one sigmoid unit (Dense(1, activation='sigmoid'), or with
+    `separate` a linear Dense(1) and an Activation('sigmoid') layer), trained with binary cross-entropy."""
+    import keras
+    from keras import layers
+
+    i = keras.Input((64, 3), name="accel")
+    x = layers.Conv1D(8, 5, padding="same", activation="relu", name="c1")(i)
+    x = layers.MaxPooling1D(2, name="p1")(x)
+    x = layers.Conv1D(12, 3, padding="same", activation="relu", name="c2")(x)
+    x = layers.Conv1D(16, 3, padding="same", activation="relu", name="c3")(x)
+    x = layers.GlobalAveragePooling1D(name="gap")(x)
+    if separate:
+        o = layers.Activation("sigmoid", name="prob")(layers.Dense(1, name="score")(x))
+    else:
+        o = layers.Dense(1, activation="sigmoid", name="prob")(x)
+    return keras.Model(i, o, name="motion_detector")
+
+
+def fit_binary_model(model, x, y, epochs: int = 8, batch_size: int = 32) -> None:
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="binary_crossentropy", metrics=["accuracy"])
+    model.fit(x, y.astype(np.float32), epochs=epochs, batch_size=batch_size, verbose=0)
+
+
 def residual_image(n_classes: int = 10, shape=(8, 8, 1), rescale: bool = False):
     """rescale: the model takes raw 0..255 pixels and starts with Rescaling(1/255), as Keras' image
     tutorials write it."""

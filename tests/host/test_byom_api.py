@@ -144,6 +144,35 @@ def test_leading_rescaling_and_normalization_move_into_the_data_path(tmp_path):
         check_model(late)
 
 
+@pytest.mark.parametrize("separate", [False, True])
+def test_binary_sigmoid_output_becomes_two_class_logits(separate):
+    """A binary classifier's Dense(1) + sigmoid is the two-class softmax of logits (-z/2, z/2): class 1 is the
+    sigmoid's positive class, with the same probability; the int8 graph has no LOGISTIC at the end."""
+    import keras
+    from keras import layers
+
+    from snapuq.data.accel import make_accel
+
+    d = make_accel(10, seed=0)
+    x, y = d["x_train"], (d["y_train"] >= 2).astype(np.int64)
+    model = BM.binary_sensor_cnn(separate=separate)
+    BM.fit_binary_model(model, x, y, epochs=2)
+    snap = attach(model, rank=8)
+    assert snap.n_classes == 2 and "LOGISTIC" not in snap.ops
+    p = snap.predict(x[:32])["probs"]
+    ref = np.asarray(model(x[:32], training=False), np.float64)[:, 0]
+    assert np.allclose(p[:, 1], ref, atol=1e-5) and np.allclose(p.sum(1), 1.0, atol=1e-6)
+    # the user's model is untouched (the logits layer is a new one with copied weights)
+    assert type(model.layers[-1]).__name__ == ("Activation" if separate else "Dense")
+    # a sigmoid over several units is multi-label; a sigmoid after other layers is not a binary output
+    i = keras.Input((16,))
+    h = layers.Dense(8, activation="relu")(i)
+    with pytest.raises(UnsupportedModelError, match="multi-label"):
+        attach(keras.Model(i, layers.Dense(3, activation="sigmoid", name="ml")(h)), check_ops=False)
+    with pytest.raises(UnsupportedModelError, match="'act' .*'sigmoid'"):
+        attach(keras.Model(i, layers.Activation("sigmoid", name="act")(layers.Dense(3)(h))), check_ops=False)
+
+
 def test_model_without_a_usable_tap_says_so():
     from keras import layers
 

@@ -176,3 +176,33 @@ def test_mlp_via_cli_from_npz(tmp_path):
     assert cfg["modality"] == "vector" and len(cfg["taps"]) >= 1
     assert cfg["test_accuracy_float"] > 0.8
     _export_verify_harness(out, tmp_path)
+
+
+def test_binary_sigmoid_detector_via_cli_from_npz(tmp_path):
+    """A binary detector with one sigmoid output (binary cross-entropy, labels 0/1) goes through `snapuq
+    train --model` as two-class logits: the model directory predicts what the user's model predicts, and
+    the int8 model agrees with TFLM, the board and the MicroPython twin."""
+    from snapuq.data.accel import make_accel
+    from snapuq.modeldir import load_model_dir
+
+    d = make_accel(40, seed=1)
+    y = {k: (d[f"y_{k}"] >= 2).astype(np.int64) for k in ("train", "test")}  # moving fast or not
+    model = BM.binary_sensor_cnn()
+    BM.fit_binary_model(model, d["x_train"], y["train"], epochs=12, batch_size=8)
+    model.save(tmp_path / "det.keras")
+    # labels as a binary task keeps them: (N, 1) floats for training, booleans for testing
+    np.savez(tmp_path / "det.npz", x_train=d["x_train"], y_train=y["train"][:, None].astype(np.float32),
+             x_test=d["x_test"], y_test=y["test"].astype(bool), class_names=np.array(["calm", "moving"]))  # fmt: skip
+    out = tmp_path / "det"
+    rc = main(["train", "--model", str(tmp_path / "det.keras"), "--data", str(tmp_path / "det.npz"), "--out",
+               str(out), "--epochs", "1", "--rank", "8", "--normalize", "none", "--no-baselines",
+               "--no-progress"])  # fmt: skip
+    assert rc == 0
+    md = load_model_dir(out)
+    cfg = md.config
+    assert cfg["class_names"] == ["calm", "moving"] and cfg["test_accuracy_float"] > 0.7
+    p = md.predict(d["x_test"][:40])["probs"][:, 1]
+    assert np.allclose(p, np.asarray(model(d["x_test"][:40], training=False))[:, 0], atol=1e-5)
+    man = _export_verify_harness(out, tmp_path)
+    assert man["class_names"] == ["calm", "moving"]
+    _twin_equals_host(out, d["x_test"][:3], tmp_path)

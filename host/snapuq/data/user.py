@@ -61,6 +61,8 @@ def _labels(y: np.ndarray, where: str) -> np.ndarray:
     y = y.reshape(len(y)) if y.ndim == 2 and y.shape[1] == 1 else y
     if y.ndim != 1:
         raise DatasetError(f"{where}: labels must be (N,) integers or (N, C) one-hot, got shape {y.shape}")
+    if y.dtype == np.bool_:  # a binary task's True / False
+        y = y.astype(np.int64)
     if np.issubdtype(y.dtype, np.floating):
         if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
             raise DatasetError(f"{where}: labels must be integers 0..C-1")
