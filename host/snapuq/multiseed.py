@@ -347,10 +347,29 @@ def run_seeds(args: argparse.Namespace) -> int:
     agg = aggregate(per_seed)
     write_json_atomic(rdir / "metrics.json", E._jsonable(agg))
     write_report(rdir, agg)
-    cr = agg["criteria"]
-    print(
-        f"snapuq eval: seeds {','.join(map(str, seeds))}: U>=MSP on test at every seed "
-        f"{cr['U_ge_msp_test_every_seed']}, ECE p_err {cr['mean_ece_p_err']} vs temp "
-        f"{cr['mean_ece_temp_scaling']}; report in {rdir / 'report.md'}"
-    )
+    print(f"snapuq eval: seeds {','.join(map(str, seeds))}: {criteria_line(agg['criteria'])}; "
+          f"report in {rdir / 'report.md'}")  # fmt: skip
     return 0
+
+
+def criteria_line(cr: dict) -> str:
+    """The criteria of the aggregate in one line: each mean figure (SNAP vs its reference) and ✓ / ✗ / n/a."""
+
+    def f(v) -> str:
+        return "n/a" if v is None else f"{v:.4f}"
+
+    def mark(v) -> str:
+        return "n/a" if v is None else ("✓" if v else "✗")
+
+    return (
+        f"test U >= MSP at every seed {mark(cr.get('U_ge_msp_test_every_seed'))}"
+        f" (mean {f(cr.get('mean_test_U_minus_msp_auroc_ok_vs_err'))}), "
+        f"ECE p_err {f(cr.get('mean_ece_p_err'))} vs temperature scaling {f(cr.get('mean_ece_temp_scaling'))} "
+        f"{mark(cr.get('ece_p_err_le_temp_plus_0.01'))}, "
+        f"shift {f(cr.get('mean_shift_auroc_mean_snap'))} vs best baseline "
+        f"{f(cr.get('mean_shift_auroc_mean_best_baseline'))} {mark(cr.get('shift_ge_best_baseline_plus_0.05'))}, "
+        f"ID/OOD {f(cr.get('mean_auroc_id_vs_ood_snap'))} vs {f(cr.get('mean_auroc_id_vs_ood_best_baseline'))} "
+        f"{mark(cr.get('ood_ge_best_baseline'))}, "
+        f"CID false alarm {f(cr.get('mean_cid_false_alarm_snap'))} vs MSP {f(cr.get('mean_cid_false_alarm_msp'))} "
+        f"{mark(cr.get('cid_false_alarm_le_msp'))}"
+    )

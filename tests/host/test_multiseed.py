@@ -11,7 +11,7 @@ import pytest
 from snapuq import cli
 from snapuq.errors import SnapuqError
 from snapuq.evaluate import CONTRACT_KEYS
-from snapuq.multiseed import aggregate, parse_seeds, seed_dir, train_argv, write_report
+from snapuq.multiseed import aggregate, criteria_line, parse_seeds, seed_dir, train_argv, write_report
 
 
 def _metrics(seed: int) -> dict:
@@ -59,6 +59,9 @@ def test_aggregate_mean_sd_and_criteria(tmp_path: Path):
     assert c["shift_ge_best_baseline_plus_0.05"] is True  # 0.91 vs energy 0.85
     assert c["cid_false_alarm_le_msp"] is True
     assert agg["checks"]["1"]["shift_auroc_mean_best_baseline"] == 0.85
+    line = criteria_line(c)
+    assert "test U >= MSP at every seed ✗" in line and "shift 0.9100 vs best baseline 0.8500 ✓" in line
+    assert "\n" not in line and "ID/OOD" in line and "CID false alarm" in line
     write_report(tmp_path, agg)
     rep = (tmp_path / "report.md").read_text()
     assert "0.910 ± 0.010" in rep and "CID false alarm" in rep and "seed1/report.md" in rep
