@@ -11,6 +11,8 @@
 /* SNAP section v1 layout (offsets from the section start) */
 #define SEC_HEADER_V1 108u
 #define SEC_HEADER_V2 112u /* + u32 offset of the input-tap record (0: none) */
+#define SEC_HEADER_V3 116u /* + u32 offset of the input-normalization record (0: none) */
+#define NORM_MAX_CHANNELS 4096u
 #define INTAP_RECORD 40u
 #define TAP_RECORD_V1 64u
 #define OUT_RECORD_V1 8u
@@ -59,6 +61,19 @@ static uint32_t u32at(const snapuq_blob_t *b, uint32_t off)
 static int32_t i32at(const snapuq_blob_t *b, uint32_t off)
 {
     return snapuq_rd_i32(b->snap + off);
+}
+
+/* little-endian IEEE double at `off` (4-aligned, so read as two words), as its bits */
+static uint64_t u64at(const snapuq_blob_t *b, uint32_t off)
+{
+    return (uint64_t)u32at(b, off) | ((uint64_t)u32at(b, off + 4u) << 32);
+}
+static double f64at(const snapuq_blob_t *b, uint32_t off)
+{
+    const uint64_t u = u64at(b, off);
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
 }
 
 /* table of n records of `rec` bytes at `off` inside the section */
@@ -143,6 +158,23 @@ static snapuq_status_t check_section(snapuq_blob_t *b, const char **why)
             !lut_ok(len, u32at(b, r + 36u), 4u * nf)) {
             return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: input-tap tables outside the section or unaligned");
         }
+    }
+    if (b->snap_version >= 3u && hl >= SEC_HEADER_V3 && u32at(b, 112) != 0u) {
+        /* u16 channels C, u16 0, C double scales, C double offsets */
+        const uint32_t r = u32at(b, 112);
+        uint32_t c, k;
+        if (!lut_ok(len, r, 4u) || (c = u16at(b, r)) == 0u || c > NORM_MAX_CHANNELS ||
+            !lut_ok(len, r, 4u + 16u * c)) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: input-normalization record outside the section");
+        }
+        for (k = 0; k < 2u * c; k++) {
+            const uint64_t u = u64at(b, r + 4u + 8u * k);
+            if (((u >> 52) & 0x7FFu) == 0x7FFu || (k < c && (u << 1) == 0u)) {
+                return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: input normalization is not finite or has scale 0");
+            }
+        }
+        b->in_channels = (uint16_t)c;
+        b->in_norm = r;
     }
     for (i = 0; i < b->n_taps; i++) {
         if (!lut_ok(len, u32at(b, tap_rec(b, i) + 56u), INV_SIGMA_BYTES)) {
@@ -320,6 +352,12 @@ snapuq_status_t snapuq_blob_snap_config(const snapuq_blob_t *b, const snapuq_mod
             return bad(why, SNAPUQ_ERR_QUANT, "SNAP section: input tap zero point differs from the model input");
         }
     }
+    if (b->in_channels != 0u) {
+        snapuq_tensor_info_t info;
+        if (snapuq_model_input_info(model, 0, &info) != SNAPUQ_OK || info.elements % b->in_channels != 0u) {
+            return bad(why, SNAPUQ_ERR_SIZE, "SNAP section: input normalization channels do not divide the model input");
+        }
+    }
     for (i = 0; i < b->n_outputs; i++) {
         snapuq_tensor_info_t info;
         const uint32_t r = out_rec(b, i);
@@ -365,5 +403,27 @@ snapuq_status_t snapuq_blob_class_name(const snapuq_blob_t *b, uint16_t c, const
         return SNAPUQ_ERR_ARG;
     }
     *name = string_at(b, u32at(b, u32at(b, 88) + 4u * c));
+    return SNAPUQ_OK;
+}
+
+float snapuq_blob_normalize_input(const snapuq_blob_t *b, uint32_t i, float raw)
+{
+    uint32_t c;
+    if (b == NULL || b->in_channels == 0u) {
+        return raw;
+    }
+    c = i % b->in_channels;
+    return (float)((double)raw * f64at(b, b->in_norm + 4u + 8u * c) +
+                   f64at(b, b->in_norm + 4u + 8u * (b->in_channels + c)));
+}
+
+snapuq_status_t snapuq_blob_input_normalization(const snapuq_blob_t *b, uint16_t c, double *scale,
+                                                double *offset)
+{
+    if (b == NULL || c >= b->in_channels || scale == NULL || offset == NULL) {
+        return SNAPUQ_ERR_ARG;
+    }
+    *scale = f64at(b, b->in_norm + 4u + 8u * c);
+    *offset = f64at(b, b->in_norm + 4u + 8u * ((uint32_t)b->in_channels + c));
     return SNAPUQ_OK;
 }

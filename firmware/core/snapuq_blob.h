@@ -32,7 +32,7 @@ extern "C" {
 #define SNAPUQ_BLOB_MAGIC "SNUQ"
 #define SNAPUQ_BLOB_VERSION 2      /* blob header version this reader reads */
 #define SNAPUQ_BLOB_HEADER 32      /* header bytes */
-#define SNAPUQ_SNAP_SECTION_VERSION 1 /* newest SNAP section version this reader knows */
+#define SNAPUQ_SNAP_SECTION_VERSION 3 /* newest SNAP section version this reader knows */
 
 typedef struct {
     const uint8_t *tflite;  /* the .tflite flatbuffer inside the blob */
@@ -43,6 +43,8 @@ typedef struct {
     uint16_t n_outputs;     /* named outputs in the section's output table */
     uint16_t n_taps;
     uint16_t n_class_names;
+    uint16_t in_channels;   /* input normalization channels C (section v3), 0: none */
+    uint32_t in_norm;       /* its record's offset in the section (0: none) */
 } snapuq_blob_t;
 
 /* CRC-32 (IEEE 802.3, zlib's crc32) of n bytes. */
@@ -65,6 +67,15 @@ snapuq_status_t snapuq_blob_snap_config(const snapuq_blob_t *blob, const snapuq_
 /* Named output i (0..n_outputs-1): its name and model output index. Statuses: OK, ARG. */
 snapuq_status_t snapuq_blob_output(const snapuq_blob_t *blob, uint16_t i, const char **name,
                                    uint16_t *index);
+/* The recorded input normalization (section v3; docs/BLOB.md): a raw reading's element i (flat index
+ * into the input, channels last) as the model's float input, (float)((double)raw * scale[i % C] +
+ * offset[i % C]) -- the generated snapuq_model_quantize_input's map, before the TFLite quantization.
+ * Returns raw unchanged when the section has none (blob->in_channels == 0). */
+float snapuq_blob_normalize_input(const snapuq_blob_t *blob, uint32_t i, float raw);
+/* Channel c's scale and offset (c < blob->in_channels). Statuses: OK, ARG. */
+snapuq_status_t snapuq_blob_input_normalization(const snapuq_blob_t *blob, uint16_t c, double *scale,
+                                                double *offset);
+
 /* Name of tap l and of class c ("" when the section has none). Statuses: OK, ARG. */
 snapuq_status_t snapuq_blob_tap_name(const snapuq_blob_t *blob, uint16_t l, const char **name);
 snapuq_status_t snapuq_blob_class_name(const snapuq_blob_t *blob, uint16_t c, const char **name);

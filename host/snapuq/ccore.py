@@ -146,6 +146,7 @@ def library() -> ctypes.CDLL:
             "snapuq_host_snap_open": (vp, [cp, sz, cp, sz]),
             "snapuq_host_snap_close": (None, [vp]),
             "snapuq_host_snap_row_len": (ctypes.c_int, [vp]),
+            "snapuq_host_snap_normalize": (ctypes.c_int, [vp, vp, sz, vp]),
             "snapuq_host_snap_score": (ctypes.c_int, [vp, vp, sz, sz, vp, sz, vp]),
             "snapuq_host_status_str": (cp, [ctypes.c_int]),
             "snapuq_kernels_name": (cp, []),
@@ -362,6 +363,16 @@ class CoreSnap:
         raw = np.ascontiguousarray(np.concatenate(parts, axis=1))
         offsets = np.cumsum([0] + sizes[:-1]).astype(np.uint32)
         return self.score_raw(raw, offsets)
+
+    def normalize_input(self, raw: np.ndarray) -> tuple[np.ndarray, int]:
+        """(raw readings (N, ...) mapped by the blob's recorded input normalization through the core's
+        reader, as float32; its channel count). Channels 0: the blob has none, the readings come back."""
+        r = np.ascontiguousarray(np.asarray(raw, np.float32).reshape(len(raw), -1))
+        x = np.empty_like(r)
+        c = self._lib.snapuq_host_snap_normalize(self._h, _ptr(r), r.size, _ptr(x))
+        if c < 0:
+            raise ModelFormatError("C core: normalize_input failed")
+        return x.reshape(np.shape(raw)), int(c)
 
     def score_raw(self, raw: np.ndarray, offsets: np.ndarray) -> dict[str, np.ndarray]:
         """Score (N, record bytes) int8/uint8 records whose output j starts at offsets[j]."""

@@ -311,6 +311,21 @@ void *snapuq_host_snap_open(const uint8_t *blob, size_t len, char *err, size_t e
     return s;
 }
 
+/* The blob's recorded input normalization on n raw readings (flat element i of the input at raw[i]):
+ * x[i] = snapuq_blob_normalize_input(i, raw[i]). Returns the channel count (0: none, x = raw). */
+int snapuq_host_snap_normalize(const void *handle, const float *raw, size_t n, float *x)
+{
+    const host_snap_t *s = (const host_snap_t *)handle;
+    size_t i;
+    if (s == NULL || (n != 0 && (raw == NULL || x == NULL))) {
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        x[i] = snapuq_blob_normalize_input(&s->reader, (uint32_t)i, raw[i]);
+    }
+    return (int)s->reader.in_channels;
+}
+
 int snapuq_host_snap_row_len(const void *handle)
 {
     return handle == NULL ? -1 : row_len(((const host_snap_t *)handle)->cfg.n_taps);

@@ -38,11 +38,11 @@ TFLITE_ALIGN = 16
 BLOB_NAME = ModelPaths.BLOB
 TWIN_PATH = Path(__file__).resolve().parents[2] / "micropython_modules" / "twin" / "snapuq.py"
 
-# SNAP section v2 (docs/BLOB.md): header, tap record and output record sizes (v2 = v1 + the input-tap
-# record offset at header byte 108)
+# SNAP section v3 (docs/BLOB.md): header, tap record and output record sizes (v2 = v1 + the input-tap
+# record offset at header byte 108; v3 = v2 + the input-normalization record offset at byte 112)
 SNAP_MAGIC = b"SNAP"
-SNAP_VERSION = 2
-SNAP_HEADER = 112
+SNAP_VERSION = 3
+SNAP_HEADER = 116
 INTAP_RECORD = 40
 TAP_RECORD = 64
 OUT_RECORD = 8
@@ -50,7 +50,7 @@ SIGMOID_LEN = 513
 LUT_LEN = 256
 PERR_LEN = 257
 PERR_STEP_SHIFT = 8
-_HDR = struct.Struct("<4sHHHHBBBBHHHHHBB12i6IiII")
+_HDR = struct.Struct("<4sHHHHBBBBHHHHHBB12i6IiIII")
 _INTAP = struct.Struct("<HHHH5i3I")
 _TAP = struct.Struct("<HHHH12iII")
 _OUT = struct.Struct("<HhI")
@@ -86,7 +86,7 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
         probs = conf.get("probs", "probs")
         n_classes = int(np.prod(outs["logits"].get("shape", [manifest.get("n_classes", 0)])))
         # layout: header | taps | outputs | class names | input tap | sigmoid LUT | p_err LUT | tap LUTs |
-        # input-tap tables | strings
+        # input-tap tables | input normalization | strings
         it = snap.get("intap") or None
         taps_off = SNAP_HEADER
         outs_off = taps_off + TAP_RECORD * len(taps)
@@ -116,7 +116,9 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
             it_rec = _INTAP.pack(int(it["rows"]), int(it["cols"]), nf, 0, int(it["z_x"]), int(it["p_m"]),
                                  int(it["p_n"]), int(it["r_q16"]), int(it["w_q16"]), it_tab, it_tab + 4 * nf,
                                  it_tab + 8 * nf)  # fmt: skip
-        str_off = it_tab + 12 * nf
+        norm_rec = input_normalization_record(manifest)
+        norm_off = it_tab + 12 * nf if norm_rec else 0
+        str_off = it_tab + 12 * nf + len(norm_rec)
         head = _HDR.pack(SNAP_MAGIC, SNAP_VERSION, SNAP_HEADER, TAP_RECORD, OUT_RECORD,
                          int(snap.get("spec_version", 1)), 1 if snap.get("variant") == "literal" else 0,
                          1 if hinge else 0, len(taps), n_classes, len(names), int(outs["logits"]["index"]),
@@ -127,7 +129,7 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
                          int(hinge["n"]) if hinge else 0, int(snap["u_threshold_q16"]),
                          int(lg.get("z_clamp_q16", (1 << 20) - 1)), int(lg.get("lut_step_shift", 11)),
                          sig_off, taps_off, outs_off, cls_off, str_off, len(strings),
-                         int(snap["alarm"]["k_q16"]) if perr else 0, perr_off, it_off)
+                         int(snap["alarm"]["k_q16"]) if perr else 0, perr_off, it_off, norm_off)
         luts = struct.pack(f"<{SIGMOID_LEN}i", *map(int, lg["sigmoid_lut"]))
         if perr:
             if len(snap["perr"]["lut"]) != PERR_LEN:
@@ -143,8 +145,22 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
             raise
         msg = f"manifest cannot be packed into a SNAP section: {type(e).__name__}: {e}"
         raise ModelFormatError(msg) from None
-    body = head + tap_recs + out_recs + class_refs + it_rec + luts + bytes(strings)
+    body = head + tap_recs + out_recs + class_refs + it_rec + luts + norm_rec + bytes(strings)
     return body + bytes((-len(body)) % 4)
+
+
+def input_normalization_record(manifest: dict[str, Any]) -> bytes:
+    """The section's input-normalization record (docs/BLOB.md), b"" when the manifest's input has none:
+    u16 channels C, u16 0, then C float64 scales and C float64 offsets, the exact doubles of the generated
+    `snapuq_model_quantize_input` (x = float32(raw * scale[c] + offset[c]), c = element index % C)."""
+    from snapuq.export.cgen import input_normalization
+
+    inp = manifest.get("input") or {}
+    norm = inp.get("normalization") or {}
+    if norm.get("kind", "none") == "none" or "scale" not in norm:
+        return b""
+    sc, of = input_normalization(inp)
+    return struct.pack(f"<HH{2 * len(sc)}d", len(sc), 0, *sc, *of)
 
 
 def write_blob(tflite: bytes, manifest: dict[str, Any]) -> bytes:

@@ -361,15 +361,17 @@ def criteria_line(cr: dict) -> str:
     def mark(v) -> str:
         return "n/a" if v is None else ("✓" if v else "✗")
 
-    return (
-        f"test U >= MSP at every seed {mark(cr.get('U_ge_msp_test_every_seed'))}"
-        f" (mean {f(cr.get('mean_test_U_minus_msp_auroc_ok_vs_err'))}), "
-        f"ECE p_err {f(cr.get('mean_ece_p_err'))} vs temperature scaling {f(cr.get('mean_ece_temp_scaling'))} "
-        f"{mark(cr.get('ece_p_err_le_temp_plus_0.01'))}, "
+    parts = [
+        f"test U >= MSP at every seed {mark(cr.get('U_ge_msp_test_every_seed'))} "
+        f"(mean {f(cr.get('mean_test_U_minus_msp_auroc_ok_vs_err'))})",
+        f"ECE p_err {f(cr.get('mean_ece_p_err'))} vs temperature scaling "
+        f"{f(cr.get('mean_ece_temp_scaling'))} {mark(cr.get('ece_p_err_le_temp_plus_0.01'))}",
         f"shift {f(cr.get('mean_shift_auroc_mean_snap'))} vs best baseline "
-        f"{f(cr.get('mean_shift_auroc_mean_best_baseline'))} {mark(cr.get('shift_ge_best_baseline_plus_0.05'))}, "
-        f"ID/OOD {f(cr.get('mean_auroc_id_vs_ood_snap'))} vs {f(cr.get('mean_auroc_id_vs_ood_best_baseline'))} "
-        f"{mark(cr.get('ood_ge_best_baseline'))}, "
-        f"CID false alarm {f(cr.get('mean_cid_false_alarm_snap'))} vs MSP {f(cr.get('mean_cid_false_alarm_msp'))} "
-        f"{mark(cr.get('cid_false_alarm_le_msp'))}"
-    )
+        f"{f(cr.get('mean_shift_auroc_mean_best_baseline'))} "
+        f"{mark(cr.get('shift_ge_best_baseline_plus_0.05'))}",
+        f"ID/OOD {f(cr.get('mean_auroc_id_vs_ood_snap'))} vs "
+        f"{f(cr.get('mean_auroc_id_vs_ood_best_baseline'))} {mark(cr.get('ood_ge_best_baseline'))}",
+        f"CID false alarm {f(cr.get('mean_cid_false_alarm_snap'))} vs MSP "
+        f"{f(cr.get('mean_cid_false_alarm_msp'))} {mark(cr.get('cid_false_alarm_le_msp'))}",
+    ]
+    return ", ".join(parts)

@@ -185,6 +185,10 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
 
 /* ---- input conversion ---- */
 
+/* Element i of a float input as an int8 code: the blob's recorded input normalization (none: x as
+ * it is), then quantize_one -- the generated snapuq_model_quantize_input's map (NaN: -128). */
+static int8_t quantize_at(const model_obj_t *self, size_t i, mp_obj_t v);
+
 /* roundf(float32(x) / float32(scale)) + zp, saturated to int8: TFLite AffineQuantize. */
 static int8_t quantize_one(float x, float scale, int32_t zp)
 {
@@ -199,6 +203,12 @@ static int8_t quantize_one(float x, float scale, int32_t zp)
     }
     int32_t v = (q < 0.0f ? -r : r) + zp;
     return (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));
+}
+
+static int8_t quantize_at(const model_obj_t *self, size_t i, mp_obj_t v)
+{
+    const float x = snapuq_blob_normalize_input(&self->blob, (uint32_t)i, (float)mp_obj_get_float(v));
+    return quantize_one(x, self->in_scale, self->in_zp);
 }
 
 /* Put input x into the model: int8 bytes-like / array('b'), or floats (list, tuple, array('f'/'d')). */
@@ -225,7 +235,7 @@ static void set_input(model_obj_t *self, mp_obj_t x)
             if (!mp_obj_is_int(items[i]) && !mp_obj_is_float(items[i])) {
                 mp_raise_TypeError(MP_ERROR_TEXT("snapuq: input values must be numbers"));
             }
-            dst[i] = quantize_one((float)mp_obj_get_float(items[i]), self->in_scale, self->in_zp);
+            dst[i] = quantize_at(self, i, items[i]);
         }
         return;
     }
@@ -242,7 +252,7 @@ static void set_input(model_obj_t *self, mp_obj_t x)
         }
         for (size_t i = 0; i < n; i++) {
             mp_obj_t v = mp_binary_get_val_array(bi.typecode, bi.buf, i);
-            dst[i] = quantize_one((float)mp_obj_get_float(v), self->in_scale, self->in_zp);
+            dst[i] = quantize_at(self, i, v);
         }
         return;
     }
@@ -320,7 +330,7 @@ static mp_obj_t model_quantize(mp_obj_t self_in, mp_obj_t x)
     }
     byte *q = m_new(byte, len);
     for (size_t i = 0; i < len; i++) {
-        q[i] = (byte)quantize_one((float)mp_obj_get_float(items[i]), self->in_scale, self->in_zp);
+        q[i] = (byte)quantize_at(self, i, items[i]);
     }
     return mp_obj_new_bytearray_by_ref(len, q);
 }
@@ -810,6 +820,23 @@ static void model_attr(mp_obj_t self_in, qstr attr, mp_obj_t *dest)
         case MP_QSTR_input_scale: dest[0] = mp_obj_new_float(self->in_scale); return;
         case MP_QSTR_input_zero_point: dest[0] = MP_OBJ_NEW_SMALL_INT(self->in_zp); return;
         case MP_QSTR_input_size: dest[0] = mp_obj_new_int_from_uint(self->in_bytes); return;
+        case MP_QSTR_input_normalization: {
+            const uint16_t nc = self->blob.in_channels;
+            if (nc == 0u) {
+                dest[0] = mp_const_none;
+                return;
+            }
+            mp_obj_t sc = mp_obj_new_tuple(nc, NULL), of = mp_obj_new_tuple(nc, NULL);
+            for (uint16_t c = 0; c < nc; c++) {
+                double a, b;
+                (void)snapuq_blob_input_normalization(&self->blob, c, &a, &b);
+                ((mp_obj_tuple_t *)MP_OBJ_TO_PTR(sc))->items[c] = mp_obj_new_float((mp_float_t)a);
+                ((mp_obj_tuple_t *)MP_OBJ_TO_PTR(of))->items[c] = mp_obj_new_float((mp_float_t)b);
+            }
+            mp_obj_t pair[2] = {sc, of};
+            dest[0] = mp_obj_new_tuple(2, pair);
+            return;
+        }
         case MP_QSTR_arena_bytes: dest[0] = mp_obj_new_int_from_uint(self->arena_bytes); return;
         case MP_QSTR_n_classes: dest[0] = MP_OBJ_NEW_SMALL_INT(self->cfg->n_classes); return;
         case MP_QSTR_beta: dest[0] = beta_tuple(&self->params); return;

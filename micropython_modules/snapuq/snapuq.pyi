@@ -12,8 +12,9 @@ SPEC_VERSION: int    # FIXED_POINT.md version the scorer implements (1)
 
 Input = Union[bytes, bytearray, memoryview, "array", Sequence[float]]
 """int8 codes (len == Model.input_size; any 1-byte-item buffer is read as int8) or floats
-(list/tuple/array('f'/'d')), quantized with the model's input scale and zero point exactly as
-TFLite's AffineQuantize: roundf(x / scale) + zero_point, saturated to [-128, 127]."""
+(list/tuple/array('f'/'d')): raw readings, mapped by the model's recorded input normalization
+(``Model.input_normalization``, in double) and quantized with the model's input scale and zero point
+exactly as TFLite's AffineQuantize: roundf(x / scale) + zero_point, saturated to [-128, 127]."""
 
 
 class Result(NamedTuple):
@@ -83,6 +84,10 @@ class Model:
     input_scale: float
     input_zero_point: int
     input_size: int
+    # the recorded input normalization (blob SNAP section v3): ((scale per channel), (offset per channel)),
+    # applied to float inputs as x * scale[i % C] + offset[i % C] in double before the quantization;
+    # None when the model has none (float inputs are then the model's own inputs)
+    input_normalization: tuple[tuple[float, ...], tuple[float, ...]] | None
     n_classes: int
     class_names: tuple[str, ...]
     taps: tuple[tuple[str, int], ...]  # (name, d) per tap
@@ -100,7 +105,9 @@ class Model:
         """Model only: int8 codes of every manifest output (no SNAP scoring)."""
     def output(self, name: str) -> bytes:
         """int8 codes of output ``name`` from the last infer()/run()."""
-    def quantize(self, x: Sequence[float]) -> bytearray: ...
+    def quantize(self, x: Sequence[float]) -> bytearray:
+        """int8 codes of raw float readings: the input normalization (if any), then TFLite's
+        AffineQuantize; NaN -> -128, +-inf saturate."""
     def set_beta(self, beta: Sequence[float]) -> None: ...
     def calibrate(self, xs: Iterable[Input], labels: Iterable[int], capacity: int = 256, *,
                   nonneg: bool = True, l2: float = 1e-3, max_iter: int = 25, tol: float = 1e-5,

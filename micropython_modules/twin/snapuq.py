@@ -212,7 +212,11 @@ def _bitlen(n):
 
 def _f32_parts(x):
     """float32 value ``x`` as (mantissa, exponent) with x == m * 2**e exactly (m >= 0 for x >= 0)."""
-    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    return _f32_bits_parts(struct.unpack("<I", struct.pack("<f", x))[0])
+
+
+def _f32_bits_parts(bits):
+    """The float32 with these 32 bits as (mantissa, exponent) (see _f32_parts)."""
     sign = -1 if bits >> 31 else 1
     e = (bits >> 23) & 0xFF
     m = bits & 0x7FFFFF
@@ -285,6 +289,59 @@ def quantize_multiplier(s_in, s_w, s_out):
 def _f32_div_round(a, b):
     """round(float32(a / b)) with a, b float32 (TfLiteRound of a float division), integers only."""
     am, ae = _f32_parts(a)
+    return _div_round_parts(am, ae, b)
+
+
+def _f64_parts(bits):
+    """The IEEE double with these 64 bits (finite) as (mantissa, exponent): value = m * 2**e exactly."""
+    e = (bits >> 52) & 0x7FF
+    m = bits & ((1 << 52) - 1)
+    if e == 0:
+        e = 1
+    else:
+        m |= 1 << 52
+    return (-m if bits >> 63 else m), e - 1075
+
+
+def _round_bin(m, e, bits, emin):
+    """m * 2**e rounded to `bits` significant bits, nearest with ties to even, the last bit's exponent at
+    least emin (subnormals): what an IEEE operation does to its exact result. Returns (m', e')."""
+    if m == 0:
+        return 0, emin
+    neg = m < 0
+    a = -m if neg else m
+    drop = _bitlen(a) - bits
+    if e + drop < emin:
+        drop = emin - e
+    if drop > 0:
+        q = a >> drop
+        r = a - (q << drop)
+        h = 1 << (drop - 1)
+        if r > h or (r == h and q & 1):
+            q += 1
+        a, e = q, e + drop
+    return (-a if neg else a), e
+
+
+def _normalize_f32(xm, xe, sc, of):
+    """float32(double(x) * scale + offset) of a finite float32 x = xm * 2**xe, with the doubles scale and
+    offset as (mantissa, exponent) -- a C double multiply, add and float cast, integers only. Returns
+    (m, e), or (sign, None) when the result is beyond float32 (+-inf)."""
+    pm, pe = _round_bin(xm * sc[0], xe + sc[1], 53, -1074)
+    if pm and _bitlen(pm) + pe > 1024:
+        return (1 if pm > 0 else -1), None
+    e = pe if pe < of[1] else of[1]
+    tm, te = _round_bin((pm << (pe - e)) + (of[0] << (of[1] - e)), e, 53, -1074)
+    if tm and _bitlen(tm) + te > 1024:
+        return (1 if tm > 0 else -1), None
+    fm, fe = _round_bin(tm, te, 24, -149)
+    if fm and _bitlen(fm) + fe > 128:
+        return (1 if fm > 0 else -1), None
+    return fm, fe
+
+
+def _div_round_parts(am, ae, b):
+    """round(float32(a / b)) for a = am * 2**ae (a float32 value) and float32 b, integers only."""
     bm, be = _f32_parts(b)
     neg = (am < 0) != (bm < 0)
     am, bm = abs(am), abs(bm)
@@ -530,7 +587,21 @@ def parse_snap_section(sec):
     classes = [sget(struct.unpack_from("<I", sec, cls_off + 4 * i)[0], "class") for i in range(n_cls)]
     if by_index.get(o_logits) != "logits":
         raise _err("SNAP section: the logits output is not named 'logits'")
-    return {"outputs": outputs, "class_names": classes, "snap": snap}
+    man = {"outputs": outputs, "class_names": classes, "snap": snap}
+    nm_off = struct.unpack_from("<I", sec, 112)[0] if ver >= 3 and hl >= 116 else 0
+    if nm_off:  # section v3: the input normalization (u16 C, u16 0, C double scales, C double offsets)
+        c = struct.unpack_from("<H", sec, nm_off)[0] if nm_off % 4 == 0 and inside(nm_off, 1, 4) else 0
+        if c < 1 or c > 4096 or not inside(nm_off, 1, 4 + 16 * c):
+            raise _err("SNAP section: input-normalization record outside the section")
+        w = struct.unpack_from("<%dI" % (4 * c), sec, nm_off + 4)
+        bits = [w[2 * k] | (w[2 * k + 1] << 32) for k in range(2 * c)]
+        for k in range(2 * c):
+            if (bits[k] >> 52) & 0x7FF == 0x7FF or (k < c and not bits[k] << 1 & ((1 << 64) - 1)):
+                raise _err("SNAP section: input normalization is not finite or has scale 0")
+        vals = struct.unpack_from("<%dd" % (2 * c), sec, nm_off + 4)
+        man["input"] = {"normalization": {"kind": "blob", "scale": list(vals[:c]), "offset": list(vals[c:]),
+                                          "scale_bits": bits[:c], "offset_bits": bits[c:]}}
+    return man
 
 
 try:
@@ -1570,21 +1641,49 @@ class Model:
         self.input_scale = inp.scale[0] if inp.scale else 1.0
         self.input_zero_point = inp.zp[0] if inp.zp else 0
         self.input_size = _numel(inp.shape)
+        self._set_normalization((man.get("input") or {}).get("normalization"))
         self.class_names = tuple(man.get("class_names", ()))
         self.n_classes = _numel(it.tensors[it.outputs[self._out_index["logits"]]].shape)
         self.taps = tuple((tp.get("name", "tap%d" % k), tp["d"]) for k, tp in enumerate(taps))
         self.outputs = tuple(sorted(self._out_index, key=lambda n: self._out_index[n]))
         self.arena_bytes = it.arena_estimate()
 
+    def _set_normalization(self, norm):
+        """The recorded input normalization (blob section v3, or the manifest's input.normalization):
+        per channel (scale, offset) as exact doubles (mantissa, exponent); None when there is none."""
+        self._norm = None
+        self.input_normalization = None
+        if not norm or norm.get("kind", "none") == "none" or "scale" not in norm:
+            return
+        sc, of = list(norm["scale"]), list(norm["offset"])
+        if "scale_bits" in norm:  # from the blob: the exact doubles, whatever this port's float is
+            sb, ob = list(norm["scale_bits"]), list(norm["offset_bits"])
+        else:
+            sb = [struct.unpack("<Q", struct.pack("<d", float(v)))[0] for v in sc]
+            ob = [struct.unpack("<Q", struct.pack("<d", float(v)))[0] for v in of]
+        c = len(sb)
+        if c < 1 or len(ob) != c or self.input_size % c:
+            raise ValueError("snapuq: input normalization has %d channels, the input %d values"
+                             % (c, self.input_size))
+        for b in sb + ob:
+            if (b >> 52) & 0x7FF == 0x7FF:
+                raise ValueError("snapuq: input normalization is not finite")
+        if any(not (b << 1) & ((1 << 64) - 1) for b in sb):
+            raise ValueError("snapuq: input normalization has scale 0")
+        self._norm = [(_f64_parts(sb[k]), _f64_parts(ob[k])) for k in range(c)]
+        self.input_normalization = (tuple(float(v) for v in sc), tuple(float(v) for v in of))
+
     # -------------------------------------------------------- inference
 
     def quantize(self, x):
-        """int8 codes (bytearray) of a float sequence: TFLite AffineQuantize (roundf(x/s) + zp)."""
+        """int8 codes (bytearray) of a float sequence: TFLite AffineQuantize (roundf(x/s) + zp), after the
+        model's recorded input normalization x * scale[c] + offset[c] in double when it has one."""
         n = self.input_size
         if len(x) != n:
             raise ValueError("snapuq: input has %d values, model needs %d" % (len(x), n))
         s = self.input_scale
         z = self.input_zero_point
+        norm = self._norm
         out = bytearray(n)
         for i in range(n):
             v = x[i]
@@ -1593,6 +1692,18 @@ class Model:
             v = float(v)
             if v != v:  # NaN: -128, like the C module (no exception mid-stream)
                 q = -128
+            elif norm is not None:
+                sc, of = norm[i % len(norm)]
+                try:
+                    bits = struct.unpack("<I", struct.pack("<f", v))[0]
+                except OverflowError:  # CPython refuses what a C float cast makes +-inf
+                    bits = 0x7F800000 if v > 0 else 0xFF800000
+                if (bits >> 23) & 0xFF == 0xFF:  # +-inf times the scale's sign
+                    q = 127 if (bits >> 31 == 0) == (sc[0] > 0) else -128
+                else:
+                    xm, xe = _f32_bits_parts(bits)
+                    fm, fe = _normalize_f32(xm, xe, sc, of)
+                    q = (127 if fm > 0 else -128) if fe is None else _div_round_parts(fm, fe, s) + z
             elif v > 3.4028234e38 or v < -3.4028234e38:  # beyond float32: saturate
                 q = 127 if v > 0 else -128
             else:

@@ -192,7 +192,8 @@ def test_binary_sigmoid_detector_via_cli_from_npz(tmp_path):
     model.save(tmp_path / "det.keras")
     # labels as a binary task keeps them: (N, 1) floats for training, booleans for testing
     np.savez(tmp_path / "det.npz", x_train=d["x_train"], y_train=y["train"][:, None].astype(np.float32),
-             x_test=d["x_test"], y_test=y["test"].astype(bool), class_names=np.array(["calm", "moving"]))  # fmt: skip
+             x_test=d["x_test"], y_test=y["test"].astype(bool),
+             class_names=np.array(["calm", "moving"]))  # fmt: skip
     out = tmp_path / "det"
     rc = main(["train", "--model", str(tmp_path / "det.keras"), "--data", str(tmp_path / "det.npz"), "--out",
                str(out), "--epochs", "1", "--rank", "8", "--normalize", "none", "--no-baselines",

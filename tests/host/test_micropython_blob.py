@@ -173,3 +173,154 @@ def test_c_blob_reader_under_sanitizers(shipped, tmp_path: Path) -> None:
     r = subprocess.run([str(exe), str(tmp_path / "m.snapuq")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "full=0 accepted_truncations=0" in r.stdout, r.stdout
+
+
+# ---- the input normalization (SNAP section v3)
+
+def _normalized(man: dict, scale: list[float], offset: list[float]) -> dict:
+    m = json.loads(json.dumps(man))
+    m["input"]["normalization"] = {"kind": "standard", "scale": scale, "offset": offset}
+    return m
+
+
+def _c_open(blob: bytes) -> str:
+    """'' when the C core's blob reader opens the blob (and checks it against its model), else its error."""
+    import ctypes
+
+    from snapuq.ccore import library
+
+    lib = library()
+    err = ctypes.create_string_buffer(256)
+    h = lib.snapuq_host_snap_open(blob, len(blob), err, len(err))
+    if h:
+        lib.snapuq_host_snap_close(ctypes.c_void_p(h))
+        return ""
+    return err.value.decode()
+
+
+def _norm_record(blob: bytes) -> int:
+    """The blob offset of its input-normalization record (0: none)."""
+    soff = struct.unpack_from("<I", blob, 16)[0]
+    off = struct.unpack_from("<I", blob, soff + 112)[0]
+    return soff + off if off else 0
+
+
+def _resealed(blob: bytearray) -> bytes:
+    struct.pack_into("<I", blob, 24, zlib.crc32(bytes(blob[HEADER:])) & 0xFFFFFFFF)
+    return bytes(blob)
+
+
+RGB_SD, RGB_MEAN = [0.25, 0.24, 0.26], [0.49, 0.48, 0.45]
+
+
+def test_blob_carries_the_input_normalization_and_the_c_reader_applies_it() -> None:
+    """A model whose data path has a per-channel normalization (`--normalize standard`, a leading
+    Normalization layer moved out): the blob carries the exact doubles, and the C core's reader (the
+    MicroPython C module's and the firmware upload's) maps raw readings exactly as the host's data path and
+    the generated snapuq_model_quantize_input do, float32 bit for bit, +-inf and overflow included."""
+    import numpy as np
+
+    from snapuq.ccore import CoreSnap
+    from snapuq.export.convert import normalize_raw
+
+    d = ROOT / "models" / "resnet8"
+    if not (d / "model_int8.tflite").is_file():
+        pytest.skip("shipped resnet8 model missing")
+    tfl, man = load_model_files(d)
+    scale = [1 / (s * 255) for s in RGB_SD]
+    offset = [-m / s for m, s in zip(RGB_MEAN, RGB_SD)]
+    man = _normalized(man, scale, offset)
+    blob = write_blob(tfl, man)
+    norm = read_blob(blob)[1]["input"]["normalization"]
+    assert norm["scale"] == scale and norm["offset"] == offset  # the doubles themselves
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 256, size=(4, 32, 32, 3)).astype(np.float32)
+    raw[1] = rng.normal(0, 1e3, size=raw[1].shape)
+    raw[0].flat[:6] = [np.inf, -np.inf, 1e30, -1e30, 0.0, 3.4e38]
+    x, c = CoreSnap(tfl, man).normalize_input(raw)
+    want = normalize_raw(raw, man["input"]).reshape(x.shape)
+    assert c == 3 and np.array_equal(x.view(np.uint32), want.view(np.uint32))
+    # a model without one: no record, readings pass unchanged
+    plain = json.loads(json.dumps(man))
+    plain["input"]["normalization"] = {"kind": "none"}
+    assert _norm_record(write_blob(tfl, plain)) == 0
+    x0, c0 = CoreSnap(tfl, plain).normalize_input(raw)
+    assert c0 == 0 and np.array_equal(x0, raw)
+    # a damaged record is refused by name (CRC resealed, so the record check itself speaks)
+    assert _c_open(blob) == ""
+    r = _norm_record(blob)
+    bad = bytearray(blob)
+    struct.pack_into("<Q", bad, r + 4, 0x7FF8000000000000)  # scale[0] = NaN
+    assert "input normalization is not finite or has scale 0" in _c_open(_resealed(bad))
+    bad = bytearray(blob)
+    struct.pack_into("<H", bad, r, 0)
+    assert "input-normalization record outside the section" in _c_open(_resealed(bad))
+
+
+def test_twin_and_module_quantize_raw_readings_through_the_normalization(shipped, tmp_path: Path) -> None:
+    """Under MicroPython (the twin, or the C module when the interpreter has it), Model(blob).quantize and
+    infer on raw float readings use the blob's normalization: codes equal the host's quantize_raw on every
+    element (NaN: -128, the MicroPython rule), and input_normalization exposes it."""
+    import numpy as np
+
+    from snapuq.export.convert import quantize_raw
+
+    tfl, man, _ = shipped
+    man = _normalized(man, [1 / (0.29 * 16)], [-0.47 / 0.29])  # readings 0..16, like the digits' raw pixels
+    (tmp_path / "m.snapuq").write_bytes(write_blob(tfl, man))
+    rng = np.random.default_rng(1)
+    raw = np.concatenate([rng.integers(0, 17, size=(10, 64)), rng.uniform(-2, 18, size=(10, 64))])
+    raw = raw.astype(np.float32)
+    raw[0, :4] = [np.inf, -np.inf, 1e30, np.nan]
+    (tmp_path / "raw.json").write_text(json.dumps([[repr(float(v)) for v in r] for r in raw]))
+    code = """
+import json, snapuq
+m = snapuq.Model(open('m.snapuq', 'rb').read())
+rows = [[float(v) for v in r] for r in json.load(open('raw.json'))]
+print(json.dumps({'norm': m.input_normalization, 'codes': [list(m.quantize(r)) for r in rows],
+                  'pred': m.infer(rows[5]).pred, 'pred_q': m.infer(m.quantize(rows[5])).pred}))
+"""
+    p = run_mpy(code, tmp_path, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = json.loads(p.stdout.splitlines()[-1])
+    sc, of = got["norm"]
+    assert len(sc) == 1 and abs(sc[0] - man["input"]["normalization"]["scale"][0]) < 1e-6
+    codes = np.array(got["codes"], np.uint8).view(np.int8)
+    want = quantize_raw(raw, man["input"])
+    want[0, 3] = -128  # NaN
+    assert np.array_equal(codes, want)
+    assert len(np.unique(want)) > 50 and got["pred"] == got["pred_q"]
+
+
+def test_twin_double_arithmetic_is_ieee_exact() -> None:
+    """The twin's integer-only float32(double(x) * scale + offset) (any MicroPython float width) against
+    numpy's IEEE arithmetic on 20,000 random cases: readings from subnormal to huge, scales and offsets
+    across the double range, exact ties included (small integers and dyadic constants)."""
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("snapuq_twin_exact", TWIN_DIR / "snapuq.py")
+    tw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tw)
+    rng = np.random.default_rng(11)
+    n = 20000
+    x = np.where(rng.uniform(size=n) < 0.3, rng.integers(-300, 300, n),
+                 rng.standard_normal(n) * 10.0 ** rng.integers(-44, 38, n)).astype(np.float32)  # fmt: skip
+    dyadic = 2.0 ** rng.integers(-8, 8, n).astype(float) * rng.integers(1, 9, n)
+    wide = rng.standard_normal(n) * 10.0 ** rng.integers(-300, 300, n)
+    sc = np.where(rng.uniform(size=n) < 0.3, dyadic, wide)
+    of = np.where(rng.uniform(size=n) < 0.3, rng.integers(-64, 64, n) / 8.0,
+                  rng.standard_normal(n) * 10.0 ** rng.integers(-300, 300, n))  # fmt: skip
+    sc[sc == 0] = 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = (x.astype(np.float64) * sc + of).astype(np.float32)
+    bits = lambda v, f: int(np.array(v, f).view(np.uint64 if f == np.float64 else np.uint32))  # noqa: E731
+    for i in range(n):
+        xm, xe = tw._f32_bits_parts(bits(x[i], np.float32))
+        m, e = tw._normalize_f32(xm, xe, tw._f64_parts(bits(sc[i], np.float64)),
+                                 tw._f64_parts(bits(of[i], np.float64)))  # fmt: skip
+        if e is None:
+            assert np.isinf(want[i]) and (m > 0) == (want[i] > 0), i
+        else:
+            assert np.isfinite(want[i]) and m * 2.0**e == float(want[i]), (i, x[i], sc[i], of[i])

@@ -25,6 +25,7 @@ assert _HDR.size == SNAP_HEADER and _TAP.size == TAP_RECORD and _OUT.size == OUT
 SNAP_HEADER_V2 = 112  # v2 appends the u32 offset of the input-tap record (0: none)
 _INTAP = struct.Struct("<HHHH5i3I")
 assert _INTAP.size == 40
+SNAP_HEADER_V3 = 116  # v3 appends the u32 offset of the input-normalization record (0: none)
 
 
 def parse_snap_section(sec: bytes) -> dict[str, Any]:
@@ -88,7 +89,17 @@ def parse_snap_section(sec: bytes) -> dict[str, Any]:
     classes = [sget(struct.unpack_from("<I", sec, cls_off + 4 * i)[0]) for i in range(n_cls)]
     if by_index.get(o_logits) != "logits":
         raise ModelFormatError("SNAP section: the logits output is not named 'logits'")
-    return {"outputs": outputs, "class_names": classes, "snap": snap}
+    man: dict[str, Any] = {"outputs": outputs, "class_names": classes, "snap": snap}
+    nm_off = struct.unpack_from("<I", sec, SNAP_HEADER_V2)[0] if ver >= 3 and hl >= SNAP_HEADER_V3 else 0
+    if nm_off:  # section v3: u16 channels C, u16 pad, C float64 scales, C float64 offsets
+        (c,) = struct.unpack_from("<H", sec, nm_off)
+        if nm_off % 4 or c < 1 or nm_off + 4 + 16 * c > len(sec):
+            raise ModelFormatError("SNAP section: input-normalization record outside the section")
+        v = struct.unpack_from(f"<{2 * c}d", sec, nm_off + 4)
+        bits = list(struct.unpack_from(f"<{2 * c}Q", sec, nm_off + 4))
+        man["input"] = {"normalization": {"kind": "blob", "scale": list(v[:c]), "offset": list(v[c:]),
+                                          "scale_bits": bits[:c], "offset_bits": bits[c:]}}
+    return man
 
 
 

@@ -111,14 +111,22 @@ def quantize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
     x = float32(raw * scale[c] + offset[c]) in double with the manifest's input.normalization (c = i %
     channels), as `apply_normalization` prepares the data, then the TFLite quantization of
     `quantize_input`; NaN -> the zero point. raw (N, ...) -> int8 (N, input bytes)."""
+    x = normalize_raw(raw, inp)
+    x = np.where(np.isnan(x), np.float32(0.0), x)  # the device maps a NaN quotient to the zero point
+    return quantize_input(x, float(inp["scale"]), int(inp["zero_point"]))
+
+
+def normalize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
+    """The device's map of raw readings to the model's float input, (N, input elements) float32:
+    float32(float32(raw) * scale[c] + offset[c]) in double, c = element index % channels, with the
+    manifest's input.normalization (the generated quantizer, the blob's record: docs/BLOB.md)."""
     from snapuq.export.cgen import input_normalization
 
     sc, of = input_normalization(inp)
     r = np.asarray(raw, np.float32).reshape(len(raw), -1)
     c = np.arange(r.shape[1]) % len(sc)
-    x = (r.astype(np.float64) * np.asarray(sc)[c] + np.asarray(of)[c]).astype(np.float32)
-    x = np.where(np.isnan(x), np.float32(0.0), x)  # the device maps a NaN quotient to the zero point
-    return quantize_input(x, float(inp["scale"]), int(inp["zero_point"]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (r.astype(np.float64) * np.asarray(sc)[c] + np.asarray(of)[c]).astype(np.float32)
 
 
 Progress = Callable[[Iterable], Iterable]
