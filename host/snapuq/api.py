@@ -878,6 +878,8 @@ def _estimate_epoch_s(backbone, ds, batch_size: int) -> float:
     import keras
 
     m = keras.models.clone_model(backbone)
+    for lay in m.layers:  # the backbone is frozen after the heads' training: time real train steps
+        lay.trainable = True
     m.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     n = min(len(ds.x_train), 4 * batch_size)
     x, y = ds.x_train[:n], ds.y_train[:n]

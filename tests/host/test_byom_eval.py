@@ -107,3 +107,32 @@ def test_eval_on_own_sensor_data_without_ood(tmp_path, capsys, monkeypatch):
     assert agg["criteria"]["U_ge_msp_dev_every_seed"] is True
     head = (tmp_path / "R2" / "report.md").read_text().splitlines()[0]
     assert head == "# snapuq eval: har (your model and data), seeds 0,1 (mean ± sd over seeds)"
+
+
+def test_baselines_of_your_own_model_train(tmp_path):
+    """The deep ensemble and the early-exit model of your own model are fresh copies of its architecture that
+    really train: the logits model saved in the model directory is the frozen one the SNAP heads trained on,
+    and a copy of it kept the frozen flags (every member stayed at its random initialisation, at chance)."""
+    import keras
+
+    import snapuq
+    from snapuq.baselines.train import train_baselines, user_backbone_factory
+    from snapuq.data.accel import make_accel
+
+    d = make_accel(60, seed=2)
+    m = _tiny_sensor_model()
+    m.fit(d["x_train"], d["y_train"], epochs=8, batch_size=32, verbose=0)
+    snap = snapuq.attach(m, rank=8)
+    snap.fit(d["x_train"][40:], d["y_train"][40:], epochs=1, progress=False)
+    snap.calibrate(d["x_train"][:40], d["y_train"][:40])
+    out = snap.save(tmp_path / "har", x_test=d["x_test"], y_test=d["y_test"])
+    assert not keras.saving.load_model(out / "backbone.keras", compile=False).trainable_weights  # frozen
+    copy = user_backbone_factory(out, {"backbone": "user"})("user", (64, 3), 4)
+    assert len(copy.trainable_weights) == len(copy.weights) > 0
+    from snapuq.data.user import load_npz
+
+    cfg = json.loads((out / "config.json").read_text())
+    info = train_baselines(load_npz(out / "data.npz"), cfg, out, epochs=12, members=2, batch_size=16,
+                           progress=False)
+    acc = info["ensemble"]["dev_accuracy"]
+    assert min(acc) > 0.6, acc  # four classes: chance is 0.25

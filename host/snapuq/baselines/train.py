@@ -58,7 +58,10 @@ def user_backbone_factory(out_dir: str | Path, config: dict):
     ref = keras.saving.load_model(p, compile=False)
 
     def build(name, shape, n_classes):
-        return keras.models.clone_model(ref)
+        m = keras.models.clone_model(ref)
+        for lay in m.layers:  # the saved logits model is the frozen one the SNAP heads trained on
+            lay.trainable = True
+        return m
 
     return build
 
