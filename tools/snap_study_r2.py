@@ -13,6 +13,9 @@ variants of the hinge reference, of S (extra per-channel terms of the first conv
     python tools/snap_study_r2.py input-tap DIR...  # §7.4 an input tap: their Gaussian as a term of S
     python tools/snap_study_r2.py raw DIR...        # DIR/study_raw.npz: the inputs themselves (keywords)
     python tools/snap_study_r2.py order-stats DIR...  # §8 time-order-free input statistics, per corruption
+    python tools/snap_study_r2.py perr-joint DIR...      # §9.1 p_err from m and S jointly
+    python tools/snap_study_r2.py odds-input-tap DIR...  # §9.2 the alarm as an odds multiplier, shipped S
+    python tools/snap_study_r2.py tail-check DIR...      # §9.3 the hinge reference's tail vs clean test
 
 Each table line: mean over the DIRs of test U - MSP AUROC ✓/✗ (and per DIR), correct clean test inputs with
 alarm > 0, mean shift AUROC (clean test vs every corruption at severity 3 on the whole test split), ID/OOD
@@ -306,26 +309,71 @@ def dump_inputs(d: str) -> None:
     print(f"{d}/study_inputs.npz", flush=True)
 
 
+def _input_term(P: dict) -> dict:
+    """The input tap's term of S per set: the mean squared z of a diagonal Gaussian (train) on
+    input_summary (DIR/study_inputs.npz), standardized two-sided on clean dev like a tap."""
+    z = np.load(f"{P['dir']}/study_inputs.npz")
+    a = z["train"]
+    mu, sd = a.mean(0), a.std(0) + 1e-3
+    y = {k: np.mean(((z[k] - mu) / sd) ** 2, 1) for k in z.files}
+    r = y["dev"][P["ok_dev"]]
+    return {k: np.abs(v - r.mean()) / (r.std() + 1e-6) for k, v in y.items()}
+
+
+def _with_input_tap(P: dict, weight: float = 2.0, alone: bool = False) -> dict:
+    """P with S = the taps' terms and the input term weighted `weight` against each tap (alone: the input
+    term only), and F its hinge under the shipped rule; weight 2 is the shipped S (§7.4)."""
+    from snapuq import calibrate as C
+
+    t = _input_term(P)
+    n_taps = P["D"]["dev"]["eb"].shape[1]
+    S = {k: t[k] if alone else (P["S"][k] * n_taps + weight * t[k]) / (n_taps + weight) for k in t}
+    q = C.conformal_quantile(np.r_[S["dev"][P["ok_dev"]], S["train"][P["ok_tr"]]], 0.999)
+    sd_s = float(np.std(S["dev"][P["ok_dev"]]) + 1e-6)
+    return {**P, "S": S, "F": {k: np.maximum(0.0, (v - q) / sd_s) for k, v in S.items()}}
+
+
 def _input_tap(weight: float, alone: bool = False):
-    """S with an input tap: the mean squared z of a diagonal Gaussian (train) on input_summary, standardized
-    two-sided on clean dev like a tap, weighted `weight` against each SNAP tap (alone: the only term)."""
+    """U under the shipped rule with S of `_with_input_tap`."""
+    return lambda P: _shipped(_with_input_tap(P, weight, alone))
 
-    def f(P: dict) -> dict:
-        from snapuq import calibrate as C
 
-        z = np.load(f"{P['dir']}/study_inputs.npz")
-        a = z["train"]
-        mu, sd = a.mean(0), a.std(0) + 1e-3
-        y = {k: np.mean(((z[k] - mu) / sd) ** 2, 1) for k in z.files}
-        r = y["dev"][P["ok_dev"]]
-        t = {k: np.abs(v - r.mean()) / (r.std() + 1e-6) for k, v in y.items()}
-        n_taps = P["D"]["dev"]["eb"].shape[1]
-        S = {k: t[k] if alone else (P["S"][k] * n_taps + weight * t[k]) / (n_taps + weight) for k in t}
-        q = C.conformal_quantile(np.r_[S["dev"][P["ok_dev"]], S["train"][P["ok_tr"]]], 0.999)
-        sd_s = float(np.std(S["dev"][P["ok_dev"]]) + 1e-6)
-        return _shipped({**P, "F": {k: np.maximum(0.0, (v - q) / sd_s) for k, v in S.items()}})
+def perr_joint(dirs: list[str]) -> None:
+    """§9.1: p_err as a logistic on [ln m, ln(m + 1/512), feature] fitted on the train + dev errors (the
+    dev errors alone are 5-8 on digits) instead of m alone: test AUROC ✓/✗ minus MSP's per DIR, for the
+    feature = the shipped S, the taps' S, the input term. A margin above MSP would absorb one alarmed
+    clean input (1 / n_correct: 0.0023 digits, 0.0013 keywords)."""
+    from snapuq import calibrate as C
+    from snapuq import metrics as M
 
-    return f
+    for d in dirs:
+        P = _with_input_tap(_prep(d))
+        taps = _prep(d)["S"]
+        row = []
+        for tag, feat in (("S", P["S"]), ("taps", taps), ("input term", _input_term(P))):
+            m = P["m"]
+
+            def X(s: str, feat: dict = feat, m: dict = m) -> np.ndarray:
+                return np.c_[np.log(m[s] + 1e-12), np.log(m[s] + 1 / 512), feat[s]]
+
+            y = np.r_[P["err_dev"], ~P["ok_tr"]].astype(float)
+            b = C.fit_logistic(np.r_[X("dev"), X("train")], y, nonneg=False, l2=1e-3, balanced=False)
+            z = b[0] + X("test") @ b[1:]
+            row.append(f"{tag} {M.auroc(z, P['err_test']) - M.auroc(m['test'], P['err_test']):+.4f}")
+        print(f"{d}: " + ", ".join(row), flush=True)
+
+
+def tail_check(dirs: list[str]) -> None:
+    """§9.3: is the hinge's clean reference (correct train + dev S) lighter-tailed than clean test S? Per DIR:
+    the fraction of correct test inputs above the 0.99 quantile of correct train / dev S, and the largest S
+    of each."""
+    for d in dirs:
+        P = _with_input_tap(_prep(d))
+        S = P["S"]
+        tr, dv, te = S["train"][P["ok_tr"]], S["dev"][P["ok_dev"]], S["test"][~P["err_test"]]
+        print(f"{d}: test > q99(train) {np.mean(te > np.quantile(tr, 0.99)):.3f}, test > q99(dev) "
+              f"{np.mean(te > np.quantile(dv, 0.99)):.3f}; largest S train {tr.max():.2f} dev {dv.max():.2f} "
+              f"test {te.max():.2f}", flush=True)  # fmt: skip
 
 
 def dump_raw(d: str) -> None:
@@ -437,6 +485,13 @@ if __name__ == "__main__":
         _rows(dirs, {"shipped U": _shipped, "+ input tap, weight 1": _input_tap(1.0),
                      "+ input tap, weight 2": _input_tap(2.0),
                      "input tap alone": _input_tap(1.0, True)})  # fmt: skip
+    elif cmd == "odds-input-tap":
+        odds = {f"odds x {k}": (lambda P, k=k: _odds(k)(_with_input_tap(P))) for k in (4, 11, 31, 101, 1001)}
+        _rows(dirs, {**odds, "shipped U": _input_tap(2.0)})
+    elif cmd == "perr-joint":
+        perr_joint(dirs)
+    elif cmd == "tail-check":
+        tail_check(dirs)
     elif cmd == "raw":
         for d in dirs:
             dump_raw(d)
@@ -444,4 +499,5 @@ if __name__ == "__main__":
         order_stats(dirs)
     else:
         raise SystemExit(f"unknown command {cmd} (dump, hinge, channels, alarm-k, ceiling, odds, classcond, "
-                         "inputs, input-tap, raw, order-stats)")  # fmt: skip
+                         "inputs, input-tap, odds-input-tap, perr-joint, tail-check, raw, "
+                         "order-stats)")  # fmt: skip
