@@ -125,6 +125,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (i = 0; i < b.n_class_names + 1u; i++) {
         (void)snapuq_blob_class_name(&b, i, &name);
     }
+    for (i = 0; i < b.in_channels + 1u; i++) { /* the input-normalization record (section v3) */
+        double sc, of;
+        (void)snapuq_blob_input_normalization(&b, i, &sc, &of);
+        (void)snapuq_blob_normalize_input(&b, (uint32_t)i * 7u, 1.5f);
+    }
     memset(&g_unloaded, 0, sizeof g_unloaded);
     (void)snapuq_blob_snap_config(&b, &g_unloaded, &cfg, &why); /* model not loaded: must refuse */
     if (!load_model(&b)) {

@@ -39,6 +39,15 @@ def test_blob_reader_libfuzzer_short_run(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     shutil.copy(blobs[0], corpus / "digits.snapuq")
+    # and one with an input-normalization record (SNAP section v3), so mutations reach its checks
+    import json
+
+    from snapuq.micropython import load_model_files, write_blob
+
+    tfl, man = load_model_files(m)
+    man = json.loads(json.dumps(man))
+    man["input"]["normalization"] = {"kind": "standard", "scale": [0.25], "offset": [-1.5]}
+    (corpus / "digits_norm.snapuq").write_bytes(write_blob(tfl, man))
     exe = tmp_path / "fuzz_blob"
     incs = [f"-I{d}" for d in [CORE, *[q for q in CORE.rglob("*") if q.is_dir()]]]
     ignore = tmp_path / "ignore.txt"  # no comparison hooks in the CRC loop: 3x more executions per second
