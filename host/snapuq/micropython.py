@@ -189,10 +189,13 @@ def load_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
 
 def make_blob(model_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write ``model.snapuq`` for an exported model directory; returns its path."""
+    from snapuq.io import check_out_file, write_bytes
+
     tfl, man = load_model_files(model_dir)
-    dst = Path(out) if out else ModelPaths(model_dir).blob
-    dst.write_bytes(write_blob(tfl, man))
-    return dst
+    dst = check_out_file(out, "--out") if out else ModelPaths(model_dir).blob
+    blob = write_blob(tfl, man)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    return write_bytes(dst, blob)  # atomic: a board never copies half a blob
 
 
 # device result field -> host reference (snapuq.ccore) field: every integer of one score
@@ -292,7 +295,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.mp_cmd == "blob":
         path = make_blob(args.model_dir, args.out)
-        print(f"wrote {path} ({path.stat().st_size} bytes)")
+        norm = input_normalization_record(load_model_files(args.model_dir)[1])
+        if norm:
+            n = struct.unpack_from("<H", norm)[0]
+            what = f"float readings go through the recorded input normalization ({n} channel{'s' * (n > 1)})"
+        else:
+            what = "float inputs are the model's own inputs (no input normalization recorded)"
+        print(f"wrote {path} ({path.stat().st_size} bytes); {what}")
         return 0
     rows = push(args.model_dir, args.port, args.n, args.twin)
     for r in rows:

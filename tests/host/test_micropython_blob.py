@@ -324,3 +324,24 @@ def test_twin_double_arithmetic_is_ieee_exact() -> None:
             assert np.isinf(want[i]) and (m > 0) == (want[i] > 0), i
         else:
             assert np.isfinite(want[i]) and m * 2.0**e == float(want[i]), (i, x[i], sc[i], of[i])
+
+
+def test_blob_cli_says_whether_floats_are_normalized(tmp_path: Path, capsys) -> None:
+    """`snapuq micropython blob DIR --out FILE` writes FILE (its folder created) and says how the board will
+    treat float inputs; an --out that is a folder is one line."""
+    from snapuq.cli import main
+
+    m = tmp_path / "m"
+    m.mkdir()
+    for n in ("config.json", "calib.json", "snapuq.json", "model_int8.tflite"):
+        (m / n).write_bytes((MODEL / n).read_bytes())
+    assert main(["micropython", "blob", str(m), "--out", str(tmp_path / "sub" / "x.snapuq")]) == 0
+    assert (tmp_path / "sub" / "x.snapuq").read_bytes()[:4] == b"SNUQ"
+    assert "no input normalization recorded" in capsys.readouterr().out
+    man = json.loads((m / "snapuq.json").read_text())
+    man["input"]["normalization"] = {"kind": "standard", "scale": [0.5], "offset": [-1.0]}
+    (m / "snapuq.json").write_text(json.dumps(man))
+    assert main(["micropython", "blob", str(m)]) == 0
+    assert "recorded input normalization (1 channel)" in capsys.readouterr().out
+    assert main(["micropython", "blob", str(m), "--out", str(tmp_path)]) != 0
+    assert "is a directory" in capsys.readouterr().err
