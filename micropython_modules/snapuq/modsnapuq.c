@@ -189,11 +189,14 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
  * it is), then quantize_one -- the generated snapuq_model_quantize_input's map (NaN: -128). */
 static int8_t quantize_at(const model_obj_t *self, size_t i, mp_obj_t v);
 
-/* roundf(float32(x) / float32(scale)) + zp, saturated to int8: TFLite AffineQuantize. */
+/* roundf(float32(x) / float32(scale)) + zp, saturated to int8: TFLite AffineQuantize. A NaN reading gives
+ * the zero point, as the generated snapuq_model_quantize_input (one rule on every device path). */
 static int8_t quantize_one(float x, float scale, int32_t zp)
 {
     float q = x / scale;
-    if (!(q > -1.0e6f && q < 1.0e6f)) { /* also catches NaN */
+    if (q != q) {
+        q = 0.0f;
+    } else if (!(q > -1.0e6f && q < 1.0e6f)) {
         q = (q > 0.0f) ? 1.0e6f : -1.0e6f;
     }
     float a = q < 0.0f ? -q : q;

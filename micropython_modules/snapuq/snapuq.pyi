@@ -78,7 +78,8 @@ class Model:
     in place; a bytearray or other writable buffer is copied at load (changing it later changes
     nothing). Raises ValueError for corrupt or inconsistent models (one line naming the problem),
     TypeError for inputs that are not int8 bytes / arrays / float lists (a str included), OSError
-    for unreadable files. NaN inputs quantize to -128, +-inf saturate (C module and twin alike).
+    for unreadable files. NaN inputs quantize to the zero point, +-inf saturate (C module, twin and the generated
+    snapuq_model_quantize_input alike).
     """
     input_shape: tuple[int, ...]
     input_scale: float
@@ -107,7 +108,7 @@ class Model:
         """int8 codes of output ``name`` from the last infer()/run()."""
     def quantize(self, x: Sequence[float]) -> bytearray:
         """int8 codes of raw float readings: the input normalization (if any), then TFLite's
-        AffineQuantize; NaN -> -128, +-inf saturate."""
+        AffineQuantize; NaN -> the zero point, +-inf saturate."""
     def set_beta(self, beta: Sequence[float]) -> None: ...
     def calibrate(self, xs: Iterable[Input], labels: Iterable[int], capacity: int = 256, *,
                   nonneg: bool = True, l2: float = 1e-3, max_iter: int = 25, tol: float = 1e-5,

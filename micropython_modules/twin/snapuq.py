@@ -1690,8 +1690,8 @@ class Model:
             if not isinstance(v, (int, float)):
                 raise TypeError("snapuq: input values must be numbers")
             v = float(v)
-            if v != v:  # NaN: -128, like the C module (no exception mid-stream)
-                q = -128
+            if v != v:  # NaN: the zero point, like the C module and snapuq_model_quantize_input
+                q = z
             elif norm is not None:
                 sc, of = norm[i % len(norm)]
                 try:

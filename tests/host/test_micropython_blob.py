@@ -260,7 +260,7 @@ def test_blob_carries_the_input_normalization_and_the_c_reader_applies_it() -> N
 def test_twin_and_module_quantize_raw_readings_through_the_normalization(shipped, tmp_path: Path) -> None:
     """Under MicroPython (the twin, or the C module when the interpreter has it), Model(blob).quantize and
     infer on raw float readings use the blob's normalization: codes equal the host's quantize_raw on every
-    element (NaN: -128, the MicroPython rule), and input_normalization exposes it."""
+    element (NaN readings included: the zero point), and input_normalization exposes it."""
     import numpy as np
 
     from snapuq.export.convert import quantize_raw
@@ -286,8 +286,7 @@ print(json.dumps({'norm': m.input_normalization, 'codes': [list(m.quantize(r)) f
     sc, of = got["norm"]
     assert len(sc) == 1 and abs(sc[0] - man["input"]["normalization"]["scale"][0]) < 1e-6
     codes = np.array(got["codes"], np.uint8).view(np.int8)
-    want = quantize_raw(raw, man["input"])
-    want[0, 3] = -128  # NaN
+    want = quantize_raw(raw, man["input"])  # NaN: the zero point there too
     assert np.array_equal(codes, want)
     assert len(np.unique(want)) > 50 and got["pred"] == got["pred_q"]
 
@@ -345,3 +344,32 @@ def test_blob_cli_says_whether_floats_are_normalized(tmp_path: Path, capsys) -> 
     assert "recorded input normalization (1 channel)" in capsys.readouterr().out
     assert main(["micropython", "blob", str(m), "--out", str(tmp_path)]) != 0
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_nan_reading_quantizes_to_the_zero_point_on_every_device_path(tmp_path: Path) -> None:
+    """A missing reading (NaN) becomes the input's zero point under MicroPython (twin or C module), as in
+    the generated snapuq_model_quantize_input and the host's quantize_raw; ±inf saturate. keywords: zero
+    point 87, so NaN is not the saturated -128."""
+    import numpy as np
+
+    from snapuq.export.convert import quantize_raw
+
+    d = ROOT / "models" / "keywords"
+    if not (d / "model_int8.tflite").is_file():
+        pytest.skip("shipped keywords model missing")
+    tfl, man = load_model_files(d)
+    (tmp_path / "m.snapuq").write_bytes(write_blob(tfl, man))
+    code = """
+import snapuq
+m = snapuq.Model(open('m.snapuq', 'rb').read())
+row = [0.0] * m.input_size
+row[:4] = [float('nan'), float('inf'), float('-inf'), 3.0]
+print(list(m.quantize(row))[:4])
+"""
+    p = run_mpy(code, tmp_path, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = np.array(json.loads(p.stdout.splitlines()[-1]), np.uint8).view(np.int8)
+    raw = np.zeros((1, 490), np.float32)
+    raw[0, :4] = [np.nan, np.inf, -np.inf, 3.0]
+    want = quantize_raw(raw, man["input"])[0, :4]
+    assert got.tolist() == want.tolist() and want[0] == man["input"]["zero_point"] == 87
