@@ -408,13 +408,16 @@ snapuq_status_t snapuq_blob_class_name(const snapuq_blob_t *b, uint16_t c, const
 
 float snapuq_blob_normalize_input(const snapuq_blob_t *b, uint32_t i, float raw)
 {
+    volatile double prod;
     uint32_t c;
     if (b == NULL || b->in_channels == 0u) {
         return raw;
     }
     c = i % b->in_channels;
-    return (float)((double)raw * f64at(b, b->in_norm + 4u + 8u * c) +
-                   f64at(b, b->in_norm + 4u + 8u * (b->in_channels + c)));
+    /* the product is rounded to double before the add, as on the host: a volatile keeps a compiler that
+     * contracts a * b + c (GCC's default outside ISO C mode, on FPUs with FMA) from fusing the two */
+    prod = (double)raw * f64at(b, b->in_norm + 4u + 8u * c);
+    return (float)(prod + f64at(b, b->in_norm + 4u + 8u * (b->in_channels + c)));
 }
 
 snapuq_status_t snapuq_blob_input_normalization(const snapuq_blob_t *b, uint16_t c, double *scale,

@@ -7545,8 +7545,10 @@ void snapuq_model_quantize_input(const float *raw, int8_t *codes)
     uint32_t i;
     for (i = 0; i < SNAPUQ_MODEL_INPUT_BYTES; i++) {
         const uint32_t c = i % SNAPUQ_MODEL_INPUT_CHANNELS;
-        /* the affine map in double, as the host prepared the data (then float32, as TFLite's QUANTIZE) */
-        const float x = (float)((double)raw[i] * k_in_norm_scale[c] + k_in_norm_offset[c]);
+        /* the affine map in double, as the host prepared the data (then float32, as TFLite's QUANTIZE);
+           the product is rounded before the add (volatile: no fused multiply-add, whatever the flags) */
+        volatile double prod = (double)raw[i] * k_in_norm_scale[c];
+        const float x = (float)(prod + k_in_norm_offset[c]);
         float v = x / SNAPUQ_MODEL_INPUT_SCALE, t;
         int32_t q;
         if (!(v == v)) {

@@ -373,3 +373,86 @@ print(list(m.quantize(row))[:4])
     raw[0, :4] = [np.nan, np.inf, -np.inf, 3.0]
     want = quantize_raw(raw, man["input"])[0, :4]
     assert got.tolist() == want.tolist() and want[0] == man["input"]["zero_point"] == 87
+
+
+FMA_DRIVER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "snapuq_blob.h"
+static uint32_t buf[1 << 16];
+/* what an unprotected a * b + c becomes under GNU C with an FMA unit: one fused rounding */
+float naive(float raw, double sc, double of) { return (float)((double)raw * sc + of); }
+int main(int argc, char **argv)
+{
+    snapuq_blob_t b; const char *why = ""; double sc, of; float x, y;
+    FILE *f = fopen(argv[1], "rb"); size_t n = fread(buf, 1, sizeof buf, f); fclose(f);
+    if (snapuq_blob_open(&b, buf, n, &why) != SNAPUQ_OK) { printf("ERR %s\n", why); return 1; }
+    (void)snapuq_blob_input_normalization(&b, 0, &sc, &of);
+    x = snapuq_blob_normalize_input(&b, 0, (float)atof(argv[2]));
+    y = naive((float)atof(argv[2]), sc, of);
+    { uint32_t u, v; memcpy(&u, &x, 4); memcpy(&v, &y, 4); printf("%u %u\n", u, v); }
+    return 0;
+}
+"""
+
+
+def _fused_differs_cases(n: int) -> list[tuple[float, float]]:
+    """(scale, offset) pairs where float32(3.0 * scale + offset) with one fused rounding differs from the
+    double multiply, double add, float cast of the host: the sum lands on a float32 midpoint, and the
+    product's rounding error decides which way a fused operation goes."""
+    from fractions import Fraction as Fr
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    out = []
+    while len(out) < n:
+        sc = float(rng.uniform(1, 2))
+        pd = float(np.float64(3.0) * sc)
+        err = Fr(3) * Fr(sc) - Fr(pd)
+        a = np.float32(rng.uniform(1e-3, 2e-3))
+        mid = (Fr(float(a)) + Fr(float(np.nextafter(a, np.float32(1))))) / 2
+        of = float(mid - Fr(pd))
+        if err == 0 or Fr(of) != mid - Fr(pd):
+            continue
+        exact = mid + err  # the fused result is this, rounded once: away from the midpoint, by err's sign
+        unfused = np.float32(np.float64(3.0) * sc + of)  # = float32(mid): ties to even
+        if (Fr(float(unfused)) > mid) != (exact > mid):
+            out.append((sc, of))
+    return out
+
+
+def test_normalization_is_not_fused_whatever_the_compiler_flags(shipped, tmp_path: Path) -> None:
+    """The C reader's map keeps the host's two roundings (double product, then double sum) when the core is
+    compiled as GNU C for an FPU with fused multiply-add (GCC contracts a * b + c there by default: the
+    MicroPython ports, a Cortex-M7's double FPU): on inputs built so that fusing changes the float32
+    result, the reader equals the host and an unprotected expression does not."""
+    import platform
+    import shutil
+
+    import numpy as np
+
+    from snapuq.ccore import CORE_DIR, core_sources
+
+    if platform.machine() not in ("x86_64", "AMD64") or shutil.which("gcc") is None:
+        pytest.skip("needs gcc on x86-64")
+    if " fma " not in Path("/proc/cpuinfo").read_text().replace("\n", " ") + " ":
+        pytest.skip("the CPU has no FMA unit")
+    tfl, man, _ = shipped
+    (tmp_path / "d.c").write_text(FMA_DRIVER)
+    exe = tmp_path / "d"
+    incs = [f"-I{CORE_DIR}", *[f"-I{q}" for q in CORE_DIR.rglob("*") if q.is_dir()]]
+    cmd = ["gcc", "-std=gnu99", "-O2", "-mfma", *incs, str(tmp_path / "d.c"), *map(str, core_sources()),
+           "-o", str(exe), "-lm"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    naive_differs = 0
+    for k, (sc, of) in enumerate(_fused_differs_cases(4)):
+        m = _normalized(man, [sc], [of])
+        (tmp_path / f"b{k}.snapuq").write_bytes(write_blob(tfl, m))
+        p = subprocess.run([str(exe), str(tmp_path / f"b{k}.snapuq"), "3.0"], capture_output=True, text=True)
+        ours, naive = (int(v) for v in p.stdout.split())
+        host = int(np.array(np.float32(np.float64(3.0) * sc + of)).view(np.uint32))
+        assert ours == host, (sc, of)
+        naive_differs += naive != host
+    assert naive_differs == 4  # the hazard is real with these flags on this machine
