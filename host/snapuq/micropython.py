@@ -295,7 +295,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.mp_cmd == "blob":
         path = make_blob(args.model_dir, args.out)
-        norm = input_normalization_record(load_model_files(args.model_dir)[1])
+        norm = input_normalization_record(json.loads(ModelPaths(args.model_dir).manifest.read_text()))
         if norm:
             n = struct.unpack_from("<H", norm)[0]
             what = f"float readings go through the recorded input normalization ({n} channel{'s' * (n > 1)})"

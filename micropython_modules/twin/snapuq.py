@@ -292,6 +292,14 @@ def _f32_div_round(a, b):
     return _div_round_parts(am, ae, b)
 
 
+def _norm_bits_ok(scale_bits, offset_bits):
+    """An input-normalization record's doubles (as 64-bit patterns) are finite, and no scale is +-0."""
+    for b in scale_bits + offset_bits:
+        if (b >> 52) & 0x7FF == 0x7FF:
+            return False
+    return all(b & ((1 << 63) - 1) for b in scale_bits)
+
+
 def _f64_parts(bits):
     """The IEEE double with these 64 bits (finite) as (mantissa, exponent): value = m * 2**e exactly."""
     e = (bits >> 52) & 0x7FF
@@ -595,9 +603,8 @@ def parse_snap_section(sec):
             raise _err("SNAP section: input-normalization record outside the section")
         w = struct.unpack_from("<%dI" % (4 * c), sec, nm_off + 4)
         bits = [w[2 * k] | (w[2 * k + 1] << 32) for k in range(2 * c)]
-        for k in range(2 * c):
-            if (bits[k] >> 52) & 0x7FF == 0x7FF or (k < c and not bits[k] << 1 & ((1 << 64) - 1)):
-                raise _err("SNAP section: input normalization is not finite or has scale 0")
+        if not _norm_bits_ok(bits[:c], bits[c:]):
+            raise _err("SNAP section: input normalization is not finite or has scale 0")
         vals = struct.unpack_from("<%dd" % (2 * c), sec, nm_off + 4)
         man["input"] = {"normalization": {"kind": "blob", "scale": list(vals[:c]), "offset": list(vals[c:]),
                                           "scale_bits": bits[:c], "offset_bits": bits[c:]}}
@@ -1665,11 +1672,8 @@ class Model:
         if c < 1 or len(ob) != c or self.input_size % c:
             raise ValueError("snapuq: input normalization has %d channels, the input %d values"
                              % (c, self.input_size))
-        for b in sb + ob:
-            if (b >> 52) & 0x7FF == 0x7FF:
-                raise ValueError("snapuq: input normalization is not finite")
-        if any(not (b << 1) & ((1 << 64) - 1) for b in sb):
-            raise ValueError("snapuq: input normalization has scale 0")
+        if not _norm_bits_ok(sb, ob):
+            raise ValueError("snapuq: input normalization is not finite or has scale 0")
         self._norm = [(_f64_parts(sb[k]), _f64_parts(ob[k])) for k in range(c)]
         self.input_normalization = (tuple(float(v) for v in sc), tuple(float(v) for v in of))
 

@@ -456,3 +456,38 @@ def test_normalization_is_not_fused_whatever_the_compiler_flags(shipped, tmp_pat
         assert ours == host, (sc, of)
         naive_differs += naive != host
     assert naive_differs == 4  # the hazard is real with these flags on this machine
+
+
+def test_twin_refuses_a_bad_normalization_in_a_manifest(shipped, tmp_path: Path) -> None:
+    """The twin also takes Model(tflite, manifest): a manifest normalization with scale 0, a non-finite value
+    or a channel count that does not divide the input is one ValueError line; a good one is applied."""
+    tfl, man, _ = shipped
+    (tmp_path / "m.tflite").write_bytes(tfl)
+    cases = {"zero": ([0.0], [1.0]), "inf": ([1.0], [float("inf")]), "channels": ([1.0] * 5, [0.0] * 5),
+             "good": ([0.5], [-1.0])}  # fmt: skip
+    for k, (sc, of) in cases.items():
+        m = json.loads(json.dumps(man))
+        m["input"]["normalization"] = {"kind": "standard", "scale": sc, "offset": of}
+        (tmp_path / f"{k}.json").write_text(json.dumps(m).replace("Infinity", "1e999"))
+    code = """
+import snapuq
+if snapuq.IMPLEMENTATION == 'c':
+    print('C-MODULE')
+    raise SystemExit
+t = open('m.tflite', 'rb').read()
+for k in ('zero', 'inf', 'channels', 'good'):
+    try:
+        m = snapuq.Model(t, open(k + '.json').read())
+        print(k, 'ok', m.input_normalization, list(m.quantize([2.0] * 64))[:1])
+    except ValueError as e:
+        print(k, 'ValueError', e)
+"""
+    p = run_mpy(code, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    if lines == ["C-MODULE"]:
+        pytest.skip("the interpreter's snapuq is the C module (it reads blobs only)")
+    assert lines[0] == "zero ValueError snapuq: input normalization is not finite or has scale 0"
+    assert lines[1] == "inf ValueError snapuq: input normalization is not finite or has scale 0"
+    assert lines[2] == "channels ValueError snapuq: input normalization has 5 channels, the input 64 values"
+    assert lines[3].startswith("good ok ((0.5,), (-1.0,))")
