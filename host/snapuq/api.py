@@ -351,19 +351,24 @@ def _binary_sigmoid_dense(last):
     return last if int(last.units) == 1 else None
 
 
+def _linear_copy(layer, weights: list, **config):
+    """A linear copy of a weighted layer on the same input, named `<name>_logits`, with `weights` (and
+    `config` overrides): it shares nothing with the original. Returns (its output tensor, the copy)."""
+    cfg = layer.get_config()
+    cfg.update(activation="linear", name=f"{layer.name}_logits", **config)
+    lin = type(layer).from_config(cfg)
+    out = lin(layer.input)
+    lin.set_weights(weights)
+    return out, lin
+
+
 def _two_class_logits(dense):
     """A binary classifier's p = sigmoid(z) as two-class logits (-z/2, z/2): their softmax is
-    (1 - sigmoid(z), sigmoid(z)) exactly, so class 1 is the sigmoid's positive class. The new Dense(2) copies
-    the weights (halved, negated for class 0) and shares nothing with the original."""
-    import keras
-
+    (1 - sigmoid(z), sigmoid(z)) exactly, so class 1 is the sigmoid's positive class. Returns
+    (logits tensor, the new Dense(2): the weights halved, negated for class 0)."""
     w, *b = dense.get_weights()
-    cfg = dense.get_config()
-    cfg.update(units=2, activation="linear", name=f"{dense.name}_logits")
-    lin = keras.layers.Dense.from_config(cfg)
-    logits = lin(dense.input)
-    lin.set_weights([np.concatenate([-w / 2, w / 2], axis=-1), *[np.concatenate([-v / 2, v / 2]) for v in b]])
-    return logits
+    halves = [np.concatenate([-w / 2, w / 2], axis=-1), *[np.concatenate([-v / 2, v / 2]) for v in b]]
+    return _linear_copy(dense, halves, units=2)
 
 
 def logits_backbone(model):
@@ -378,18 +383,12 @@ def logits_backbone(model):
     logits = out
     binary = _binary_sigmoid_dense(last)
     if binary is not None:
-        logits = _two_class_logits(binary)
-        last = _producer(logits)
+        logits, last = _two_class_logits(binary)
     elif _cls(last) == "Softmax" or _cls(last) == "Activation" and _act_name(last) == "softmax":
         logits = last.input
         last = _producer(logits)
     elif _cls(last) in _WEIGHTED and _act_name(last) == "softmax":
-        cfg = last.get_config()
-        cfg.update(activation="linear", name=f"{last.name}_logits")
-        lin = type(last).from_config(cfg)
-        logits = lin(last.input)
-        lin.set_weights(last.get_weights())
-        last = lin
+        logits, last = _linear_copy(last, last.get_weights())
     elif (_cls(last) in _WEIGHTED and _act_name(last) != "linear"
           or _cls(last) == "Activation" and _act_name(last) == "sigmoid"):  # fmt: skip
         units = int(out.shape[-1])
