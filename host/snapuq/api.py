@@ -837,9 +837,9 @@ def train_user_model(args: argparse.Namespace) -> dict:
         raise SnapuqError(
             f"{args.data}: labels go up to {int(ds.y_train.max())}, the model has {snap.n_classes} outputs"
         )
-    snap.fit(ds.x_train, ds.y_train, epochs=args.epochs or 10, batch_size=args.batch_size, lr=args.lr,
-             backbone_epochs=args.backbone_epochs, validation_data=(ds.x_dev, ds.y_dev), seed=args.seed,
-             progress=progress)  # fmt: skip
+    snap.fit(ds.x_train, ds.y_train, epochs=args.epochs or 10, batch_size=args.batch_size or 64,
+             lr=args.lr or 2e-3, backbone_epochs=args.backbone_epochs, validation_data=(ds.x_dev, ds.y_dev),
+             seed=args.seed, progress=progress)  # fmt: skip
     snap.calibrate(ds.x_dev, ds.y_dev, seed=args.seed, input_tap=getattr(args, "input_tap", True),
                    alarm_rate=getattr(args, "alarm_rate", None))  # fmt: skip
     snap.history["load_and_prepare_s"] = round(time.perf_counter() - t0, 2)
@@ -851,7 +851,7 @@ def train_user_model(args: argparse.Namespace) -> dict:
 
         t = time.perf_counter()
         per = snap.history.get("backbone_s_per_epoch") or _estimate_epoch_s(
-            snap.backbone, ds, args.batch_size
+            snap.backbone, ds, args.batch_size or 64
         )
         cfg["_backbone_s_per_epoch"] = per
         ep = args.baseline_epochs or args.epochs or 10

@@ -1,12 +1,15 @@
 """A model directory: the one place that names its files (layout in docs/ARCHITECTURE.md).
 
-    ModelPaths(d).int8          # d/model_int8.tflite ... every artifact by role
-    load_model_dir(d)           # the trained Keras model + config + calibration (ModelDir)
+ModelPaths(d).int8          # d/model_int8.tflite ... every artifact by role
+load_model_dir(d)           # the trained Keras model + config + calibration (ModelDir)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,3 +137,81 @@ def load_model_dir(d: str | Path) -> ModelDir:
         raise ModelFormatError(f"{mp}: cannot load ({type(e).__name__}: {str(e)[:160]})") from e
     calib = _read_json(paths.calib) if paths.calib.exists() else None
     return ModelDir(d, cfg, model, calib)
+
+
+# what `snapuq train` makes; anything else a user keeps in --out (a README, notes) moves to the new directory
+TRAIN_ARTIFACTS = frozenset({
+    ModelPaths.CONFIG, ModelPaths.KERAS, ModelPaths.CALIB, ModelPaths.BASELINES, ModelPaths.INT8,
+    ModelPaths.FLOAT, ModelPaths.MANIFEST, ModelPaths.C_SOURCE, ModelPaths.C_HEADER, ModelPaths.BLOB,
+    "backbone.keras", "data.npz", "eval", "variants", "checkpoint", "MANIFEST.sha256",
+})  # fmt: skip
+
+
+class ModelStage:
+    """A model directory built as one unit: everything is written into the staging folder `.NAME.train`
+    beside NAME (locked against a second run), and `commit()` swaps it in whole, so a failed, killed or
+    concurrent run never leaves a new model.keras beside an old calibration or a stale export. The
+    checkpoint of an interrupted run stays in the staging folder for `--resume`."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.out = Path(out)
+        self.path = self.out.parent / f".{self.out.name}.train"
+        self._lock = None
+
+    def open(self, resume: bool) -> Path:
+        import fcntl
+
+        from snapuq.io import check_out_dir
+
+        check_out_dir(self.out)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        ck = self.path / "checkpoint" / "state.json"
+        if self.path.exists() and not resume:
+            if ck.is_file():
+                raise SnapuqError(
+                    f"{self.path}: holds an interrupted run's checkpoint; add --resume to continue it, or "
+                    f"remove the folder to start over"
+                )
+        self.path.mkdir(exist_ok=True)
+        lock = open(self.path / ".lock", "w")  # noqa: SIM115 (held until close)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            raise SnapuqError(
+                f"{self.out}: another `snapuq train` is writing it (lock {self.path}/.lock)"
+            ) from None
+        self._lock = lock
+        if not resume:  # a fresh run: nothing of an earlier failed run may leak in
+            for p in self.path.iterdir():
+                if p.name != ".lock":
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+        return self.path
+
+    def commit(self) -> Path:
+        """Swap the staged directory in as `out` (the checkpoint is dropped; the user's own files kept)."""
+        shutil.rmtree(self.path / "checkpoint", ignore_errors=True)
+        if self.out.exists():
+            for p in self.out.iterdir():
+                if p.name not in TRAIN_ARTIFACTS and not (self.path / p.name).exists():
+                    os.replace(p, self.path / p.name)
+            old = self.out.parent / f".{self.out.name}.old"
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(self.out, old)
+            self._unlock()
+            os.replace(self.path, self.out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            self._unlock()
+            os.replace(self.path, self.out)
+        with contextlib.suppress(OSError):
+            (self.out / ".lock").unlink()
+        return self.out
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def close(self) -> None:
+        self._unlock()

@@ -23,15 +23,6 @@ from snapuq.errors import SnapuqError
 from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
-DEFAULT_EPOCHS = {
-    "digits": 25,
-    "mnist": 8,
-    "fashion_mnist": 8,
-    "cifar10": 20,
-    "keywords": 8,  # DS-CNN: ~0.935 test accuracy at 8 epochs, full train a few minutes on 2 cores
-    "speech_commands": 15,
-}
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -119,8 +110,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from snapuq.calibrate import add_alarm_rate_argument
 
     add_alarm_rate_argument(p)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument(
+        "--batch-size", type=int, default=None, help="default: the dataset's recipe (64 for --model)"
+    )
+    p.add_argument(
+        "--lr", type=float, default=None, help="peak learning rate (default: the dataset's recipe)"
+    )
+    p.add_argument(
+        "--head-epochs",
+        type=int,
+        default=None,
+        help="SNAP-head epochs (default: the recipe's, else --epochs)",
+    )
+    p.add_argument("--optimizer", choices=["adam", "sgd"], default=None, help="default: the dataset's recipe")
+    p.add_argument("--schedule", choices=["constant", "cosine"], default=None,
+                   help="learning-rate schedule (cosine: decay to 0 after --warmup-epochs)")  # fmt: skip
+    p.add_argument("--warmup-epochs", type=int, default=None)
+    p.add_argument("--augment", choices=["none", "shift", "crop-flip"], default=None,
+                   help="augmentation in the data path (default: the dataset's recipe)")  # fmt: skip
+    p.add_argument(
+        "--resume", action="store_true",
+        help="continue an interrupted run from its last finished backbone epoch (the checkpoint in the "
+        "staging folder .OUT.train beside --out)",
+    )  # fmt: skip
     p.add_argument("--no-baselines", action="store_true", help="skip the deep ensemble and early-exit models")
     p.add_argument("--baseline-epochs", type=int, default=None, help="epochs for the baseline models")
     p.add_argument("--no-progress", action="store_true")
@@ -340,8 +352,9 @@ def check_args(args: argparse.Namespace) -> None:
         v = getattr(args, name, None)
         if v is not None and v < 1:
             raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
-    if not getattr(args, "lr", 1.0) > 0:
-        raise SnapuqError(f"--lr must be > 0, got {args.lr}")
+    lr = getattr(args, "lr", None)
+    if lr is not None and not (math.isfinite(lr) and lr > 0):
+        raise SnapuqError(f"--lr must be a finite number > 0, got {lr}")
     from snapuq.calibrate import check_alarm_rate
 
     check_alarm_rate(getattr(args, "alarm_rate", None))
@@ -359,6 +372,24 @@ def check_data(ds) -> None:
         raise SnapuqError(f"dataset {ds.name}: the train split has {n_cls} class; at least 2 are needed")
 
 
+def recipe_from_args(args: argparse.Namespace, dataset: str | None):
+    """The dataset's recipe with the options the user gave on top (None = not given)."""
+    import dataclasses
+
+    from snapuq.nn.recipe import TrainOptions
+
+    base = TrainOptions.for_dataset(dataset)
+    given = {
+        k: getattr(args, k)
+        for k in ("epochs", "head_epochs", "batch_size", "lr", "optimizer", "schedule", "warmup_epochs",
+                  "augment", "baseline_epochs")
+        if getattr(args, k, None) is not None
+    }  # fmt: skip
+    if "epochs" in given and "warmup_epochs" not in given:
+        given["warmup_epochs"] = min(base.warmup_epochs, max(0, given["epochs"] - 1))
+    return dataclasses.replace(base, **given)
+
+
 def train(args: argparse.Namespace) -> dict:
     check_args(args)
     from snapuq.data import load_dataset
@@ -372,13 +403,31 @@ def train(args: argparse.Namespace) -> dict:
         raise SnapuqError("give --dataset NAME (built-in backbones) or --model my.keras --data DATA")
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    validate_head_options(args.rank, args.qat_frac, args.epochs, args.eps, args.cov_rank)
+    opts = recipe_from_args(args, args.dataset)
+    validate_head_options(args.rank, args.qat_frac, opts.heads, args.eps, args.cov_rank)
+    from snapuq.modeldir import ModelStage
+
+    stage = ModelStage(args.out)
+    stage.open(resume=getattr(args, "resume", False))
+    try:
+        cfg = _train_into(args, opts, stage.path, timings, t0, load_dataset, DEFAULT_BACKBONE, build_backbone,
+                          resume=getattr(args, "resume", False))  # fmt: skip
+        stage.commit()
+    finally:
+        stage.close()
+    return cfg
+
+
+def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBONE, build_backbone,
+                resume: bool) -> dict:  # fmt: skip
+    """The built-in recipe into the staging folder `out` (swapped in as --out by the caller)."""
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     check_data(ds)
     timings["load_data"] = time.perf_counter() - t0
     import keras  # after every check: a bad invocation fails in a second, without TensorFlow
 
     from snapuq import calibrate, snap
+    from snapuq.nn.recipe import fit_backbone_resumable
 
     bname = args.backbone or DEFAULT_BACKBONE.get(args.dataset, "cnn4")
     mod = _backbone_module(bname) if bname in DEFAULT_BACKBONE.values() else None
@@ -387,9 +436,7 @@ def train(args: argparse.Namespace) -> dict:
     bad = [t for t in taps if t not in tap_prev]
     if not taps or bad:
         raise SnapuqError(f"invalid --taps {','.join(bad) or '(none)'}: choose from {', '.join(tap_prev)}")
-    epochs = args.epochs or DEFAULT_EPOCHS.get(args.dataset, 10)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    epochs = opts.epochs
     progress = not args.no_progress
 
     keras.utils.set_random_seed(args.seed)
@@ -408,17 +455,24 @@ def train(args: argparse.Namespace) -> dict:
         detach=args.detach,
         cov_rank=args.cov_rank,
     )
+    history: list[dict] = []
     if not args.joint:
-        fit_backbone(backbone, xtr, ytr, epochs, args.batch_size, args.lr, (xdv, ydv), progress)
+        identity = {"dataset": args.dataset, "backbone": bname, "seed": int(args.seed),
+                    "input_shape": list(ds.input_shape), "n_train": int(len(xtr))}  # fmt: skip
+        history = fit_backbone_resumable(
+            backbone, xtr, ytr, opts, seed=args.seed, ckpt_dir=out / "checkpoint", identity=identity,
+            resume=resume, validation_data=(xdv, ydv), progress=progress,
+        )  # fmt: skip
         timings["backbone"] = time.perf_counter() - t
         for lay in backbone.layers:
             lay.trainable = False
     # ---- phase 2: heads (frozen) or everything (joint), QAT in the last qat_frac of the epochs
     t = time.perf_counter()
+    head_epochs = opts.heads
     n_qat = fit_heads(
-        snap_model, len(taps), xtr, ytr, epochs, joint=args.joint, lambda_ss=args.lambda_ss,
+        snap_model, len(taps), xtr, ytr, head_epochs, joint=args.joint, lambda_ss=args.lambda_ss,
         lambda_reg=args.lambda_reg, nll=args.nll, detach=args.detach, qat_frac=args.qat_frac,
-        batch_size=args.batch_size, lr=args.lr, progress=progress,
+        batch_size=opts.batch_size, lr=opts.lr if opts.optimizer == "adam" else 2e-3, progress=progress,
     )  # fmt: skip
     timings["heads"] = time.perf_counter() - t
     snap_model.save(ModelPaths(out).keras)
@@ -440,9 +494,12 @@ def train(args: argparse.Namespace) -> dict:
         "n_classes": ds.n_classes,
         "class_names": ds.class_names,
         "seed": args.seed,
-        **head_config(vars(args), tap_entries(backbone, taps, tap_prev), epochs, n_qat),
+        **head_config(vars(args), tap_entries(backbone, taps, tap_prev), head_epochs, n_qat),
+        "recipe": opts.to_dict(),
         "data_meta": ds.meta,
     }
+    if history:
+        cfg["backbone_history"] = history
     md = ModelDir(out, cfg, snap_model)
     calib = calibrate_snap(
         md.predict, cfg, xdv, ydv, args.variant, args.seed,
@@ -464,11 +521,11 @@ def train(args: argparse.Namespace) -> dict:
         from snapuq.baselines import train_baselines
 
         if "backbone" in timings:
-            cfg["_backbone_s_per_epoch"] = timings["backbone"] / epochs
-        announce_baselines(ds, cfg, args.baseline_epochs or epochs, progress)
+            cfg["_backbone_s_per_epoch"] = timings["backbone"] / max(1, epochs)
+        announce_baselines(ds, cfg, opts.baseline_epochs or epochs, progress)
         cfg.pop("_backbone_s_per_epoch", None)
         train_baselines(
-            ds, cfg, out, seed=args.seed, epochs=args.baseline_epochs or epochs, progress=progress
+            ds, cfg, out, seed=args.seed, epochs=opts.baseline_epochs or epochs, progress=progress
         )
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0

@@ -145,3 +145,45 @@ def test_train_cli_on_a_missing_dataset_dir_is_one_line(tmp_path, capsys):
                "--out", str(tmp_path / "o"), "--no-progress"])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert rc == 1 and len(err.splitlines()) == 1 and str(tmp_path / "none") in err
+
+
+def _write_cifar_bin(d, n=20, seed=0):
+    """CIFAR-10's binary version: per record 1 label byte + 1,024 R + 1,024 G + 1,024 B bytes."""
+    rng = np.random.default_rng(seed)
+    d.mkdir(parents=True)
+    recs = {}
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        labels = (np.arange(n) % 10).astype(np.uint8)
+        data = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
+        (d / name).write_bytes(np.concatenate([labels[:, None], data], axis=1).tobytes())
+        recs[name] = (labels, data)
+    return recs
+
+
+def test_cifar10_binary_version_parses_channel_planes_and_labels(tmp_path):
+    from snapuq.data.vision import read_cifar_bin
+
+    recs = _write_cifar_bin(tmp_path / "cifar-10-batches-bin")
+    x, y = read_cifar_bin(tmp_path / "cifar-10-batches-bin" / "test_batch.bin")
+    labels, data = recs["test_batch.bin"]
+    np.testing.assert_array_equal(y, labels)
+    for c in range(3):  # plane c of record 3 is channel c of image 3, row-major
+        np.testing.assert_array_equal(x[3, :, :, c], data[3, 1024 * c : 1024 * (c + 1)].reshape(32, 32))
+    ds = load_dataset("cifar10", str(tmp_path))
+    assert ds.input_shape == (32, 32, 3) and len(ds.x_train) + len(ds.x_dev) == 100 and len(ds.x_test) == 20
+    assert "binary" in ds.meta["source"]
+    np.testing.assert_allclose(ds.x_test[3], x[3] / 255.0)
+
+
+def test_cifar10_binary_version_damage_is_one_line(tmp_path):
+    d = tmp_path / "cifar-10-batches-bin"
+    _write_cifar_bin(d)
+    (d / "data_batch_2.bin").unlink()
+    with pytest.raises(DatasetError, match=r"data_batch_2\.bin"):
+        load_dataset("cifar10", str(tmp_path))
+    (d / "data_batch_2.bin").write_bytes(b"\x01" * 3000)  # a truncated record
+    with pytest.raises(DatasetError, match="3073-byte"):
+        load_dataset("cifar10", str(tmp_path))
+    (d / "data_batch_2.bin").write_bytes(bytes([42]) + bytes(3072))  # a CIFAR-100-style label
+    with pytest.raises(DatasetError, match="labels outside"):
+        load_dataset("cifar10", str(tmp_path))

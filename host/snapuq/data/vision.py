@@ -1,6 +1,6 @@
 """Vision datasets: the embedded `digits` set (sklearn's 8x8 handwritten digits, offline), MNIST and
-Fashion-MNIST (IDX files, gzip or raw) and CIFAR-10 (python batches) read from --data-dir, with
-tensorflow_datasets as an optional source when the files are absent; and their OOD sources.
+Fashion-MNIST (IDX files, gzip or raw) and CIFAR-10 (binary version or python batches) read from --data-dir,
+with tensorflow_datasets as an optional source when the files are absent; and their OOD sources.
 
 digits: stratified 60 / 15 / 25 % train / dev / test, deterministic for a seed.
 mnist / fashion_mnist / cifar10: the official test split is the test split; the dev split is a
@@ -106,6 +106,7 @@ SUBDIRS = {
     "mnist": [".", "mnist", "MNIST", "MNIST/raw", "mnist/raw"],
     "fashion_mnist": [".", "fashion_mnist", "fashion-mnist", "FashionMNIST", "FashionMNIST/raw"],
     "cifar10": [".", "cifar-10-batches-py", "cifar10/cifar-10-batches-py", "cifar10"],
+    "cifar10_bin": [".", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin", "cifar10"],
     "svhn": [".", "svhn", "SVHN"],
 }
 
@@ -225,9 +226,39 @@ def load_fashion_mnist(data_dir: str | None = None, seed: int = 0) -> Dataset:
 
 
 # ---------------------------------------------------------------------------------------------------
-# CIFAR-10 (python batches)
+# CIFAR-10 (python batches or the binary version)
 
 CIFAR_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+CIFAR_BIN_FILES = [f + ".bin" for f in CIFAR_FILES]
+CIFAR_RECORD = 1 + 3072  # label byte, then 1,024 R, 1,024 G, 1,024 B bytes (row-major)
+
+
+def read_cifar_bin(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """One file of CIFAR-10's binary version -> (uint8 NHWC (N, 32, 32, 3), labels (N,))."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read CIFAR-10 binary batch ({e.strerror})") from e
+    if len(raw) == 0 or len(raw) % CIFAR_RECORD:
+        raise DatasetError(
+            f"{path}: {len(raw)} bytes is not a whole number of {CIFAR_RECORD}-byte CIFAR-10 records"
+        )
+    rec = np.frombuffer(raw, np.uint8).reshape(-1, CIFAR_RECORD)
+    labels = rec[:, 0].astype(np.int64)
+    if labels.max() > 9:
+        raise DatasetError(f"{path}: CIFAR-10 labels outside 0..9 (not the 10-class binary version?)")
+    x = rec[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(x), labels
+
+
+def _read_cifar_files(dirs: list[Path], files: list[str], reader) -> tuple[np.ndarray, ...] | None:
+    base = next((b for b in dirs if all((b / f).is_file() for f in files)), None)
+    if base is None:
+        return None
+    parts = [reader(base / f) for f in files]
+    return (np.concatenate([p[0] for p in parts[:5]]), np.concatenate([p[1] for p in parts[:5]]),
+            parts[5][0], parts[5][1])  # fmt: skip
 
 
 def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
@@ -258,23 +289,31 @@ def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_cifar10(data_dir: str | None = None, seed: int = 0) -> Dataset:
-    expected = "cifar-10-batches-py/{" + ",".join(CIFAR_FILES) + "}"
+    expected = (
+        "cifar-10-batches-bin/{data_batch_1..5,test_batch}.bin (binary version) or "
+        "cifar-10-batches-py/{data_batch_1..5,test_batch} (python version)"
+    )
     t = _tfds("cifar10", None) if data_dir is None else None
+    source = "tensorflow_datasets"
     if t is None:
         root = _need_dir("cifar10", data_dir, expected)
-        dirs = [root / sd for sd in SUBDIRS["cifar10"]]
-        base = next((b for b in dirs if all((b / f).is_file() for f in CIFAR_FILES)), None)
-        if base is None:
+        t = _read_cifar_files([root / sd for sd in SUBDIRS["cifar10_bin"]], CIFAR_BIN_FILES, read_cifar_bin)
+        source = f"CIFAR-10 binary version in {data_dir}"
+        if t is None:
+            t = _read_cifar_files([root / sd for sd in SUBDIRS["cifar10"]], CIFAR_FILES, read_cifar_batch)
+            source = f"CIFAR-10 python batches in {data_dir}"
+        if t is None:
             t = _tfds("cifar10", str(root))
-            if t is None:
-                have = next((b for b in dirs if (b / "test_batch").is_file()), root)
-                missing = ", ".join(f for f in CIFAR_FILES if not (have / f).is_file())
-                raise DatasetError(f"{have}: cifar10 files missing: {missing} (expected {expected})")
-        else:
-            parts = [read_cifar_batch(base / f) for f in CIFAR_FILES]
-            xtr = np.concatenate([p[0] for p in parts[:5]])
-            ytr = np.concatenate([p[1] for p in parts[:5]])
-            t = (xtr, ytr, parts[5][0], parts[5][1])
+            source = "tensorflow_datasets"
+        if t is None:
+            cands = [root / sd for sd in SUBDIRS["cifar10"] + SUBDIRS["cifar10_bin"]]
+            tests = ("test_batch", "test_batch.bin")
+            have = next((b for b in cands if any((b / f).is_file() for f in tests)), None)
+            if have is None:
+                raise DatasetError(f"{root}: no CIFAR-10 files (expected {expected})")
+            names = CIFAR_BIN_FILES if (have / "test_batch.bin").is_file() else CIFAR_FILES
+            missing = ", ".join(f for f in names if not (have / f).is_file())
+            raise DatasetError(f"{have}: cifar10 files missing: {missing} (expected {expected})")
     xtr, ytr, xte, yte = t
     xtr = np.asarray(xtr, np.float32) / 255.0
     xte = np.asarray(xte, np.float32) / 255.0
@@ -283,7 +322,7 @@ def load_cifar10(data_dir: str | None = None, seed: int = 0) -> Dataset:
     return Dataset(
         "cifar10", x_tr, y_tr, x_dv, y_dv, xte, yte, list(CIFAR10_CLASSES),
         meta={
-            "source": f"CIFAR-10 python batches in {data_dir}" if data_dir else "tensorflow_datasets",
+            "source": source,
             "preprocessing": "x / 255, float32, NHWC (32, 32, 3)",
             "split": "official test; dev = stratified 10 % of the official training split",
         },

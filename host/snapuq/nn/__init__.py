@@ -1,0 +1,1 @@
+"""Neural-network building blocks below the commands: training recipes (resumable fits)."""

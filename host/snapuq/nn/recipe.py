@@ -1,0 +1,286 @@
+"""A training recipe as data, and a backbone fit that checkpoints every epoch and resumes where it stopped.
+
+    opts = TrainOptions.for_dataset("cifar10")          # the project's recipe for a built-in set
+    opts = dataclasses.replace(opts, epochs=80)         # what the CLI overrides
+    fit_backbone_resumable(backbone, x, y, opts, seed=0, ckpt_dir=stage / "checkpoint", resume=True)
+
+`TrainOptions` is recorded whole in config.json (`recipe`), so a second seed retrains identically. The fit is
+deterministic per (seed, epoch): epoch e shuffles and augments with `numpy.random.default_rng([seed, e])`, and
+the learning rate is a pure function of the epoch, so a run resumed from its checkpoint after epoch e sees the
+same batches and the same schedule as one that never stopped. Augmentation lives in the data path, never in
+the model: the exported int8 graph is the plain backbone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snapuq.errors import SnapuqError
+from snapuq.io import write_text
+
+AUGMENTS = ("none", "shift", "crop-flip")
+SCHEDULES = ("constant", "cosine")
+OPTIMIZERS = ("adam", "sgd")
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """The backbone recipe. epochs / head_epochs: backbone and SNAP-head epochs; lr: the peak learning rate;
+    schedule "cosine" decays it to 0 over the epochs after a linear warm-up of `warmup_epochs`; augment:
+    "shift" (pad 2, random crop: digits-like data), "crop-flip" (pad 4 by reflection, random 32x32 crop,
+    horizontal flip: natural images), "none"."""
+
+    epochs: int = 10
+    head_epochs: int | None = None  # None: the same as epochs
+    batch_size: int = 64
+    lr: float = 2e-3
+    optimizer: str = "adam"
+    momentum: float = 0.9  # sgd only (Nesterov)
+    schedule: str = "constant"
+    warmup_epochs: int = 0
+    augment: str = "none"
+    baseline_epochs: int | None = (
+        None  # None: the backbone's own epochs (a weakened baseline is no comparison)
+    )
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        for name in ("epochs", "batch_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise SnapuqError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+        for name in ("head_epochs", "baseline_epochs"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise SnapuqError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+        if not isinstance(self.warmup_epochs, int) or not 0 <= self.warmup_epochs < max(self.epochs, 1) + 1:
+            raise SnapuqError(f"--warmup-epochs must be in [0, epochs], got {self.warmup_epochs!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise SnapuqError(f"--lr must be a finite number > 0, got {self.lr!r}")
+        if not (isinstance(self.momentum, (int, float)) and 0.0 <= self.momentum < 1.0):
+            raise SnapuqError(f"--momentum must be in [0, 1), got {self.momentum!r}")
+        for name, allowed in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("augment", AUGMENTS)):
+            if getattr(self, name) not in allowed:
+                raise SnapuqError(
+                    f"--{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
+                )
+
+    @property
+    def heads(self) -> int:
+        return self.head_epochs or self.epochs
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "config.json recipe") -> TrainOptions:
+        if not isinstance(d, dict):
+            raise SnapuqError(f"{where}: expected an object, got {type(d).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise SnapuqError(f"{where}: unknown recipe keys {', '.join(unknown)}")
+        try:
+            return cls(**d)
+        except TypeError as e:
+            raise SnapuqError(f"{where}: {e}") from None
+
+    @classmethod
+    def for_dataset(cls, dataset: str | None) -> TrainOptions:
+        return cls(**RECIPES.get(dataset or "", {}))
+
+    def lr_at(self, epoch: int) -> float:
+        """The learning rate of 0-based `epoch` (a pure function: resuming reproduces it)."""
+        if self.schedule == "constant":
+            return float(self.lr)
+        if epoch < self.warmup_epochs:
+            return float(self.lr) * (epoch + 1) / (self.warmup_epochs + 1)
+        span = max(1, self.epochs - self.warmup_epochs)
+        t = (epoch - self.warmup_epochs) / span
+        return float(self.lr) * 0.5 * (1.0 + math.cos(math.pi * t))
+
+
+# The project's recipes for its built-in sets (measured: docs/RESULTS.md). Sets not listed train with the
+# plain defaults (Adam 2e-3, constant, no augmentation), which reproduce the shipped digits / keywords models.
+RECIPES: dict[str, dict[str, Any]] = {
+    "digits": {"epochs": 25},
+    "keywords": {"epochs": 8},
+    "speech_commands": {"epochs": 15},
+    "mnist": {"epochs": 15, "head_epochs": 8, "batch_size": 128, "lr": 2e-3, "schedule": "cosine",
+              "warmup_epochs": 1, "augment": "shift"},
+    "fashion_mnist": {"epochs": 15, "head_epochs": 8, "batch_size": 128, "lr": 2e-3, "schedule": "cosine",
+                      "warmup_epochs": 1, "augment": "shift"},
+    # MLPerf Tiny ResNet-8: SGD + Nesterov, cosine with warm-up, pad-crop-flip
+    "cifar10": {"epochs": 64, "head_epochs": 12, "batch_size": 128, "lr": 0.1, "optimizer": "sgd",
+                "schedule": "cosine", "warmup_epochs": 2, "augment": "crop-flip"},
+}  # fmt: skip
+
+
+def augment_batch(x: np.ndarray, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """One augmented copy of a float NHWC batch (or x itself for "none" / non-image inputs)."""
+    if kind == "none" or x.ndim != 4:
+        return x
+    pad = 4 if kind == "crop-flip" else 2
+    n, h, w, _ = x.shape
+    mode = "reflect" if kind == "crop-flip" else "constant"
+    xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode=mode)
+    dy = rng.integers(0, 2 * pad + 1, n)
+    dx = rng.integers(0, 2 * pad + 1, n)
+    rows = dy[:, None] + np.arange(h)[None, :]  # (n, h)
+    cols = dx[:, None] + np.arange(w)[None, :]  # (n, w)
+    out = xp[np.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
+    if kind == "crop-flip":
+        flip = rng.random(n) < 0.5
+        out[flip] = out[flip, :, ::-1]
+    return out.astype(np.float32, copy=False)
+
+
+def _epoch_batches(x: np.ndarray, y: np.ndarray, opts: TrainOptions, seed: int, epoch: int):
+    """A keras PyDataset of epoch `epoch`'s batches: its own permutation and augmentation draws."""
+    import keras
+
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, int(epoch)])
+    perm = rng.permutation(len(x))
+    bs = opts.batch_size
+    n_batches = int(math.ceil(len(x) / bs))
+    seeds = rng.integers(0, 2**63 - 1, n_batches)
+
+    class Batches(keras.utils.PyDataset):
+        def __len__(self) -> int:
+            return n_batches
+
+        def __getitem__(self, i: int):
+            idx = perm[i * bs : (i + 1) * bs]
+            xb = augment_batch(np.asarray(x[idx], np.float32), opts.augment, np.random.default_rng(seeds[i]))
+            return xb, np.asarray(y[idx])
+
+    return Batches()
+
+
+def make_optimizer(opts: TrainOptions):
+    import keras
+
+    if opts.optimizer == "sgd":
+        return keras.optimizers.SGD(opts.lr_at(0), momentum=opts.momentum, nesterov=True)
+    return keras.optimizers.Adam(opts.lr_at(0))
+
+
+class Checkpoint:
+    """DIR/state.json (epoch done, the recipe and identity, per-epoch history), DIR/backbone.weights.h5 and
+    DIR/optimizer.npz, each replaced atomically, state.json last: its epoch always matches the weights."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.state = self.root / "state.json"
+        self.weights = self.root / "backbone.weights.h5"
+        self.optimizer = self.root / "optimizer.npz"
+
+    def exists(self) -> bool:
+        return self.state.is_file()
+
+    def read(self) -> dict[str, Any]:
+        try:
+            st = json.loads(self.state.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise SnapuqError(f"{self.state}: unreadable checkpoint ({e}); remove it to start over") from None
+        if not isinstance(st, dict) or st.get("format") != CHECKPOINT_FORMAT:
+            raise SnapuqError(f"{self.state}: not a snapuq checkpoint (format {CHECKPOINT_FORMAT})")
+        ep = st.get("epoch")
+        if not isinstance(ep, int) or isinstance(ep, bool) or ep < 0:
+            raise SnapuqError(f"{self.state}: epoch {ep!r} is not a count of finished epochs")
+        for p in (self.weights, self.optimizer):
+            if not p.is_file():
+                raise SnapuqError(f"{p}: missing beside {self.state.name}; remove {self.root} to start over")
+        return st
+
+    def write(self, model, optimizer, state: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp_w = self.root / ".tmp.weights.h5"
+        model.save_weights(tmp_w)
+        os.replace(tmp_w, self.weights)
+        tmp_o = self.root / ".tmp.optimizer.npz"
+        with open(tmp_o, "wb") as f:
+            np.savez(f, *[np.asarray(v) for v in optimizer.variables])
+        os.replace(tmp_o, self.optimizer)
+        write_text(self.state, json.dumps({"format": CHECKPOINT_FORMAT, **state}, indent=1))
+
+    def restore(self, model, optimizer) -> None:
+        model.load_weights(self.weights)
+        with np.load(self.optimizer) as z:
+            arrays = [z[f"arr_{i}"] for i in range(len(z.files))]
+        if len(arrays) != len(optimizer.variables):
+            raise SnapuqError(
+                f"{self.optimizer}: {len(arrays)} optimizer variables, "
+                f"the model needs {len(optimizer.variables)}"
+            )
+        for v, a in zip(optimizer.variables, arrays):
+            if tuple(v.shape) != a.shape:
+                raise SnapuqError(
+                    f"{self.optimizer}: variable {v.path} has shape {a.shape}, expected {v.shape}"
+                )
+            v.assign(a)
+
+
+def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOptions, *, seed: int,
+                           ckpt_dir: str | Path, identity: dict[str, Any], resume: bool = False,
+                           validation_data=None, progress: bool = True, log=print) -> list[dict]:  # fmt: skip
+    """Cross-entropy on the logits model by `opts`, checkpointed after every epoch into `ckpt_dir`. With
+    `resume` a checkpoint whose `identity` (dataset, backbone, seed, shapes) and recipe equal this run's is
+    continued from its last finished epoch; a different one is refused in one line. Returns the history."""
+    import keras
+
+    from snapuq.train import _Bar
+
+    ck = Checkpoint(ckpt_dir)
+    optimizer = make_optimizer(opts)
+    backbone.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    optimizer.build(backbone.trainable_variables)
+    start, history = 0, []
+    if resume and ck.exists():
+        st = ck.read()
+        want = {"identity": identity, "recipe": opts.to_dict()}
+        have = {"identity": st.get("identity"), "recipe": st.get("recipe")}
+        if have != want:
+            diff = [
+                f"{part}.{k}: checkpoint {have[part].get(k) if isinstance(have[part], dict) else None!r}, "
+                f"now {v!r}"
+                for part in ("identity", "recipe")
+                for k, v in want[part].items()
+                if not isinstance(have[part], dict) or have[part].get(k) != v
+            ]
+            raise SnapuqError(f"--resume: {ck.state} is from another run ({'; '.join(diff[:3])})")
+        ck.restore(backbone, optimizer)
+        start, history = min(int(st["epoch"]), opts.epochs), list(st.get("history", []))
+        log(f"snapuq train: resuming the backbone from {ck.root} after epoch {start} of {opts.epochs}")
+    bar = _Bar(opts.epochs, "backbone", not progress)
+    bar.bar.update(start)
+    for epoch in range(start, opts.epochs):
+        optimizer.learning_rate.assign(opts.lr_at(epoch))
+        h = backbone.fit(
+            _epoch_batches(x, y, opts, seed, epoch), epochs=1, verbose=0, shuffle=False,
+            validation_data=validation_data,
+        )  # fmt: skip
+        rec = {"epoch": epoch + 1, "lr": round(opts.lr_at(epoch), 8)}
+        rec.update({k: round(float(v[-1]), 5) for k, v in h.history.items()})
+        history.append(rec)
+        ck.write(backbone, optimizer, {"epoch": epoch + 1, "identity": identity, "recipe": opts.to_dict(),
+                                       "history": history})  # fmt: skip
+        bar.bar.set_postfix({k: f"{rec[k]:.3f}" for k in ("loss", "accuracy", "val_accuracy") if k in rec})
+        bar.bar.update(1)
+    bar.close()
+    return history

@@ -1,0 +1,158 @@
+"""The training recipe as data (TrainOptions), its augmentation and schedule, the per-epoch checkpoint and
+`--resume`, and the model directory written as one unit (ModelStage)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from snapuq.cli import main
+from snapuq.errors import SnapuqError
+from snapuq.nn import recipe as R
+
+
+def test_options_round_trip_and_refuse_bad_values():
+    o = R.TrainOptions.for_dataset("cifar10")
+    assert o.augment == "crop-flip" and o.optimizer == "sgd" and o.schedule == "cosine"
+    assert R.TrainOptions.from_dict(o.to_dict()) == o
+    for bad in ({"lr": float("inf")}, {"lr": -1.0}, {"epochs": 0}, {"augment": "mixup"},
+                {"batch_size": 2.5}, {"warmup_epochs": 99}, {"head_epochs": 0}):  # fmt: skip
+        with pytest.raises(SnapuqError):
+            R.TrainOptions(**bad)
+    with pytest.raises(SnapuqError, match="unknown recipe keys colour"):
+        R.TrainOptions.from_dict({"colour": 1})
+
+
+def test_cosine_schedule_warms_up_then_decays_to_zero():
+    o = R.TrainOptions(epochs=10, lr=0.1, schedule="cosine", warmup_epochs=2)
+    lrs = [o.lr_at(e) for e in range(10)]
+    assert lrs[0] < lrs[1] < lrs[2] == pytest.approx(0.1)
+    assert all(a > b for a, b in zip(lrs[2:], lrs[3:])) and lrs[-1] < 0.01
+    assert R.TrainOptions(lr=0.3).lr_at(7) == 0.3  # constant
+
+
+def test_augment_crops_and_flips_within_the_padded_image():
+    rng = np.random.default_rng(0)
+    x = rng.random((64, 8, 8, 3)).astype(np.float32)
+    a = R.augment_batch(x, "crop-flip", np.random.default_rng(1))
+    b = R.augment_batch(x, "crop-flip", np.random.default_rng(1))
+    assert a.shape == x.shape and a.dtype == np.float32
+    np.testing.assert_array_equal(a, b)  # deterministic per generator
+    assert not np.array_equal(a, x)
+    # with reflection padding every crop keeps pixels of the image only
+    assert a.min() >= x.min() and a.max() <= x.max()
+    s = R.augment_batch(np.ones((16, 6, 6, 1), np.float32), "shift", np.random.default_rng(2))
+    assert (s == 0).any() and s.max() == 1.0  # zero padding shows at shifted borders
+    assert R.augment_batch(x, "none", rng) is x
+
+
+def _tiny(seed=0):
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((4, 4, 1))
+    h = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(inp)
+    h = keras.layers.GlobalAveragePooling2D()(h)
+    return keras.Model(inp, keras.layers.Dense(3)(h))
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.random((96, 4, 4, 1)).astype(np.float32)
+    return x, (x.mean(axis=(1, 2, 3)) * 3).astype(np.int64).clip(0, 2)
+
+
+def test_resume_continues_from_the_last_epoch_and_matches_an_unbroken_run(tmp_path, monkeypatch):
+    x, y = _data()
+    o = R.TrainOptions(epochs=4, batch_size=16, lr=0.05, optimizer="sgd", schedule="cosine",
+                       warmup_epochs=1, augment="shift")  # fmt: skip
+    ident = {"dataset": "t", "seed": 0}
+    full = _tiny()
+    h_full = R.fit_backbone_resumable(full, x, y, o, seed=0, ckpt_dir=tmp_path / "a", identity=ident,
+                                      progress=False)  # fmt: skip
+    assert [r["epoch"] for r in h_full] == [1, 2, 3, 4]
+
+    real_write, calls = R.Checkpoint.write, []
+
+    def dying_write(self, *a, **k):  # the process is killed right after epoch 2's checkpoint
+        real_write(self, *a, **k)
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(R.Checkpoint, "write", dying_write)
+    with pytest.raises(KeyboardInterrupt):
+        R.fit_backbone_resumable(_tiny(), x, y, o, seed=0, ckpt_dir=tmp_path / "b", identity=ident,
+                                 progress=False)  # fmt: skip
+    monkeypatch.setattr(R.Checkpoint, "write", real_write)
+    assert json.loads((tmp_path / "b" / "state.json").read_text())["epoch"] == 2
+    logs = []
+    resumed = _tiny(seed=5)  # other initial weights: the checkpoint must overwrite them
+    h = R.fit_backbone_resumable(resumed, x, y, o, seed=0, ckpt_dir=tmp_path / "b", identity=ident,
+                                 resume=True, progress=False, log=logs.append)  # fmt: skip
+    assert "after epoch 2 of 4" in logs[0] and [r["epoch"] for r in h] == [1, 2, 3, 4]
+    for a, b in zip(full.get_weights(), resumed.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert h[-1]["loss"] == pytest.approx(h_full[-1]["loss"], rel=1e-4)
+
+
+def test_resume_refuses_another_runs_checkpoint(tmp_path):
+    x, y = _data()
+    o = R.TrainOptions(epochs=1, batch_size=32)
+    R.fit_backbone_resumable(
+        _tiny(), x, y, o, seed=0, ckpt_dir=tmp_path, identity={"seed": 0}, progress=False
+    )
+    with pytest.raises(SnapuqError, match=r"another run .*recipe\.lr"):
+        o2 = R.TrainOptions(epochs=1, batch_size=32, lr=0.1)
+        R.fit_backbone_resumable(_tiny(), x, y, o2, seed=0, ckpt_dir=tmp_path, identity={"seed": 0},
+                                 resume=True, progress=False)  # fmt: skip
+    (tmp_path / "optimizer.npz").unlink()
+    with pytest.raises(SnapuqError, match="optimizer.npz: missing"):
+        R.fit_backbone_resumable(_tiny(), x, y, o, seed=0, ckpt_dir=tmp_path, identity={"seed": 0},
+                                 resume=True, progress=False)  # fmt: skip
+
+
+def test_train_writes_the_model_directory_as_one_unit(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "m"
+    base = [
+        "train",
+        "--dataset",
+        "digits",
+        "--out",
+        str(out),
+        "--epochs",
+        "2",
+        "--no-baselines",
+        "--no-progress",
+    ]
+    assert main(base) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert (
+        cfg["recipe"]["epochs"] == 2
+        and cfg["recipe"]["augment"] == "none"
+        and len(cfg["backbone_history"]) == 2
+    )
+    (out / "NOTES.md").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    stage = tmp_path / ".m.train"
+    assert not stage.exists()
+
+    import snapuq.train as T
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt("SIGTERM")
+
+    monkeypatch.setattr(T, "calibrate_snap", boom)  # killed after training, before calibration
+    assert main(base + ["--seed", "1"]) == 130
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the old model is untouched
+    assert (stage / "checkpoint" / "state.json").is_file()
+    capsys.readouterr()
+    assert main(base + ["--seed", "1"]) == 1  # a fresh run would drop the checkpoint: refused
+    assert "--resume" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert main(base + ["--seed", "2", "--resume"]) == 1  # another run's checkpoint
+    assert "another run" in capsys.readouterr().err
+    assert main(base + ["--seed", "1", "--resume"]) == 0
+    assert json.loads((out / "config.json").read_text())["seed"] == 1
+    assert (out / "NOTES.md").read_text() == "mine" and not stage.exists()
+    assert not (out / "checkpoint").exists()
