@@ -66,8 +66,16 @@ def train_argv(
         a += ["--dataset", str(cfg["dataset"])]
         if data_dir:
             a += ["--data-dir", str(data_dir)]
+    recipe = cfg.get("recipe") if not user else None
+    if isinstance(recipe, dict):  # the whole backbone recipe, as recorded (TrainOptions)
+        from snapuq.nn.recipe import TrainOptions
+
+        r = TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe")
+        for key, val in r.to_dict().items():
+            if val is not None:
+                a += [f"--{key.replace('_', '-')}", str(val)]
     for key, flag in (
-        ("epochs", "--epochs"),
+        ("epochs", None if isinstance(recipe, dict) else "--epochs"),
         ("backbone", None if user else "--backbone"),
         ("rank", "--rank"),
         ("qat_frac", "--qat-frac"),

@@ -126,6 +126,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedule", choices=["constant", "cosine"], default=None,
                    help="learning-rate schedule (cosine: decay to 0 after --warmup-epochs)")  # fmt: skip
     p.add_argument("--warmup-epochs", type=int, default=None)
+    p.add_argument("--momentum", type=float, default=None, help="SGD (Nesterov) momentum (default 0.9)")
     p.add_argument("--augment", choices=["none", "shift", "crop-flip"], default=None,
                    help="augmentation in the data path (default: the dataset's recipe)")  # fmt: skip
     p.add_argument(
@@ -327,12 +328,12 @@ def head_config(args_like: dict, taps: list[dict], epochs: int, n_qat: int) -> d
     }
 
 
-def announce_baselines(ds, cfg: dict, epochs: int, progress: bool, log=print) -> None:
+def announce_baselines(ds, cfg: dict, epochs: int, progress: bool, log=print, capped: bool = True) -> None:
     """Say what the baseline training does and roughly how long it takes, before it starts: the measured
     backbone training time per epoch x (ensemble members + the early-exit model), capped epochs."""
     from snapuq.baselines.train import ENSEMBLE_MEMBERS, MAX_EPOCHS
 
-    ep = min(int(epochs), MAX_EPOCHS)
+    ep = min(int(epochs), MAX_EPOCHS) if capped else int(epochs)
     per_epoch = cfg.get("_backbone_s_per_epoch")
     est = f"~{per_epoch * ep * (ENSEMBLE_MEMBERS + 1.5):.0f} s" if per_epoch else "unknown"
     log(
@@ -382,7 +383,7 @@ def recipe_from_args(args: argparse.Namespace, dataset: str | None):
     given = {
         k: getattr(args, k)
         for k in ("epochs", "head_epochs", "batch_size", "lr", "optimizer", "schedule", "warmup_epochs",
-                  "augment", "baseline_epochs")
+                  "augment", "baseline_epochs", "momentum")
         if getattr(args, k, None) is not None
     }  # fmt: skip
     if "epochs" in given and "warmup_epochs" not in given:
@@ -522,11 +523,9 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
 
         if "backbone" in timings:
             cfg["_backbone_s_per_epoch"] = timings["backbone"] / max(1, epochs)
-        announce_baselines(ds, cfg, opts.baseline_epochs or epochs, progress)
+        announce_baselines(ds, cfg, opts.baseline_epochs or epochs, progress, capped=False)
         cfg.pop("_backbone_s_per_epoch", None)
-        train_baselines(
-            ds, cfg, out, seed=args.seed, epochs=opts.baseline_epochs or epochs, progress=progress
-        )
+        train_baselines(ds, cfg, out, seed=args.seed, progress=progress, recipe=opts, resume=resume)
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     cfg["timings_s"] = {k: round(v, 2) for k, v in timings.items()}

@@ -119,3 +119,26 @@ def test_eval_seeds_bad_list(tmp_path: Path, capsys):
     assert cli.main(["eval", str(d), "--report", str(tmp_path / "R"), "--seeds", "1,x"]) == 1
     err = capsys.readouterr().err
     assert "--seeds" in err and "Traceback" not in err
+
+
+def test_a_non_default_recipe_survives_a_second_seed(tmp_path: Path):
+    """config.json's recipe (lr, batch size, schedule, augmentation, head and baseline epochs) is what the
+    other seeds retrain with, not the dataset's defaults."""
+    import argparse
+
+    from snapuq import train as T
+    from snapuq.nn.recipe import TrainOptions
+
+    d = tmp_path / "M"
+    d.mkdir()
+    (d / "baselines").mkdir()
+    rec = TrainOptions(epochs=7, head_epochs=3, batch_size=32, lr=0.05, optimizer="sgd", momentum=0.8,
+                       schedule="cosine", warmup_epochs=1, augment="shift", baseline_epochs=4)  # fmt: skip
+    cfg = {"dataset": "digits", "seed": 0, "epochs": 3, "rank": 32, "taps": [{"layer": "relu1"}],
+           "recipe": rec.to_dict()}  # fmt: skip
+    a = train_argv(d, cfg, None, 1, tmp_path / "M_seed1", None)
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    ns = p.parse_args(a)
+    assert T.recipe_from_args(ns, "digits") == rec
+    assert a.count("--epochs") == 1  # head_config's "epochs" (the head epochs) is not passed as --epochs

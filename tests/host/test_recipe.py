@@ -156,3 +156,14 @@ def test_train_writes_the_model_directory_as_one_unit(tmp_path, monkeypatch, cap
     assert json.loads((out / "config.json").read_text())["seed"] == 1
     assert (out / "NOTES.md").read_text() == "mine" and not stage.exists()
     assert not (out / "checkpoint").exists()
+
+
+def test_baselines_train_by_the_backbones_recipe(tmp_path):
+    out = tmp_path / "m"
+    argv = ["train", "--dataset", "digits", "--out", str(out), "--epochs", "2", "--baseline-epochs", "2",
+            "--augment", "shift", "--schedule", "cosine", "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    info = json.loads((out / "baselines" / "baselines.json").read_text())
+    assert info["epochs"] == 2 and info["recipe"]["augment"] == "shift"
+    assert info["recipe"]["schedule"] == "cosine"
+    assert len(info["ensemble"]["dev_accuracy"]) == 5 and not (out / "checkpoint").exists()

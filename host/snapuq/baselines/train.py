@@ -100,6 +100,8 @@ def train_baselines(
     lr: float = 2e-3,
     progress: bool = True,
     max_epochs: int | None = MAX_EPOCHS,
+    recipe=None,
+    resume: bool = False,
 ) -> dict:
     """Train the deep ensemble and the early-exit model for `ds` (a snapuq.data.Dataset) with the backbone
     named in config["backbone"]; write them into D/baselines/ and return the baselines.json dict.
@@ -107,9 +109,11 @@ def train_baselines(
     All models train side by side in one Keras graph (one fit, the sum of their cross-entropies; they share
     no weights), which amortizes the per-step overhead; ensemble diversity comes from each member's own
     random initialization (seed*1000 + 101 + k). `epochs` is capped at `max_epochs` (default 12: the
-    baselines converge on the small sets well before the SNAP backbone's schedule ends; None: no cap)."""
+    baselines converge on the small sets well before the SNAP backbone's schedule ends; None: no cap).
+    With `recipe` (the backbone's TrainOptions) they train by the backbone's own recipe instead, uncapped
+    (optimizer, schedule, augmentation, batch size; `recipe.baseline_epochs` or its epochs), checkpointed
+    every epoch in D/checkpoint/baselines and continued there with `resume`."""
     import keras
-    from tqdm import tqdm
 
     from snapuq.baselines.kerasutil import logits_model, predict_batched
     from snapuq.models import build_backbone
@@ -121,7 +125,14 @@ def train_baselines(
         raise SnapuqError(f"deep ensemble needs at least one member, got {members}")
     if epochs < 1:
         raise SnapuqError(f"epochs must be >= 1, got {epochs}")
-    if max_epochs:
+    if recipe is not None:
+        import dataclasses
+
+        recipe = dataclasses.replace(recipe, epochs=int(recipe.baseline_epochs or recipe.epochs),
+                                     warmup_epochs=min(recipe.warmup_epochs, int(recipe.baseline_epochs or
+                                                                                recipe.epochs)))  # fmt: skip
+        epochs, batch_size = recipe.epochs, recipe.batch_size
+    elif max_epochs:
         epochs = min(int(epochs), int(max_epochs))
     name = config.get("backbone")
     if not name:
@@ -151,20 +162,19 @@ def train_baselines(
     ee_out = ee(inp)
     outs.update({f"ee_{k}": v for k, v in ee_out.items()})
     joint = keras.Model(inp, outs, name="baselines")
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    joint.compile(optimizer=keras.optimizers.Adam(lr), loss={k: loss for k in outs})
     steps = int(np.ceil(len(x) / batch_size))
-    bar = tqdm(total=epochs, desc="baselines", unit="epoch", disable=not progress)
+    if recipe is not None:
+        from snapuq.nn.recipe import fit_backbone_resumable
 
-    class _Bar(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            bar.set_postfix(loss=f"{(logs or {}).get('loss', float('nan')):.3f}")
-            bar.update(1)
-
-    keras.utils.set_random_seed(int(seed) * 1000 + 7)
-    joint.fit(x, {k: y for k in outs}, epochs=epochs, batch_size=batch_size, verbose=0, shuffle=True,
-              callbacks=[_Bar()])
-    bar.close()
+        ident = {"dataset": config.get("dataset"), "backbone": name, "seed": int(seed), "members": members,
+                 "n_exits": n_exits, "n_train": int(len(x))}  # fmt: skip
+        keras.utils.set_random_seed(int(seed) * 1000 + 7)
+        info["recipe"] = recipe.to_dict()
+        fit_backbone_resumable(joint, x, y, recipe, seed=int(seed) * 1000 + 7, identity=ident, resume=resume,
+                               ckpt_dir=Path(out_dir) / "checkpoint" / "baselines", progress=progress,
+                               output_keys=list(outs), desc="baselines")  # fmt: skip
+    else:
+        _fit_plain(joint, outs, x, y, epochs, batch_size, lr, seed, progress)
     info["timings_s"]["fit"] = round(time.perf_counter() - t0, 2)
     info["steps_per_epoch"] = steps
 
@@ -182,3 +192,23 @@ def train_baselines(
     info["timings_s"]["save"] = round(time.perf_counter() - t0, 2)
     write_text(bdir / "baselines.json", json.dumps(info, indent=2))
     return info
+
+
+def _fit_plain(joint, outs, x, y, epochs: int, batch_size: int, lr: float, seed: int, progress: bool) -> None:
+    """The short recipe of the small sets: Adam at a constant rate, no augmentation, one fit."""
+    import keras
+    from tqdm import tqdm
+
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    joint.compile(optimizer=keras.optimizers.Adam(lr), loss={k: loss for k in outs})
+    bar = tqdm(total=epochs, desc="baselines", unit="epoch", disable=not progress)
+
+    class _Bar(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            bar.set_postfix(loss=f"{(logs or {}).get('loss', float('nan')):.3f}")
+            bar.update(1)
+
+    keras.utils.set_random_seed(int(seed) * 1000 + 7)
+    joint.fit(x, {k: y for k in outs}, epochs=epochs, batch_size=batch_size, verbose=0, shuffle=True,
+              callbacks=[_Bar()])
+    bar.close()

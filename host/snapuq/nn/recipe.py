@@ -114,7 +114,7 @@ class TrainOptions:
 # The project's recipes for its built-in sets (measured: docs/RESULTS.md). Sets not listed train with the
 # plain defaults (Adam 2e-3, constant, no augmentation), which reproduce the shipped digits / keywords models.
 RECIPES: dict[str, dict[str, Any]] = {
-    "digits": {"epochs": 25},
+    "digits": {"epochs": 25, "baseline_epochs": 12},
     "keywords": {"epochs": 8},
     "speech_commands": {"epochs": 15},
     "mnist": {"epochs": 15, "head_epochs": 8, "batch_size": 128, "lr": 2e-3, "schedule": "cosine",
@@ -146,7 +146,8 @@ def augment_batch(x: np.ndarray, kind: str, rng: np.random.Generator) -> np.ndar
     return out.astype(np.float32, copy=False)
 
 
-def _epoch_batches(x: np.ndarray, y: np.ndarray, opts: TrainOptions, seed: int, epoch: int):
+def _epoch_batches(x: np.ndarray, y: np.ndarray, opts: TrainOptions, seed: int, epoch: int,
+                   output_keys: list[str] | None = None):  # fmt: skip
     """A keras PyDataset of epoch `epoch`'s batches: its own permutation and augmentation draws."""
     import keras
 
@@ -163,7 +164,8 @@ def _epoch_batches(x: np.ndarray, y: np.ndarray, opts: TrainOptions, seed: int, 
         def __getitem__(self, i: int):
             idx = perm[i * bs : (i + 1) * bs]
             xb = augment_batch(np.asarray(x[idx], np.float32), opts.augment, np.random.default_rng(seeds[i]))
-            return xb, np.asarray(y[idx])
+            yb = np.asarray(y[idx])
+            return xb, ({k: yb for k in output_keys} if output_keys else yb)
 
     return Batches()
 
@@ -234,20 +236,25 @@ class Checkpoint:
 
 def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOptions, *, seed: int,
                            ckpt_dir: str | Path, identity: dict[str, Any], resume: bool = False,
-                           validation_data=None, progress: bool = True, log=print) -> list[dict]:  # fmt: skip
+                           validation_data=None, progress: bool = True, log=print,
+                           output_keys: list[str] | None = None,
+                           desc: str = "backbone") -> list[dict]:  # fmt: skip
     """Cross-entropy on the logits model by `opts`, checkpointed after every epoch into `ckpt_dir`. With
     `resume` a checkpoint whose `identity` (dataset, backbone, seed, shapes) and recipe equal this run's is
-    continued from its last finished epoch; a different one is refused in one line. Returns the history."""
+    continued from its last finished epoch; a different one is refused in one line. A model with a dict of
+    logits outputs (`output_keys`: several networks trained side by side) gets the sum of their
+    cross-entropies. Returns the history."""
     import keras
 
     from snapuq.train import _Bar
 
     ck = Checkpoint(ckpt_dir)
     optimizer = make_optimizer(opts)
+    ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     backbone.compile(
         optimizer=optimizer,
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
+        loss={k: ce for k in output_keys} if output_keys else ce,
+        metrics=None if output_keys else ["accuracy"],
     )
     optimizer.build(backbone.trainable_variables)
     start, history = 0, []
@@ -266,13 +273,13 @@ def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOp
             raise SnapuqError(f"--resume: {ck.state} is from another run ({'; '.join(diff[:3])})")
         ck.restore(backbone, optimizer)
         start, history = min(int(st["epoch"]), opts.epochs), list(st.get("history", []))
-        log(f"snapuq train: resuming the backbone from {ck.root} after epoch {start} of {opts.epochs}")
-    bar = _Bar(opts.epochs, "backbone", not progress)
+        log(f"snapuq train: resuming the {desc} from {ck.root} after epoch {start} of {opts.epochs}")
+    bar = _Bar(opts.epochs, desc, not progress)
     bar.bar.update(start)
     for epoch in range(start, opts.epochs):
         optimizer.learning_rate.assign(opts.lr_at(epoch))
         h = backbone.fit(
-            _epoch_batches(x, y, opts, seed, epoch), epochs=1, verbose=0, shuffle=False,
+            _epoch_batches(x, y, opts, seed, epoch, output_keys), epochs=1, verbose=0, shuffle=False,
             validation_data=validation_data,
         )  # fmt: skip
         rec = {"epoch": epoch + 1, "lr": round(opts.lr_at(epoch), 8)}
