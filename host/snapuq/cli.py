@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "against the host C core"),
     "micropython": ("snapuq.micropython", "MicroPython: write the model blob, push it to a board, compare"),
     "tokens": ("snapuq.tokens.cli", "Uncert: uncertainty-guided token pruning in a spiking transformer"),
+    "reproduce": (
+        "snapuq.commands.reproduce",
+        "the paper's benchmarks on the real data sets: train, eval over seeds, docs/RESULTS.md",
+    ),
 }
 
 
