@@ -3,7 +3,9 @@
  *
  * Layouts: activations NHWC int8; CONV_2D filters [Cout][KH][KW][Cin]; DEPTHWISE_CONV_2D
  * filters [1][KH][KW][Cout] with Cout = Cin * depth_mult; FULLY_CONNECTED filters [Cout][D];
- * bias int32 [Cout] or NULL; per-channel requantization tables mult[Cout], shift[Cout].
+ * bias int32 [Cout] or NULL; requantization tables mult[], shift[]: per-channel (q_step 1,
+ * Cout entries each) or per-tensor (q_step 0, one entry each, used for every channel); channel oc
+ * reads mult[oc * q_step], shift[oc * q_step].
  * offsets: in_offset = -input zero point, out_offset = output zero point.
  */
 #ifndef SNAPUQ_KERNELS_H
@@ -21,6 +23,7 @@ typedef struct {
     int32_t batches, in_h, in_w, in_c, out_h, out_w, out_c;
     int32_t k_h, k_w, stride_h, stride_w, dil_h, dil_w, pad_h, pad_w, depth_mult;
     int32_t in_offset, out_offset, act_min, act_max;
+    int32_t q_step; /* 1: per-channel mult/shift, 0: per-tensor (mult[0], shift[0]) */
 } snapuq_conv_args_t;
 
 typedef struct {
@@ -32,6 +35,7 @@ typedef struct {
     const int32_t *shift;
     int32_t batches, depth, out_c;
     int32_t in_offset, out_offset, act_min, act_max;
+    int32_t q_step; /* 1: per-channel mult/shift, 0: per-tensor (mult[0], shift[0]) */
 } snapuq_fc_args_t;
 
 /* reference kernels (kernels/ref/<op>.c), always built */

@@ -126,8 +126,9 @@ snapuq_status_t snapuq_check_multipliers(snapuq_model_t *md, uint16_t op,
                                          const snapuq_priv_tensor_t *in,
                                          const snapuq_priv_tensor_t *w,
                                          const snapuq_priv_tensor_t *out);
-/* prepare(): per-channel (mult[n], shift[n]) of in[0] * in[1] / out into the persistent region */
-snapuq_status_t snapuq_prepare_per_channel(snapuq_model_t *md, uint16_t op, uint16_t n_channels);
+/* prepare(): (mult[n], shift[n]) of in[0] * in[1] / out into the persistent region: n = the output
+ * channels for per-channel weights, 1 for per-tensor ones (entry c uses weight scale c, or 0) */
+snapuq_status_t snapuq_prepare_per_channel(snapuq_model_t *md, uint16_t op, uint16_t n);
 
 /* Builtin options: read field `id` (default `def`); a malformed table or a value outside
  * int16 is an error naming the operator. */

@@ -19,18 +19,21 @@ typedef struct {
     uint8_t padding;      /* TFLite Padding: 0 SAME, 1 VALID */
 } snapuq_window_t;
 
-/* CONV_2D, DEPTHWISE_CONV_2D (ops/op_conv.c); per-channel (mult, shift) in the op's
- * persistent arena region. */
+/* CONV_2D, DEPTHWISE_CONV_2D (ops/op_conv.c); the (mult[n_quant], shift[n_quant]) tables in the
+ * op's persistent arena region: one pair per output channel for per-channel weights, a single
+ * pair for per-tensor weights. */
 typedef struct {
     snapuq_window_t win;
     int16_t depth_mult; /* DEPTHWISE_CONV_2D only; 1 for CONV_2D */
     uint16_t n_channels;
+    uint16_t n_quant; /* n_channels (per-channel weights) or 1 (per-tensor) */
     int32_t act_min, act_max;
 } snapuq_conv_data_t;
 
-/* FULLY_CONNECTED (ops/op_fc.c); per-channel tables as for conv. */
+/* FULLY_CONNECTED (ops/op_fc.c); requantization tables as for conv. */
 typedef struct {
     uint16_t n_channels;
+    uint16_t n_quant; /* n_channels (per-channel weights) or 1 (per-tensor) */
     int32_t act_min, act_max;
 } snapuq_fc_data_t;
 

@@ -107,15 +107,16 @@ snapuq_status_t snapuq_plan(snapuq_model_t *md)
             md->tensors[i].offset = md->tensors[root_of((int16_t)i, alias)].offset;
         }
     }
-    /* persistent per-operator tables first in the arena */
+    /* persistent per-operator tables first in the arena, packed (int32 tables: 4-byte aligned), the
+     * activations after them at the next SNAPUQ_ARENA_ALIGN boundary */
     for (i = 0; i < md->n_ops; i++) {
         snapuq_priv_op_t *o = &md->ops[i];
         if (o->persist_bytes > 0) {
             o->persist = persist;
-            persist += ALIGN_UP(o->persist_bytes);
+            persist += (o->persist_bytes + 3u) & ~3u;
         }
     }
-    md->persist_bytes = persist;
+    md->persist_bytes = ALIGN_UP(persist);
     md->act_bytes = top;
     md->act_naive_bytes = naive;
     return SNAPUQ_OK;

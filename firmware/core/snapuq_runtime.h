@@ -7,7 +7,7 @@
  *   snapuq_model_init(&model, tflite, tflite_len);     // parse + validate in place, plan memory
  *   size_t need; snapuq_model_arena_size(&model, &need);
  *   static uint8_t arena[NEED] __attribute__((aligned(16)));
- *   snapuq_model_set_arena(&model, arena, sizeof arena);   // per-channel multipliers go here
+ *   snapuq_model_set_arena(&model, arena, sizeof arena);   // requantization multipliers go here
  *   snapuq_model_set_input(&model, 0, x, n);            // int8, NHWC, row-major
  *   snapuq_model_invoke(&model);
  *   snapuq_model_get_output(&model, idx, y, n);         // or snapuq_model_output_info(...).data
@@ -118,7 +118,7 @@ typedef struct {
     int16_t out;
     uint8_t n_in;
     uint32_t persist;       /* offset of this operator's persistent tables in the arena */
-    uint32_t persist_bytes; /* their size (per-channel (mult, shift) pairs), 0 if none */
+    uint32_t persist_bytes; /* their size ((mult, shift) pairs: per channel, or 1 per-tensor), 0 if none */
     snapuq_op_data_t u;     /* typed per-operator data (snapuq_op_data.h) */
 } snapuq_priv_op_t;
 
@@ -127,7 +127,7 @@ typedef struct snapuq_model {
     size_t len;
     uint8_t *arena;
     size_t arena_len;
-    uint32_t persist_bytes;   /* per-channel requantization tables */
+    uint32_t persist_bytes;   /* requantization tables (packed, rounded up to SNAPUQ_ARENA_ALIGN) */
     uint32_t act_bytes;       /* planned activation memory */
     uint32_t act_naive_bytes; /* sum of all activation tensors (no reuse), for reports */
     uint16_t n_tensors, n_ops, n_inputs, n_outputs;
@@ -152,7 +152,9 @@ typedef struct snapuq_model {
  * UNSUPPORTED_TYPE, SHAPE, QUANT, LIMIT. */
 snapuq_status_t snapuq_model_init(snapuq_model_t *model, const void *tflite, size_t len);
 
-/* Arena bytes the model needs (per-channel tables + planned activations), valid after init.
+/* Arena bytes the model needs (requantization tables: one (mult, shift) per output channel of a
+ * per-channel CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED, one for a per-tensor one; + planned
+ * activations), valid after init.
  * Statuses: OK, ARG, STATE. */
 snapuq_status_t snapuq_model_arena_size(const snapuq_model_t *model, size_t *bytes);
 
@@ -162,7 +164,7 @@ snapuq_status_t snapuq_model_arena_breakdown(const snapuq_model_t *model, size_t
                                              size_t *activations, size_t *activations_no_reuse);
 
 /* Give the model its working memory: `arena` aligned to SNAPUQ_ARENA_ALIGN, at least
- * arena_size() bytes (more is fine). Computes the per-channel multipliers into it. May be
+ * arena_size() bytes (more is fine). Computes the requantization multipliers into it. May be
  * called again to move the model to another arena. Statuses: OK, ARG, STATE, ARENA, QUANT. */
 snapuq_status_t snapuq_model_set_arena(snapuq_model_t *model, void *arena, size_t bytes);
 

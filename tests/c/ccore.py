@@ -105,8 +105,10 @@ def tflm_min_arena(tflite: bytes, x: np.ndarray) -> int:
     return arena_bytes(tflite, np.ascontiguousarray(x, dtype=np.int8))
 
 
-def convert_int8(model: Any, rep: Callable[[], Any] | np.ndarray) -> bytes:
-    """Full-integer int8 conversion (int8 input and output) of a Keras model."""
+def convert_int8(model: Any, rep: Callable[[], Any] | np.ndarray, per_tensor: str = "") -> bytes:
+    """Full-integer int8 conversion (int8 input and output) of a Keras model. per_tensor: "" (the
+    converter's per-channel weights), "dense" (per-tensor FULLY_CONNECTED weights) or "all"
+    (per-tensor weights everywhere, conv and depthwise included)."""
     import tensorflow as tf
     if isinstance(rep, np.ndarray):
         data = rep
@@ -122,6 +124,12 @@ def convert_int8(model: Any, rep: Callable[[], Any] | np.ndarray) -> bytes:
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     conv.inference_input_type = tf.int8
     conv.inference_output_type = tf.int8
+    if per_tensor == "dense":
+        conv._experimental_disable_per_channel_quantization_for_dense_layers = True
+    elif per_tensor == "all":
+        conv._experimental_disable_per_channel = True
+    elif per_tensor:
+        raise ValueError(f"per_tensor must be '', 'dense' or 'all', not {per_tensor!r}")
     return bytes(conv.convert())
 
 

@@ -4,7 +4,9 @@
  * Random CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED cases (shapes, strides, dilations,
  * paddings, channel counts that are and are not multiples of 4, more channels than one
  * accumulation chunk, offsets, activation ranges, per-channel multipliers and shifts of both signs,
- * INT32_MIN multipliers) run through snapuq_*_dsp and snapuq_*_ref; every output byte must agree.
+ * INT32_MIN multipliers, per-tensor tables) run through snapuq_*_dsp and snapuq_*_ref; every output
+ * byte must agree. A per-tensor case (q_step 0) must also equal the reference run on per-channel
+ * tables holding its one (mult, shift) for every channel.
  * MEAN over H and W (the reference's dedicated path and the DSP kernel) is checked against the
  * generic MEAN,
  * ADD (SMLAL requantization) against TFLM's arithmetic written with the reference primitives.
@@ -57,7 +59,7 @@ static int32_t range(int32_t lo, int32_t hi) /* inclusive */
 #define MAX_C 96
 
 static int8_t in_buf[MAX_IN], f_buf[MAX_F], out_ref[MAX_OUT], out_dsp[MAX_OUT];
-static int32_t bias[MAX_C], mult[MAX_C], shift[MAX_C];
+static int32_t bias[MAX_C], mult[MAX_C], shift[MAX_C], mult_b[MAX_C], shift_b[MAX_C];
 
 static void fill(int8_t *p, int32_t n)
 {
@@ -85,6 +87,18 @@ static void quant(int32_t n)
             mult[i] = range(0, 5);
         }
     }
+}
+
+/* a quarter of the cases per-tensor (q_step 0: mult[0], shift[0] for every channel); mult_b,
+ * shift_b: that pair broadcast over the n channels, the per-channel form of the same requantization */
+static int32_t draw_q_step(int32_t n)
+{
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        mult_b[i] = mult[0];
+        shift_b[i] = shift[0];
+    }
+    return range(0, 3) == 0 ? 0 : 1;
 }
 
 static char *put_int(char *p, int32_t v)
@@ -207,6 +221,7 @@ static int conv_case(int32_t case_no, int depthwise)
     a.bias = range(0, 5) == 0 ? NULL : bias;
     a.mult = mult;
     a.shift = shift;
+    a.q_step = draw_q_step(a.out_c);
     a.in_offset = range(-127, 128);
     a.out_offset = range(-128, 127);
     a.act_min = range(0, 1) ? -128 : range(-128, 0);
@@ -227,8 +242,22 @@ static int conv_case(int32_t case_no, int depthwise)
     }
     {
         const int32_t dims[] = {a.batches, a.in_h, a.in_w, a.in_c, a.out_c, a.k_h, a.k_w, a.stride_h,
-                                a.stride_w, a.dil_h, a.dil_w, a.pad_h, a.pad_w, a.depth_mult};
-        return report(depthwise ? "dwconv" : "conv", case_no, dims, 14, out_n);
+                                a.stride_w, a.dil_h, a.dil_w, a.pad_h, a.pad_w, a.depth_mult, a.q_step};
+        const int r = report(depthwise ? "dwconv" : "conv", case_no, dims, 15, out_n);
+        if (r != 0 || a.q_step != 0) {
+            return r;
+        }
+        /* per-tensor == the reference on the broadcast per-channel tables */
+        a.mult = mult_b;
+        a.shift = shift_b;
+        a.q_step = 1;
+        a.out = out_dsp;
+        if (depthwise) {
+            snapuq_dwconv_ref(&a);
+        } else {
+            snapuq_conv_ref(&a);
+        }
+        return report(depthwise ? "dwconv-per-tensor" : "conv-per-tensor", case_no, dims, 15, out_n);
     }
 }
 
@@ -252,6 +281,7 @@ static int fc_case(int32_t case_no)
     a.bias = range(0, 5) == 0 ? NULL : bias;
     a.mult = mult;
     a.shift = shift;
+    a.q_step = draw_q_step(a.out_c);
     a.in_offset = range(-127, 128);
     a.out_offset = range(-128, 127);
     a.act_min = range(0, 1) ? -128 : range(-128, 0);
@@ -263,8 +293,17 @@ static int fc_case(int32_t case_no)
     a.out = out_dsp;
     snapuq_fc_dsp(&a);
     {
-        const int32_t dims[] = {a.batches, a.depth, a.out_c};
-        return report("fc", case_no, dims, 3, out_n);
+        const int32_t dims[] = {a.batches, a.depth, a.out_c, a.q_step};
+        const int r = report("fc", case_no, dims, 4, out_n);
+        if (r != 0 || a.q_step != 0) {
+            return r;
+        }
+        a.mult = mult_b;
+        a.shift = shift_b;
+        a.q_step = 1;
+        a.out = out_dsp;
+        snapuq_fc_ref(&a);
+        return report("fc-per-tensor", case_no, dims, 4, out_n);
     }
 }
 

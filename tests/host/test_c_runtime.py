@@ -55,6 +55,42 @@ def test_mixed_model_bit_exact_300_inputs(runner: Path) -> None:
     assert len({o[0].tobytes() for o in ours}) > 100
 
 
+def _per_tensor_model(per_tensor: str) -> bytes:
+    """Conv, depthwise and two dense layers (50 output channels in all), int8 with per-channel
+    weights (""), per-tensor dense weights ("dense") or per-tensor weights everywhere ("all")."""
+    keras.utils.set_random_seed(3)
+    inp = keras.Input((6, 6, 3), batch_size=1)
+    x = layers.Conv2D(10, 3, padding="same", activation="relu")(inp)
+    x = layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+    x = layers.Dense(24, activation="relu")(layers.Flatten()(x))
+    m = keras.Model(inp, layers.Dense(6)(x))
+    rep = np.random.default_rng(3).normal(size=(48, 6, 6, 3)).astype(np.float32)
+    return ccore.convert_int8(m, rep, per_tensor=per_tensor)
+
+
+def test_per_tensor_weights_keep_one_requantization_pair(runner: Path) -> None:
+    """A per-tensor CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED stores one (multiplier, shift)
+    pair in the arena, not one per output channel: the arena shrinks by (n_out - 1) * 8 B per such
+    layer, the activations are planned alike, and every output still equals TFLM's."""
+    tfl = {pt: ccore.cached_model(f"per_tensor_v1_{pt or 'none'}", lambda pt=pt: _per_tensor_model(pt))
+           for pt in ("", "dense", "all")}
+    info = {pt: ccore.run_model_c(runner, b, [])[0] for pt, b in tfl.items()}
+    assert info[""]["ops"] == ["CONV_2D", "DEPTHWISE_CONV_2D", "RESHAPE", "FULLY_CONNECTED",
+                               "FULLY_CONNECTED"]
+    assert {pt: i["persistent"] for pt, i in info.items()} == {
+        "": 8 * (10 + 10 + 24 + 6), "dense": 8 * (10 + 10 + 1 + 1), "all": 8 * 4}
+    assert len({i["activations"] for i in info.values()}) == 1
+    assert info[""]["arena"] - info["dense"]["arena"] == 8 * ((24 - 1) + (6 - 1))
+    assert info[""]["arena"] - info["all"]["arena"] == 8 * ((10 - 1) + (10 - 1) + (24 - 1) + (6 - 1))
+    rng = np.random.default_rng(4)
+    xs = [rng.integers(-128, 128, size=(1, 6, 6, 3), dtype=np.int8) for _ in range(40)]
+    for pt in ("dense", "all"):
+        _, ours = ccore.run_model_c(runner, tfl[pt], xs)
+        assert ccore.compare_outputs(ours, ccore.run_model_tflm(tfl[pt], xs)) == [0], pt
+        assert len({o[0].tobytes() for o in ours}) > 20
+    assert info["all"]["arena"] <= ccore.tflm_min_arena(tfl["all"], xs[0])
+
+
 def _single_op(seed: int) -> tuple[str, bytes, tuple[int, ...]]:
     """A random one- or two-op model with random shape and quantization ranges."""
     rng = np.random.default_rng(seed)

@@ -151,16 +151,16 @@ snapuq_status_t snapuq_check_multipliers(snapuq_model_t *md, uint16_t op,
     return SNAPUQ_OK;
 }
 
-snapuq_status_t snapuq_prepare_per_channel(snapuq_model_t *md, uint16_t op, uint16_t n_channels)
+snapuq_status_t snapuq_prepare_per_channel(snapuq_model_t *md, uint16_t op, uint16_t n)
 {
     const snapuq_priv_op_t *o = &md->ops[op];
     const snapuq_priv_tensor_t *in = snapuq_tc(md, o->in[0]);
     const snapuq_priv_tensor_t *w = snapuq_tc(md, o->in[1]);
     const snapuq_priv_tensor_t *out = snapuq_tc(md, o->out);
     int32_t *mult = snapuq_op_persist(md, o);
-    int32_t *shift = mult + n_channels;
+    int32_t *shift = mult + n;
     uint16_t c;
-    for (c = 0; c < n_channels; c++) {
+    for (c = 0; c < n; c++) {
         const float ws = snapuq_rd_f32(w->scales + 4u * (w->n_scales > 1 ? c : 0));
         if (snapuq_qm_product_ratio(in->scale, ws, out->scale, &mult[c], &shift[c]) != 0) {
             return snapuq_fail(md, SNAPUQ_ERR_QUANT, "operator ", op, ": bad scales");

@@ -56,13 +56,15 @@ static snapuq_status_t parse_conv(snapuq_model_t *md, uint16_t op, const snapuq_
     SNAPUQ_TRY(snapuq_window(md, op, &d->win, in, out, w->dims[1], w->dims[2]));
     SNAPUQ_TRY(snapuq_check_multipliers(md, op, in, w, out));
     d->n_channels = (uint16_t)cout;
-    o->persist_bytes = 8u * (uint32_t)cout;
+    /* one (mult, shift) per output channel for per-channel weights, one pair for per-tensor */
+    d->n_quant = w->n_scales > 1 ? d->n_channels : 1u;
+    o->persist_bytes = 8u * (uint32_t)d->n_quant;
     return snapuq_act_range(md, op, activation, out, &d->act_min, &d->act_max);
 }
 
 static snapuq_status_t prepare_conv(snapuq_model_t *md, uint16_t op)
 {
-    return snapuq_prepare_per_channel(md, op, md->ops[op].u.conv.n_channels);
+    return snapuq_prepare_per_channel(md, op, md->ops[op].u.conv.n_quant);
 }
 
 static void conv_args(const snapuq_model_t *md, const snapuq_priv_op_t *o, snapuq_conv_args_t *a)
@@ -75,7 +77,8 @@ static void conv_args(const snapuq_model_t *md, const snapuq_priv_op_t *o, snapu
     a->bias = (o->n_in > 2 && o->in[2] >= 0) ? (const int32_t *)(const void *)snapuq_tc(md, o->in[2])->data : NULL;
     a->out = snapuq_tensor_ptr(md, o->out);
     a->mult = snapuq_op_persist(md, o);
-    a->shift = a->mult + d->n_channels;
+    a->shift = a->mult + d->n_quant;
+    a->q_step = d->n_quant > 1 ? 1 : 0;
     a->batches = in->dims[0];
     a->in_h = in->dims[1];
     a->in_w = in->dims[2];

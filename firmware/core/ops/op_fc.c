@@ -43,13 +43,15 @@ static snapuq_status_t parse_fc(snapuq_model_t *md, uint16_t op, const snapuq_op
     SNAPUQ_TRY(snapuq_check_weights(md, op, o->in[1], o->n_in > 2 ? o->in[2] : -1, w->dims[0]));
     SNAPUQ_TRY(snapuq_check_multipliers(md, op, in, w, out));
     d->n_channels = (uint16_t)w->dims[0];
-    o->persist_bytes = 8u * d->n_channels;
+    /* one (mult, shift) per output channel for per-channel weights, one pair for per-tensor */
+    d->n_quant = w->n_scales > 1 ? d->n_channels : 1u;
+    o->persist_bytes = 8u * d->n_quant;
     return snapuq_act_range(md, op, activation, out, &d->act_min, &d->act_max);
 }
 
 static snapuq_status_t prepare_fc(snapuq_model_t *md, uint16_t op)
 {
-    return snapuq_prepare_per_channel(md, op, md->ops[op].u.fc.n_channels);
+    return snapuq_prepare_per_channel(md, op, md->ops[op].u.fc.n_quant);
 }
 
 static snapuq_status_t eval_fc(snapuq_model_t *md, uint16_t op)
@@ -64,7 +66,8 @@ static snapuq_status_t eval_fc(snapuq_model_t *md, uint16_t op)
     a.bias = (o->n_in > 2 && o->in[2] >= 0) ? (const int32_t *)(const void *)snapuq_tc(md, o->in[2])->data : NULL;
     a.out = snapuq_tensor_ptr(md, o->out);
     a.mult = snapuq_op_persist(md, o);
-    a.shift = a.mult + d->n_channels;
+    a.shift = a.mult + d->n_quant;
+    a.q_step = d->n_quant > 1 ? 1 : 0;
     a.depth = w->dims[1];
     a.out_c = w->dims[0];
     a.batches = (int32_t)(snapuq_tensor_elems(in) / (uint32_t)a.depth);

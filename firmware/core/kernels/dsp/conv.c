@@ -240,7 +240,7 @@ static void conv_store(const snapuq_conv_args_t *a, int8_t *out, int32_t oc, int
     if (a->bias != NULL) {
         acc = snapuq_add_wrap(acc, a->bias[oc]);
     }
-    rq_prepare(&q, a->mult[oc], a->shift[oc], a->out_offset, a->act_min, a->act_max);
+    rq_prepare(&q, a->mult[oc * a->q_step], a->shift[oc * a->q_step], a->out_offset, a->act_min, a->act_max);
     out[oc] = rq_apply(&q, acc);
 }
 
@@ -287,9 +287,11 @@ static void conv_block(const conv_ctx_t *k, const int8_t *xa, const int8_t *xb, 
             accB[oc - ch0] = acc[2];
             accB[oc1 - ch0] = acc[3];
         }
-        snapuq_dsp_requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accA, outa, ch0, ch1 - ch0);
+        snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+                               fast, accA, outa, ch0, ch1 - ch0);
         if (xb != NULL) {
-            snapuq_dsp_requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accB, outb, ch0, ch1 - ch0);
+            snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+                                   fast, accB, outb, ch0, ch1 - ch0);
         }
     }
 }
@@ -308,7 +310,7 @@ static void conv_c4(const snapuq_conv_args_t *a)
     k.a = a;
     k.fstride = (size_t)a->k_h * (size_t)KW * (size_t)C;
     k.off2 = snapuq_dup16(a->in_offset);
-    k.fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->out_c);
+    k.fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->q_step != 0 ? a->out_c : 1);
     for (b = 0; b < a->batches; b++) {
         const int8_t *in_b = a->in + (size_t)b * a->in_h * row_bytes;
         int8_t *out_b = a->out + (size_t)b * a->out_h * a->out_w * a->out_c;
@@ -467,7 +469,7 @@ static void conv_patch(const snapuq_conv_args_t *a)
 {
     const int32_t C = a->in_c, K = a->k_h * a->k_w * C, Kp = (K + 3) & ~3;
     const int8_t *fend = a->filter + (size_t)a->out_c * K;
-    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->out_c);
+    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->q_step != 0 ? a->out_c : 1);
     union {
         uint32_t w[PATCH_MAX / 2];
         int16_t h[PATCH_MAX];
@@ -512,7 +514,8 @@ static void conv_patch(const snapuq_conv_args_t *a)
                     const int32_t n = a->out_c - oc < CONV_CHUNK ? a->out_c - oc : CONV_CHUNK;
                     patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, pt.w, pt.h, K,
                               n, accs);
-                    snapuq_dsp_requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, accs, out, oc, n);
+                    snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+                                           fast, accs, out, oc, n);
                 }
             }
         }

@@ -36,7 +36,7 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
 {
     const int32_t C = a->out_c, C4 = C & ~3;
     const uint32_t off2 = snapuq_dup16(a->in_offset);
-    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->out_c);
+    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->q_step != 0 ? a->out_c : 1);
     const int32_t *bias = a->bias;
     static const int32_t zero4[4] = {0, 0, 0, 0};
     const int8_t *xr0, *fr0;
@@ -137,7 +137,8 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
                         }
                         acc[c - ch0] = s;
                     }
-                    snapuq_dsp_requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, ch0, ch1 - ch0);
+                    snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+                                           fast, acc, out, ch0, ch1 - ch0);
                 }
             }
         }

@@ -33,9 +33,11 @@ static inline void tap_range(int32_t o, int32_t stride, int32_t pad, int32_t dil
  * case, requantized by snapuq_dsp_requant_run without per-output checks */
 int snapuq_dsp_requant_fast_ok(const int32_t *mult, const int32_t *shift, int32_t n);
 
-/* requantize n int32 sums of channels oc0 .. oc0 + n - 1 (one pixel) into out[oc0 ..]; fast: see
+/* requantize n int32 sums of channels oc0 .. oc0 + n - 1 (one pixel) into out[oc0 ..]; channel oc
+ * uses mult_all[oc * step], shift_all[oc * step] (step 1 per-channel, 0 per-tensor); fast: see
  * snapuq_dsp_requant_fast_ok */
-void snapuq_dsp_requant_run(const int32_t *mult_all, const int32_t *shift_all, int32_t out_off, int32_t lo,
-                            int32_t hi, int fast, const int32_t *acc, int8_t *out, int32_t oc0, int32_t n);
+void snapuq_dsp_requant_run(const int32_t *mult_all, const int32_t *shift_all, int32_t step, int32_t out_off,
+                            int32_t lo, int32_t hi, int fast, const int32_t *acc, int8_t *out, int32_t oc0,
+                            int32_t n);
 
 #endif /* SNAPUQ_DSP_COMMON_H */

@@ -12,7 +12,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
 {
     const int32_t D = a->depth, D4 = D & ~3;
     const uint32_t off2 = snapuq_dup16(a->in_offset);
-    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->out_c);
+    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->q_step != 0 ? a->out_c : 1);
     int32_t acc[CONV_CHUNK];
     int32_t b, oc, d;
     for (b = 0; b < a->batches; b++) {
@@ -57,8 +57,8 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
             acc[oc % CONV_CHUNK + 2] = a2;
             acc[oc % CONV_CHUNK + 3] = a3;
             if (oc % CONV_CHUNK == CONV_CHUNK - 4) {
-                snapuq_dsp_requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, oc - (CONV_CHUNK - 4),
-                            CONV_CHUNK);
+                snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+                                       fast, acc, out, oc - (CONV_CHUNK - 4), CONV_CHUNK);
             }
         }
         if (oc + 2 <= a->out_c) {
@@ -102,7 +102,8 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
         }
         if (oc % CONV_CHUNK != 0) {
             const int32_t oc0 = (oc - 1) - (oc - 1) % CONV_CHUNK;
-            snapuq_dsp_requant_run(a->mult, a->shift, a->out_offset, a->act_min, a->act_max, fast, acc, out, oc0, oc - oc0);
+            snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+                                   fast, acc, out, oc0, oc - oc0);
         }
     }
 }

@@ -43,7 +43,7 @@ void snapuq_conv_ref(const snapuq_conv_args_t *a)
                     if (a->bias != NULL) {
                         acc = snapuq_add_wrap(acc, a->bias[oc]);
                     }
-                    out[oc] = snapuq_requant_i8(acc, a->mult[oc], a->shift[oc], a->out_offset,
+                    out[oc] = snapuq_requant_i8(acc, a->mult[oc * a->q_step], a->shift[oc * a->q_step], a->out_offset,
                                                 a->act_min, a->act_max);
                 }
             }

@@ -24,7 +24,7 @@ void snapuq_fc_ref(const snapuq_fc_args_t *a)
             if (a->bias != NULL) {
                 acc = snapuq_add_wrap(acc, a->bias[oc]);
             }
-            acc = snapuq_mbqm(acc, a->mult[oc], a->shift[oc]) + a->out_offset;
+            acc = snapuq_mbqm(acc, a->mult[oc * a->q_step], a->shift[oc * a->q_step]) + a->out_offset;
             a->out[(size_t)b * a->out_c + oc] = (int8_t)snapuq_clamp_i32(acc, a->act_min, a->act_max);
         }
     }
