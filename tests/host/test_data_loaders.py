@@ -187,3 +187,21 @@ def test_cifar10_binary_version_damage_is_one_line(tmp_path):
     (d / "data_batch_2.bin").write_bytes(bytes([42]) + bytes(3072))  # a CIFAR-100-style label
     with pytest.raises(DatasetError, match="labels outside"):
         load_dataset("cifar10", str(tmp_path))
+
+
+def test_cifar10_ood_sets_far_and_near(tmp_path):
+    from snapuq.data import load_ood_sets
+
+    _write_cifar_bin(tmp_path / "cifar-10-batches-bin")
+    (tmp_path / "fashion_mnist").mkdir()
+    imgs = np.full((7, 28, 28), 255, np.uint8)
+    (tmp_path / "fashion_mnist" / "t10k-images-idx3-ubyte").write_bytes(
+        bytes([0, 0, 8, 3]) + b"".join(int(d).to_bytes(4, "big") for d in imgs.shape) + imgs.tobytes()
+    )
+    ds = load_dataset("cifar10", str(tmp_path))
+    sets = load_ood_sets("cifar10", ds, str(tmp_path), n=5, seed=0)
+    assert set(sets) == {"far:fashion_mnist", "near:photo_patches"}
+    far = sets["far:fashion_mnist"]
+    assert far.shape == (5, 32, 32, 3) and far.dtype == np.float32
+    assert far[:, 2:30, 2:30].min() == 1.0 and far[:, :2].max() == 0.0  # 28x28 padded to 32x32, grey -> RGB
+    assert list(load_ood_sets("digits", load_dataset("digits"), None, n=4)) == ["ood"]

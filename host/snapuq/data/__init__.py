@@ -96,3 +96,18 @@ def load_ood(name: str, ds: Dataset, data_dir: str | None = None, n: int = 500, 
     if name not in OOD_LOADERS:
         raise DatasetError(f"no OOD source for dataset '{name}'")
     return _resolve(OOD_LOADERS[name])(data_dir, n, seed, ds)
+
+
+# name -> "module:function"; function(data_dir, n, seed, ds) -> {label: inputs}: sets with several OOD sets
+# ("far:<name>" / "near:<name>"), each reported on its own row by `snapuq eval`
+OOD_SETS: dict[str, str] = {
+    "cifar10": "snapuq.data.vision:ood_sets_cifar10",
+}
+
+
+def load_ood_sets(name: str, ds: Dataset, data_dir: str | None = None, n: int = 500,
+                  seed: int = 0) -> dict[str, np.ndarray]:  # fmt: skip
+    """Every OOD set of a data set by label; one ("ood") for the sets with a single source."""
+    if name in OOD_SETS:
+        return _resolve(OOD_SETS[name])(data_dir, n, seed, ds)
+    return {"ood": load_ood(name, ds, data_dir, n, seed)}

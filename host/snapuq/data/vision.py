@@ -371,21 +371,60 @@ def ood_fashion_mnist(data_dir: str | None, n: int, seed: int, ds: Dataset) -> n
     return _other_idx_test("mnist", data_dir, n, seed, ds)
 
 
-def ood_cifar10(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
-    """SVHN test images when test_32x32.mat is present, else 32x32 RGB sample-photo patches."""
+def _grey_to_rgb32(x: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """(N, h, w) uint8 greyscale -> float32 (N, H, W, 3) in [0, 1]: zero-padded to the ID size when smaller
+    (28 -> 32: 2 pixels each side, as MNIST is usually fitted to 32x32 models), centre-cropped if larger."""
+    h, w = size
+    n, hh, ww = x.shape
+    out = np.zeros((n, h, w), np.float32)
+    dy, dx = (h - hh) // 2, (w - ww) // 2
+    src = x[:, max(0, -dy) : max(0, -dy) + min(h, hh), max(0, -dx) : max(0, -dx) + min(w, ww)]
+    out[:, max(0, dy) : max(0, dy) + src.shape[1], max(0, dx) : max(0, dx) + src.shape[2]] = src / 255.0
+    return np.repeat(out[..., None], 3, axis=3)
+
+
+def ood_sets_cifar10(data_dir: str | None, n: int, seed: int, ds: Dataset) -> dict[str, np.ndarray]:
+    """Every OOD set for CIFAR-10 that can be found, by label "far:<name>" / "near:<name>": Fashion-MNIST and
+    MNIST test images at 32x32x3 (far: greyscale objects / digits on black), SVHN test when present (near:
+    natural photographs of digits), and the natural-photo patches (near: natural textures of none of the
+    classes, always available)."""
+    out: dict[str, np.ndarray] = {}
+    for name in ("fashion_mnist", "mnist"):
+        for root in _candidate_roots(data_dir):
+            xp = _find_file(root, [sd for sd in SUBDIRS[name] if sd != "."], IDX_FILES["test_x"])
+            if xp is not None:
+                x = read_idx(xp)
+                if x.ndim == 3:
+                    out[f"far:{name}"] = _grey_to_rgb32(_sample(x, n, seed), ds.input_shape[:2])
+                break
+    x = ood_cifar10(data_dir, n, seed, ds)
+    label = "near:svhn" if _svhn_path(data_dir) else "near:photo_patches"
+    out[label] = x
+    return out
+
+
+def _svhn_path(data_dir: str | None) -> Path | None:
     for root in _candidate_roots(data_dir):
         for sd in SUBDIRS["svhn"]:
             p = root / sd / "test_32x32.mat"
             if p.is_file():
-                from scipy.io import loadmat
+                return p
+    return None
 
-                try:
-                    x = np.asarray(loadmat(p)["X"])  # (32, 32, 3, N)
-                except Exception as e:
-                    raise DatasetError(f"{p}: not an SVHN .mat file ({type(e).__name__})") from e
-                if x.ndim != 4 or x.shape[:3] != (32, 32, 3):
-                    raise DatasetError(f"{p}: SVHN 'X' has shape {x.shape}, expected (32, 32, 3, N)")
-                x = x.transpose(3, 0, 1, 2)
-                return _sample(x, n, seed).astype(np.float32) / 255.0
+
+def ood_cifar10(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
+    """SVHN test images when test_32x32.mat is present, else 32x32 RGB sample-photo patches."""
+    p = _svhn_path(data_dir)
+    if p is not None:
+        from scipy.io import loadmat
+
+        try:
+            x = np.asarray(loadmat(p)["X"])  # (32, 32, 3, N)
+        except Exception as e:
+            raise DatasetError(f"{p}: not an SVHN .mat file ({type(e).__name__})") from e
+        if x.ndim != 4 or x.shape[:3] != (32, 32, 3):
+            raise DatasetError(f"{p}: SVHN 'X' has shape {x.shape}, expected (32, 32, 3, N)")
+        x = x.transpose(3, 0, 1, 2)
+        return _sample(x, n, seed).astype(np.float32) / 255.0
     h, w = ds.input_shape[:2]
     return natural_patches(n, (h, w), seed=seed + 7919, patch=2 * h, channels=int(ds.input_shape[2]))
