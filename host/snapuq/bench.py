@@ -210,7 +210,9 @@ def run(args: argparse.Namespace) -> int:
     ref = HostReference(model_dir)
     split = graph_split(ref.tflite)
     cfg_path = ModelPaths(model_dir).config
-    cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+    from snapuq.formats import read_config
+
+    cfg = read_config(cfg_path, need=()) if cfg_path.exists() else {}
     from snapuq.data import load_dataset
 
     ds = load_dataset(cfg.get("dataset", "digits"), None, int(cfg.get("seed", 0)))

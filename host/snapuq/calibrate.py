@@ -22,6 +22,7 @@ construction) until it passes.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -568,14 +569,25 @@ def run(args: argparse.Namespace) -> int:
     check_alarm_rate(args.alarm_rate)
     d = Path(args.model_dir)
     paths = ModelPaths(d)
-    md = load(d)
+    md = load(d, calib=False)  # the calibration this command replaces may be the broken one
     cfg = md.config
-    variant = args.variant or str((md.calib or {}).get("variant", cfg.get("variant", "best")))
+    old = None
+    if paths.calib.exists():
+        from snapuq.formats import read_calib
+
+        try:
+            old = read_calib(paths.calib, cfg)
+        except SnapuqError as e:
+            print(f"snapuq calibrate: warning: {e}; replacing it", file=sys.stderr)
+    variant = args.variant or str((old or {}).get("variant", cfg.get("variant", "best")))
     ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
     calib = calibrate_model_dir(
         md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant, input_tap=args.input_tap,
         alarm_rate=args.alarm_rate,
     )
+    from snapuq.formats import validate_calib
+
+    validate_calib(calib, f"{paths.calib} (refitted, not written)", cfg)  # what export and eval would refuse
     write_json_atomic(paths.calib, calib)
     best = best_variant(calib)
     fit = best["fit"]

@@ -21,6 +21,7 @@ import numpy as np
 from snapuq import metrics as M
 from snapuq import stream as S
 from snapuq.errors import DatasetError, SnapuqError
+from snapuq.formats import read_calib, read_config
 from snapuq.io import check_out_dir, default_data_dir, staged_dir, write_text
 from snapuq.modeldir import ModelPaths
 
@@ -100,7 +101,7 @@ def _jsonable(o):
     return o
 
 
-def _check_model_dir(d: Path) -> None:
+def _check_model_dir(d: Path, calib: bool = True) -> None:
     if not d.exists():
         raise SnapuqError(f"model directory {d} does not exist (create it with `snapuq train --out {d}`)")
     if not d.is_dir():
@@ -109,25 +110,20 @@ def _check_model_dir(d: Path) -> None:
     for p in (paths.config, paths.keras):
         if not p.is_file():
             raise SnapuqError(f"{d}: missing {p.name} (not a model directory written by `snapuq train`)")
-    try:
-        cfg = json.loads(paths.config.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SnapuqError(f"{paths.config}: not valid JSON ({e})") from e
-    if not isinstance(cfg, dict) or "dataset" not in cfg:
-        raise SnapuqError(f"{paths.config}: no 'dataset' entry")
-    if paths.calib.exists():
-        try:
-            json.loads(paths.calib.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise SnapuqError(f"{paths.calib}: not valid JSON ({e})") from e
+    # the validators every reader runs (snapuq.formats): eval refuses what export refuses, before any work
+    cfg = read_config(paths.config)
+    if calib and paths.calib.exists():
+        read_calib(paths.calib, cfg)
 
 
-def load(d: Path):
-    _check_model_dir(d)
+def load(d: Path, calib: bool = True):
+    """The model directory, config.json and calib.json validated first (`calib=False`: without reading
+    calib.json, for `snapuq calibrate`, which replaces it)."""
+    _check_model_dir(d, calib)
     from snapuq.modeldir import load_model_dir
 
     try:
-        return load_model_dir(d)
+        return load_model_dir(d) if calib else load_model_dir(d, calib=False)
     except SnapuqError:
         raise
     except Exception as e:  # a truncated or foreign model.keras

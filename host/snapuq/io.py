@@ -148,11 +148,12 @@ def default_data_dir(model_dir: str | Path | None, given: str | None) -> str | N
     """--data-dir as given, else the one `snapuq train` recorded in the model's config.json."""
     if given is not None or model_dir is None:
         return given
+    from snapuq.formats import read_config
+
     cfg = Path(model_dir) / "config.json"
     if not cfg.is_file():
         return None
-    d = read_json(cfg)
-    v = d.get("data_dir") if isinstance(d, dict) else None
+    v = read_config(cfg, need=()).get("data_dir")
     return str(v) if v else None
 
 

@@ -7,7 +7,6 @@ load_model_dir(d)           # the trained Keras model + config + calibration (Mo
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -58,18 +57,6 @@ class ModelPaths:
                 raise SnapuqError(f"{p}: missing (run `snapuq export {self.root}` first)")
 
 
-def _read_json(p: Path) -> dict:
-    try:
-        d = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise SnapuqError(f"{p}: missing (not a model directory written by `snapuq train`)") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelFormatError(f"{p}: not valid JSON ({e})") from e
-    if not isinstance(d, dict):
-        raise ModelFormatError(f"{p}: expected a JSON object")
-    return d
-
-
 @dataclass
 class ModelDir:
     path: Path
@@ -115,15 +102,17 @@ class ModelDir:
         return self._export
 
 
-def load_model_dir(d: str | Path) -> ModelDir:
+def load_model_dir(d: str | Path, calib: bool = True) -> ModelDir:
+    """The model, its config.json and (with `calib`, when present) its calib.json, both validated by
+    snapuq.formats before the model is loaded (a bad file is one line, not a traceback later)."""
+    from snapuq.formats import read_calib, read_config
+
     d = Path(d)
     if not d.is_dir():
         raise SnapuqError(f"{d}: no such model directory")
     paths = ModelPaths(d)
-    cfg = _read_json(paths.config)
-    for key in ("dataset", "input_shape", "taps"):
-        if key not in cfg:
-            raise ModelFormatError(f"{paths.config}: missing '{key}'")
+    cfg = read_config(paths.config, need=("dataset", "input_shape", "taps"))
+    cal = read_calib(paths.calib, cfg) if calib and paths.calib.exists() else None
     mp = paths.keras
     if not mp.is_file():
         raise SnapuqError(f"{mp}: missing (not a model directory written by `snapuq train`)")
@@ -135,8 +124,7 @@ def load_model_dir(d: str | Path) -> ModelDir:
         model = keras.saving.load_model(mp, compile=False)
     except Exception as e:
         raise ModelFormatError(f"{mp}: cannot load ({type(e).__name__}: {str(e)[:160]})") from e
-    calib = _read_json(paths.calib) if paths.calib.exists() else None
-    return ModelDir(d, cfg, model, calib)
+    return ModelDir(d, cfg, model, cal)
 
 
 # what `snapuq train` makes; anything else a user keeps in --out (a README, notes) moves to the new directory

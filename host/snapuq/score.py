@@ -202,7 +202,12 @@ class SnapScorer:
     params: dict
 
     @classmethod
-    def from_calib(cls, calib: dict, variant: str | None = None) -> SnapScorer:
+    def from_calib(cls, calib: dict, variant: str | None = None, where: str = "calib.json") -> SnapScorer:
+        """The scorer of `variant` (default: the one calib.json selects), after snapuq.formats.validate_calib:
+        a calibration the int8 export refuses is refused here too, in one line."""
+        from snapuq.formats import validate_calib
+
+        validate_calib(calib, where)
         if variant is None or variant == calib.get("variant"):
             p = calib
         else:
@@ -210,10 +215,6 @@ class SnapScorer:
             if variant not in vs:
                 raise SnapuqError(f"calib.json has no SNAP variant '{variant}' (has: {', '.join(vs)})")
             p = vs[variant]
-        need = ("taps", "weights", "conf") + (() if p.get("perr") and p.get("alarm") else ("beta",))
-        for key in need:
-            if key not in p:
-                raise SnapuqError(f"calib.json: missing '{key}'")
         return cls(p)
 
     def features(self, outs: dict, x: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -233,7 +234,7 @@ class SnapScorer:
             S = S + float(it["weight"]) * s_in
         h = p.get("hinge")
         F = np.maximum(0.0, (S - h["q"]) / h["sd"]) if h else S
-        m = confidence_proxy(class_probs(outs), p["conf"].get("alpha", 0.5))
+        m = confidence_proxy(class_probs(outs), (p.get("conf") or {}).get("alpha", 0.5))  # as build_snap
         f = {"ebar": eb, "lbar": lb, "s": s, "S": S, "F": F, "m": m}
         if s_in is not None:
             f["s_in"] = s_in

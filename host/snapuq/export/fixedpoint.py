@@ -142,7 +142,11 @@ def build_snap(
 ) -> dict[str, Any]:
     """Fixed-point constants (docs/FIXED_POINT.md) from calib.json and the int8 output map
     (name -> {"index", "scale", "zero_point", "shape"}); `inp` (the int8 input's "scale", "zero_point",
-    "shape") for a calibration with an input tap."""
+    "shape") for a calibration with an input tap. `calib` passes snapuq.formats.validate_calib first (the
+    checks eval and every other reader share); what is left here needs the int8 model."""
+    from snapuq.formats import validate_calib
+
+    validate_calib(calib, "calib.json")
     p = calib
     if variant is not None and variant != calib.get("variant"):
         vs = calib.get("variants") or {}

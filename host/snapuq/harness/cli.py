@@ -54,9 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from snapuq.formats import read_config
     from snapuq.harness.runner import Options
     from snapuq.harness.runner import run as run_harness
-    from snapuq.io import check_out_dir, read_json
+    from snapuq.io import check_out_dir
 
     # every path the user gave, made absolute once, here: later steps run tools in other directories
     # (make -C firmware, QEMU), and a relative --build-dir used to be built under firmware/
@@ -70,9 +71,7 @@ def run(args: argparse.Namespace) -> int:
     cfg_path = ModelPaths(args.model).config
     if not args.model.is_dir():
         raise SnapuqError(f"--model {args.model}: no such model directory")
-    cfg = read_json(cfg_path, "the model's config.json") if cfg_path.exists() else {}
-    if not isinstance(cfg, dict):
-        raise SnapuqError(f"{cfg_path}: expected a JSON object")
+    cfg = read_config(cfg_path, need=()) if cfg_path.exists() else {}  # snapuq.formats: typed and in range
     if dataset is None:
         if "dataset" not in cfg:
             raise SnapuqError(f"--dataset not given and {cfg_path} does not name one")

@@ -24,7 +24,15 @@ from snapuq.harness.qemu import (
     open_serial,
 )
 from snapuq.harness.reference import HostReference
-from snapuq.harness.results import ResultsWriter, check_run_meta
+from snapuq.harness.results import (
+    OutLock,
+    ResultsWriter,
+    RunView,
+    check_resume,
+    dropped_line,
+    sha256_file,
+    start_run,
+)
 from snapuq.io import check_out_dir, read_json, write_json
 from snapuq.modeldir import ModelPaths
 
@@ -256,8 +264,6 @@ class _Stop(BaseException):
 
 
 def run(opts: Options) -> dict[str, Any]:
-    import signal
-
     check_options(opts)
     if opts.port.startswith("qemu:"):
         board_spec(opts.port)  # an unknown board fails now, not after loading the data
@@ -269,8 +275,52 @@ def run(opts: Options) -> dict[str, Any]:
     if not model_dir.is_dir():
         raise SnapuqError(f"--model {model_dir}: no such model directory")
     out = check_out_dir(opts.out)
+    lock = OutLock(out)  # a second run on this --out stops here, in one line
+    try:
+        return _run_locked(opts, model_dir, out)
+    finally:
+        lock.release()
+
+
+def run_meta(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: np.ndarray,
+             seg: list[str] | None, board_label: str) -> dict[str, Any]:
+    """What run.json pins (results.py): the content of every model file a device result depends on, the
+    inputs as sent (int8 codes, labels, segments) and the options; the device part ("device": its profile
+    and the ELF booted) is added once it has answered."""
+    from snapuq.export.convert import quantize_input
+
+    paths = ModelPaths(model_dir)
+    files = {p.name: sha256_file(p) for p in (paths.int8, paths.manifest, paths.calib, paths.c_source,
+                                              paths.c_header)}  # fmt: skip
+    h = hashlib.sha256()
+    for a in range(0, len(x), 1024):
+        h.update(np.ascontiguousarray(quantize_input(x[a:a + 1024], ref.in_scale, ref.in_zp)).tobytes())
+    h.update(np.asarray(y, np.int64).tobytes())
+    h.update(repr(seg).encode())
+    meta: dict[str, Any] = {
+        "format": 2, "model": str(model_dir.resolve()), "model_files": files, "inputs_sha256": h.hexdigest(),
+        "dataset": opts.dataset, "data_dir": opts.data_dir, "split": opts.split, "start": opts.start,
+        "limit": opts.limit, "n_inputs": int(len(x)), "port": opts.port,
+        # an emulated board by name; a real one is pinned by what it reports ("device"), not by its port
+        # name (/dev/ttyACM0 may come back as /dev/ttyACM1)
+        "board": board_label if opts.port.startswith("qemu:") else "serial",
+        "check_outputs": opts.check_outputs, "icount": opts.icount if opts.port.startswith("qemu:") else None,
+        "stream": {"severity": opts.severity, "segment": opts.segment} if opts.stream else None,
+    }  # fmt: skip
+    return meta
+
+
+DEVICE_KEYS = ("fw", "version", "board", "cpu", "cpu_hz", "clock", "counter", "counter_hz", "kernels",
+               "model", "model_sha256", "snap", "in_bytes", "outputs", "taps", "classes")
+
+
+def _run_locked(opts: Options, model_dir: Path, out: Path) -> dict[str, Any]:
+    import signal
+
+    from snapuq.formats import read_config
+
     cfg_path = ModelPaths(model_dir).config
-    seed = int(read_json(cfg_path).get("seed", 0) or 0) if cfg_path.exists() else 0
+    seed = int(read_config(cfg_path, need=()).get("seed", 0)) if cfg_path.exists() else 0
     ref = HostReference(model_dir)
     x, y, seg = _load_split(opts, seed)
     if len(x) == 0:
@@ -278,15 +328,11 @@ def run(opts: Options) -> dict[str, Any]:
     if int(np.prod(x.shape[1:])) != ref.in_bytes:
         raise SnapuqError(f"dataset {opts.dataset} inputs have shape {tuple(x.shape[1:])}, the model "
                           f"{model_dir} expects {ref.in_shape[1:]}")
-    out.mkdir(parents=True, exist_ok=True)
     board_label = opts.port
     if opts.port.startswith("qemu:"):
         board_label = board_spec(opts.port).name
-    meta = {"model": str(model_dir.resolve()), "dataset": opts.dataset, "split": opts.split,
-            "start": opts.start, "limit": opts.limit, "board": board_label, "n_inputs": int(len(x))}
-    if opts.stream:
-        meta["stream"] = {"severity": opts.severity, "segment": opts.segment}
-    check_run_meta(out, meta, opts.resume)
+    meta = run_meta(opts, model_dir, ref, x, y, seg, board_label)
+    resume = check_resume(out, meta, opts.resume)  # read-only: --out changes only once the device answers
 
     def _term(signum: int, _frame: Any) -> None:
         raise _Stop(signal.Signals(signum).name)
@@ -299,7 +345,7 @@ def run(opts: Options) -> dict[str, Any]:
             pass
     state: dict[str, Any] = {}
     try:
-        return _run(opts, model_dir, ref, x, y, seg, out, board_label, state)
+        return _run(opts, model_dir, ref, x, y, seg, out, board_label, state, meta, resume)
     except (KeyboardInterrupt, _Stop) as e:
         _incomplete(out, opts, state, f"interrupted ({e or 'SIGINT'})")
         raise KeyboardInterrupt from None
@@ -339,13 +385,16 @@ def _incomplete(out: Path, opts: Options, state: dict[str, Any], why: str) -> No
 
 
 def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: np.ndarray,
-         seg: list[str] | None, out: Path, board_label: str, state: dict[str, Any]) -> dict[str, Any]:
+         seg: list[str] | None, out: Path, board_label: str, state: dict[str, Any], meta: dict[str, Any],
+         resume: bool) -> dict[str, Any]:
     with ExitStack() as stack:
         qemu = None
         url = opts.port
+        elf_sha = None
         if opts.port.startswith("qemu:"):
             spec = board_spec(opts.port)
             elf = Path(opts.firmware) if opts.firmware else build_firmware(spec, model_dir, opts.build_dir)
+            elf_sha = sha256_file(elf)
             qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount))
             state["qemu"] = qemu
             url = qemu.url
@@ -373,11 +422,18 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
                               "the firmware was built for another model (rebuild it, or drop --firmware)")
         board = str(prof.get("board", board_label))
         counter = Counter(prof, board, opts.icount)
-        state.update(prof=prof, counter=counter, stats=dev.stats(), n_total=int(len(x)))
-
-        writer = ResultsWriter(out / "results.jsonl", opts.resume)
-        state["writer"] = writer
+        stats = dev.stats()
+        # the device has answered: only now does anything in --out change
+        meta["device"] = {**{k: prof.get(k) for k in DEVICE_KEYS}, "elf_sha256": elf_sha}
+        start_run(out, meta, resume)
+        view = RunView(start=opts.start, labels=[int(v) for v in y], segments=seg, cycles_unit=counter.unit,
+                       cycles=counter.cycles, host=lambda pos: ref.run(ref.quantize(x[pos])).snap)
+        writer = ResultsWriter(out / "results.jsonl", resume, view)
+        state.update(prof=prof, counter=counter, stats=stats, n_total=int(len(x)), writer=writer)
         stack.callback(writer.close)
+        note = dropped_line(len(writer.done), writer.dropped)
+        if note:
+            print(f"harness: {note}", file=sys.stderr)
         todo = [i for i in range(len(x)) if (opts.start + i) not in writer.done]
         bar = None
         if opts.progress:
