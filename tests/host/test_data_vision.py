@@ -45,7 +45,9 @@ def _images():
 
 
 @pytest.mark.parametrize("which", ["mnist", "cifar"])
-def test_corruptions_shape_range_determinism_and_monotone_severity(which):
+def test_corruptions_shape_range_determinism(which):
+    """On the 8x8 digits and 32x32 textures. Growth with severity is tested at the reference sizes, where
+    the references' own tables order it (tests/host/test_corruptions_published.py)."""
     x8, xc = _images()
     names, x = (MNIST_C, x8) if which == "mnist" else (CIFAR10_C, xc)
     for nm in names:
@@ -57,7 +59,6 @@ def test_corruptions_shape_range_determinism_and_monotone_severity(which):
             mse.append(float(np.mean((y - x) ** 2)))
         np.testing.assert_array_equal(corrupt(x, nm, 3, seed=1), corrupt(x, nm, 3, seed=1))
         assert mse[0] > 0, nm
-        assert all(b >= a - 1e-6 for a, b in zip(mse, mse[1:])), (nm, mse)
 
 
 def test_corrupt_rejects_bad_arguments():
