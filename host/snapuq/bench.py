@@ -30,6 +30,10 @@ BOARDS = ("m4", "m7")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "tflite", nargs="?", type=Path, default=None, metavar="FILE.tflite",
+        help="any int8 .tflite: flash, RAM, arena (vs TFLM's) and instructions per board, outputs checked",
+    )  # fmt: skip
     p.add_argument("--model", type=Path, default=Path("models/digits"))
     p.add_argument("--out", type=Path, default=None,
                    help="JSON file to write (required, except with --table: build/bench/table.json + .md)")
@@ -189,6 +193,24 @@ def run(args: argparse.Namespace) -> int:
         v = getattr(args, name, None)
         if isinstance(v, int) and v < 1:
             raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    if getattr(args, "tflite", None) is not None:
+        from snapuq.bench_tflite import bench_tflite
+
+        if not args.tflite.is_file():
+            raise SnapuqError(f"{args.tflite}: no such file")
+        if args.out is None:
+            raise SnapuqError("--out FILE.json is required")
+        rep = bench_tflite(args.tflite, [b.strip() for b in args.boards.split(",") if b.strip()],
+                           repeats=args.repeats, build=args.build_dir)  # fmt: skip
+        write_text(args.out, json.dumps(rep, indent=1) + "\n")
+        for b, r in rep["boards"].items():
+            if r.get("fits"):
+                print(f"{b}: {r['instructions']['total']:,.0f} instructions, flash {r['flash']:,} B, arena "
+                      f"{r['ram']['arena']:,} B (TFLM {rep['arena_bytes']['tflm']:,} B), "
+                      f"{r['mismatches_vs_tflm']} mismatches vs TFLM")  # fmt: skip
+            else:
+                print(f"{b}: does not fit ({'; '.join(r.get('link_error') or ['arena'])})")
+        return 1 if any(r.get("mismatches_vs_tflm") for r in rep["boards"].values()) else 0
     if getattr(args, "export_variants", None):
         from snapuq.bench_variants import export_variants
 
