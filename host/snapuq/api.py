@@ -316,10 +316,99 @@ def tflite_ops(tflite: bytes) -> list[tuple[str, str]]:
     return out
 
 
-def check_converted_ops(model) -> list[str]:
+# ------------------------------------------------------------------------------------ core capacities
+_LIMIT_OF = {"tensors": "SNAPUQ_MAX_TENSORS", "operators": "SNAPUQ_MAX_OPS", "inputs": "SNAPUQ_MAX_IO",
+             "outputs": "SNAPUQ_MAX_IO"}  # fmt: skip
+
+
+def core_limits() -> dict[str, int]:
+    """The C core's capacities as built by default (SNAPUQ_MAX_TENSORS / _OPS / _IO in snapuq_runtime.h):
+    what the host library (`snapuq export / verify`), the MicroPython module and a firmware without CAPS=fit
+    take."""
+    import re
+
+    from snapuq.ccore import CORE_DIR
+
+    text = (CORE_DIR / "snapuq_runtime.h").read_text()
+    found = {k: int(v) for k, v in re.findall(r"#define (SNAPUQ_MAX_(?:TENSORS|OPS|IO)) (\d+)", text)}
+    missing = sorted(set(_LIMIT_OF.values()) - set(found))
+    if missing:
+        raise SnapuqError(f"{CORE_DIR / 'snapuq_runtime.h'}: no #define {missing[0]}")
+    return found
+
+
+def graph_counts(tflite: bytes) -> dict[str, int]:
+    """Tensors (constants included), operators, inputs and outputs of subgraph 0: what the core's loader
+    compares with its capacities."""
+    import tflite as tfl
+
+    g = tfl.Model.GetRootAsModel(tflite, 0).Subgraphs(0)
+    return {"tensors": g.TensorsLength(), "operators": g.OperatorsLength(), "inputs": g.InputsLength(),
+            "outputs": g.OutputsLength()}  # fmt: skip
+
+
+def head_count_bounds(n_taps: int) -> tuple[dict[str, int], dict[str, int]]:
+    """(fewest, most) tensors / operators / outputs the SNAP heads add to the backbone in the exported graph.
+    Per tap four FULLY_CONNECTED (P, h, mu, log-variance: weights, bias, output each), the two tap vectors (a
+    MEAN over a feature map: output tensor, and a RESHAPE when the converter has folded that map away: output
+    + shape), the "probs" SOFTMAX once, MEAN axis constants (one per rank, when the backbone has none) and the
+    outputs "probs" + a, mu, logvar per tap. Exact for vector taps; a MEAN is shared with an identical one of
+    the backbone or of another tap."""
+    lo = {"tensors": 1 + 12 * n_taps, "operators": 1 + 4 * n_taps, "inputs": 0, "outputs": 1 + 3 * n_taps}
+    hi = {"tensors": lo["tensors"] + 6 * n_taps + 2, "operators": lo["operators"] + 4 * n_taps, "inputs": 0,
+          "outputs": lo["outputs"]}  # fmt: skip
+    return lo, hi
+
+
+def export_counts(snap_model, n_taps: int) -> dict[str, int]:
+    """graph_counts of the graph `snapuq export` converts (ModelDir.export_model: logits, probs and each
+    tap's a, mu, logvar) for this backbone + heads, by converting it once (int8, random calibration data).
+    The heads' biases are made non-zero for the conversion as training leaves them (the converter drops an
+    all-zero bias and shares equal constants, so untrained heads would count short), then restored."""
+    from snapuq import snap as S
+    from snapuq.modeldir import ModelDir
+
+    saved = [(lay, lay.get_weights()) for lay in S.head_layers(snap_model)]
+    rng = np.random.default_rng(0)
+    try:
+        for lay, ws in saved:
+            lay.set_weights([w + rng.uniform(0.01, 0.02, w.shape).astype(w.dtype) if w.ndim == 1 else w
+                             for w in ws])  # fmt: skip
+        em = ModelDir(Path("."), {"taps": [None] * n_taps}, snap_model).export_model()
+        return graph_counts(_convert(em))
+    finally:
+        for lay, ws in saved:
+            lay.set_weights(ws)
+
+
+def check_capacity(backbone_tflite: bytes, snap_model, n_taps: int) -> dict[str, int]:
+    """Refuse, before any training, a model the core cannot load once export has added the SNAP heads: the
+    backbone's converted graph plus what the heads add (`head_count_bounds`; when the most they could add
+    does not fit, the exact count of `export_counts`) against `core_limits()`. One line naming the limit and
+    the count. Returns the counts known (exact, or the backbone's plus the heads' upper bound)."""
+    lim = core_limits()
+    base = graph_counts(backbone_tflite)
+    lo, hi = head_count_bounds(n_taps)
+    total = {k: base[k] + hi[k] for k in base}
+    if any(total[k] > lim[_LIMIT_OF[k]] for k in total):
+        total = export_counts(snap_model, n_taps)
+    for k, n in total.items():
+        if n > lim[_LIMIT_OF[k]]:
+            name = _LIMIT_OF[k]
+            raise UnsupportedModelError(
+                f"with its SNAP heads ({n_taps} tap{'s' if n_taps != 1 else ''}) the int8 model has {n} {k} "
+                f"(backbone {base[k]} + heads {n - base[k]}), more than the core's {name} = {lim[name]}: "
+                f"use fewer taps (taps=...), or a core built with a larger {name}"
+            )
+    return total
+
+
+def check_converted_ops(model, heads: tuple[Any, int] | None = None) -> list[str]:
     """Convert once (int8, random calibration data) and refuse operators outside CORE_OPS, naming the Keras
-    layer the operator came from; then load the result into the C core itself (when a host compiler is
-    available), which rejects parameters it does not implement. Returns the sorted operator names."""
+    layer the operator came from; with `heads` = (SNAP model, number of taps), refuse a model that exceeds
+    the core's capacities with its heads (`check_capacity`); then load the result into the C core itself
+    (when a host compiler is available), which rejects parameters it does not implement. Returns the sorted
+    operator names."""
     tfl = _convert(model)
     ops = tflite_ops(tfl)
     names = sorted((lay.name for lay in model.layers), key=len, reverse=True)
@@ -328,6 +417,8 @@ def check_converted_ops(model) -> list[str]:
             lay = next((n for n in names if n in tname), None)
             where = f"layer '{lay}'" if lay else f"tensor '{tname}'"
             raise UnsupportedModelError(f"{where} converts to {op}, which the int8 core does not implement")
+    if heads is not None:
+        check_capacity(tfl, *heads)
     from snapuq.ccore import CCoreError, CoreModel
 
     try:
@@ -560,6 +651,10 @@ class Snap:
             ytr = np.zeros(len(data), np.int64) if y is None else np.asarray(y).astype(np.int64).reshape(-1)
             if len(ytr) != len(data):
                 raise SnapuqError(f"x has {len(data)} samples, y {len(ytr)}")
+            n = self.n_classes
+            if len(ytr) and int(ytr.max()) >= n:
+                raise SnapuqError(f"y has label {int(ytr.max())}, outside the model's {n} classes "
+                                  f"(its logits are {n} wide: labels 0..{n - 1})")
             self._data["x_train"] = data[:MAX_SAVED_TRAIN]
             if y is not None:
                 self._data["y_train"] = ytr[:MAX_SAVED_TRAIN]
@@ -668,7 +763,7 @@ class Snap:
         `snapuq export / verify / eval` and the harness read, backbone.keras for the baselines). Test data:
         `x_test, y_test` (else the dev split stands in, noted in config.json); `x_ood`: OOD inputs for
         `snapuq eval`; `dataset`: a snapuq.data.Dataset to store instead of the arrays fit/calibrate saw."""
-        from snapuq.data import Dataset
+        from snapuq.data import Dataset, with_model_classes
         from snapuq.data.user import modality_of, save_cache, with_preprocessing
 
         if self.calib is None:
@@ -691,8 +786,7 @@ class Snap:
             if y_test is None:
                 raise SnapuqError("save: x_test needs y_test")
             ytr = d.get("y_train")
-            n = int(max(np.max(d["y_dev"]), np.max(y_test))) + 1
-            names = list(class_names) if class_names else [str(i) for i in range(max(n, self.n_classes))]
+            names = [str(c) for c in class_names] if class_names else []  # numbered up to n_classes below
             dataset = Dataset(
                 name=name or out.name,
                 x_train=d["x_train"],
@@ -719,6 +813,8 @@ class Snap:
             dataset.meta["modality"] = modality_of(dataset.input_shape)
         elif self.pre is not None:
             dataset = with_preprocessing(dataset, self.pre)
+        # the model's classes are its logits, never the labels present: every label inside them
+        dataset = with_model_classes(dataset, self.n_classes, "Snap.save")
         if tuple(dataset.input_shape) != self.input_shape:
             raise SnapuqError(
                 f"data are {dataset.input_shape} per sample, the model takes {self.input_shape}"
@@ -781,9 +877,10 @@ def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: f
     check_model(model)
     backbone, feat = logits_backbone(model)
     tap_list, tap_prev = _resolve_taps(backbone, feat, taps)
-    ops = check_converted_ops(backbone) if check_ops else []
     snap_model = S.add_heads(backbone, tap_list, tap_prev, rank=rank, eps=eps, floor="hard", detach=True,
                              feat=feat)  # fmt: skip
+    # the operators, and the capacities counted with the heads export adds (before any training)
+    ops = check_converted_ops(backbone, heads=(snap_model, len(tap_list))) if check_ops else []
     opts = {"rank": int(rank), "eps": float(eps), "lambda_reg": float(lambda_reg), "nll": nll,
             "qat_frac": float(qat_frac), "variant": variant, "detach": True, "joint": False,
             "floor": "hard", "lambda_ss": 1.0, "cov_rank": 0}  # fmt: skip
@@ -811,6 +908,7 @@ def load_keras_model(path: str | Path):
 
 def train_user_model(args: argparse.Namespace) -> dict:
     """`snapuq train --model my.keras --data DATA --out DIR`: attach, fit, calibrate, save (+ baselines)."""
+    from snapuq.data import with_model_classes
     from snapuq.data.user import load_user_data, with_preprocessing
 
     t0 = time.perf_counter()
@@ -833,10 +931,9 @@ def train_user_model(args: argparse.Namespace) -> dict:
     taps = [t.strip() for t in args.taps.split(",")] if args.taps else None
     snap = attach(model, taps=taps, rank=args.rank, eps=args.eps, lambda_reg=args.lambda_reg, nll=args.nll,
                   qat_frac=args.qat_frac, variant=args.variant)  # fmt: skip
-    if int(ds.y_train.max()) >= snap.n_classes:
-        raise SnapuqError(
-            f"{args.data}: labels go up to {int(ds.y_train.max())}, the model has {snap.n_classes} outputs"
-        )
+    # n_classes is the model's logits width, not the largest label in the data (a class the data lack is
+    # still an output: the generated C and the manifest must say so); a label outside it is refused here
+    ds = with_model_classes(ds, snap.n_classes, str(args.data))
     snap.fit(ds.x_train, ds.y_train, epochs=args.epochs or 10, batch_size=args.batch_size or 64,
              lr=args.lr or 2e-3, backbone_epochs=args.backbone_epochs, validation_data=(ds.x_dev, ds.y_dev),
              seed=args.seed, progress=progress)  # fmt: skip

@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from snapuq.baselines.methods import METHODS, EvalContext, MethodUnavailable, make_method
-    from snapuq.data import load_dataset, load_ood
+    from snapuq.data import check_labels, load_dataset, load_ood
 
     timer = Timer()
     t_start = time.perf_counter()
@@ -232,6 +232,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = md.config
     with timer("load_data"):
         ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
+    # the model's classes are its logits' width, never the labels present; a label outside them: one line
+    n_classes = int(md.model.output["logits"].shape[-1])
+    check_labels(ds, n_classes, str(cfg["dataset"]), ("dev", "test"))
     x_test, y_test = np.asarray(ds.x_test, np.float32), np.asarray(ds.y_test).astype(np.int64)
     if args.limit:
         x_test, y_test = x_test[: args.limit], y_test[: args.limit]
@@ -277,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
 
     ctx = EvalContext(
         model=md.model,
-        n_classes=int(cfg.get("n_classes", ds.n_classes)),
+        n_classes=n_classes,
         x_train=np.asarray(ds.x_train, np.float32),
         y_train=np.asarray(ds.y_train).astype(np.int64),
         x_dev=x_dev,

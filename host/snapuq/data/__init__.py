@@ -61,6 +61,37 @@ OOD_LOADERS: dict[str, str] = {
 }
 
 
+SPLITS = ("train", "dev", "test")
+
+
+def check_labels(ds: Dataset, n_classes: int, where: str, splits: tuple[str, ...] = SPLITS) -> None:
+    """DatasetError (one line) when a label of `splits` is outside the model's classes 0..n_classes-1 (the
+    width of its logits; -1 marks an unlabelled training sample)."""
+    for s in splits:
+        y = np.asarray(getattr(ds, f"y_{s}")).reshape(-1)
+        if y.size and int(y.max()) >= n_classes:
+            raise DatasetError(
+                f"{where}: y_{s} has label {int(y.max())}, outside the model's {n_classes} classes "
+                f"(its logits are {n_classes} wide: labels 0..{n_classes - 1})"
+            )
+
+
+def with_model_classes(ds: Dataset, n_classes: int, where: str, splits: tuple[str, ...] = SPLITS) -> Dataset:
+    """`ds` with exactly `n_classes` class names, n_classes being the model's logits width, never the labels
+    that happen to be present: a class no split has (the top one, say) is still one of the model's outputs.
+    Names the data lack are numbered ("9", ...). DatasetError (one line) for a label of `splits` outside the
+    model's classes or more class names than the model has outputs."""
+    from dataclasses import replace
+
+    check_labels(ds, n_classes, where, splits)
+    names = [str(c) for c in ds.class_names]
+    if len(names) > n_classes:
+        raise DatasetError(f"{where}: {len(names)} class names, the model's logits are {n_classes} wide")
+    if len(names) == n_classes:
+        return ds
+    return replace(ds, class_names=names + [str(i) for i in range(len(names), n_classes)])
+
+
 def _resolve(spec: str):
     mod, fn = spec.split(":")
     return getattr(importlib.import_module(mod), fn)

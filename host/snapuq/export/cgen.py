@@ -119,12 +119,17 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
     hinge = snap.get("hinge")
     probs_name = conf.get("probs", "probs")
     outs = manifest.get("outputs", {})
-    n_classes = len(manifest.get("class_names") or [])
-    if not n_classes:
-        n_classes = int(outs.get("logits", {}).get("shape", [0, 0])[-1])
+    # the classes are the logits tensor's elements (the core checks .n_classes against them), never the
+    # number of class names or labels; names a manifest lacks are numbered
+    classes = [str(c) for c in (manifest.get("class_names") or [])]
+    logits_shape = (outs.get("logits") or {}).get("shape")
+    n_classes = math.prod(int(v) for v in logits_shape) if logits_shape else len(classes)
     if n_classes < 2:
         raise ModelFormatError("manifest: cannot tell the number of classes "
-                               "(class_names or outputs.logits.shape)")
+                               "(outputs.logits.shape or class_names)")
+    if len(classes) > n_classes:
+        raise ModelFormatError(f"manifest: {len(classes)} class_names, the logits have {n_classes} elements")
+    classes += [str(i) for i in range(len(classes), n_classes)]
     name = str(manifest.get("name") or manifest.get("dataset") or "model")
 
     tap_inits, luts = [], []
@@ -204,7 +209,6 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
     in_bytes = 1
     for x in in_shape:
         in_bytes *= x
-    classes = [str(c) for c in (manifest.get("class_names") or [str(i) for i in range(n_classes)])]
     n_scale, n_offset = input_normalization(inp)
 
     out_dir = Path(out_dir)

@@ -39,7 +39,7 @@ def export_model(
     from tqdm import tqdm
 
     from snapuq.ccore import CoreModel
-    from snapuq.data import load_dataset
+    from snapuq.data import load_dataset, with_model_classes
     from snapuq.export.cgen import write_c_model
     from snapuq.export.convert import convert_keras, quantize_input
     from snapuq.export.fixedpoint import build_snap
@@ -54,6 +54,10 @@ def export_model(
         raise SnapuqError(f"{paths.calib}: missing (the SNAP constants come from `snapuq train`)")
     cfg = md.config
     ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)))
+    # the classes are the logits' width (what the device checks its buffers against; check_manifest holds the
+    # converted model to it), never the labels the data happen to have: a label outside them is refused here
+    n_classes = int(md.model.output["logits"].shape[-1])
+    ds = with_model_classes(ds, n_classes, str(cfg["dataset"]))
     rng = np.random.default_rng(int(cfg.get("seed", 0)))
     idx = rng.choice(len(ds.x_train), size=min(n_rep, len(ds.x_train)), replace=False)
     rep = ds.x_train[np.sort(idx)]
@@ -127,7 +131,7 @@ def export_model(
         },
         "outputs": outs,
         "class_names": list(ds.class_names),
-        "n_classes": int(ds.n_classes),
+        "n_classes": n_classes,
         "taps": [
             {"name": f"tap{k}", "d": int(t["d"]), "layer": t.get("layer"), "prev": t.get("prev")}
             for k, t in enumerate(cfg["taps"])

@@ -79,6 +79,21 @@ def check_manifest(
             raise ModelFormatError(
                 f"{where} does not match the model: output '{name}' differs (index/shape/quantization)"
             )
+    if "logits" in outs:
+        # the classes are the logits' elements: what the generated C (.n_classes) and the device check
+        n = 1
+        for v in outs["logits"]["shape"]:
+            n *= int(v)
+        if "n_classes" in manifest and int(manifest["n_classes"]) != n:
+            raise ModelFormatError(
+                f"{where}: n_classes {manifest['n_classes']}, the model's logits have {n} "
+                f"(re-export: `snapuq export`)"
+            )
+        names = manifest.get("class_names")
+        if names and len(names) != n:
+            raise ModelFormatError(
+                f"{where}: {len(names)} class_names, the model's logits have {n} (re-export: `snapuq export`)"
+            )
     for tp in (manifest.get("snap") or {}).get("taps", []):
         for role in ("a", "mu", "logvar"):
             if tp.get(role) not in outs:

@@ -34,6 +34,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, help="also write the counts to this JSON file")
 
 
+def _check_c_classes(c_source: Path, n: int) -> None:
+    """The generated C's `.n_classes` is the logits' element count (the device refuses every inference
+    otherwise: "buffer size mismatch"); one-line ModelFormatError if not. No generated C: nothing to check."""
+    import re
+
+    from snapuq.errors import ModelFormatError
+
+    if not c_source.is_file():
+        return
+    m = re.search(r"\.n_classes = (\d+),", c_source.read_text(errors="replace"))
+    if m is None or int(m.group(1)) != n:
+        got = m.group(1) if m else "missing"
+        raise ModelFormatError(f"{c_source}: .n_classes {got}, the model's logits have {n} "
+                               f"(re-export: `snapuq export`)")  # fmt: skip
+
+
 def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: bool = False) -> dict:
     from tqdm import tqdm
 
@@ -45,7 +61,8 @@ def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: boo
     if n < 1:
         raise SnapuqError("--n must be >= 1")
     paths = ModelPaths(d)
-    model, _, man, _ = load_exported(paths.root)
+    model, _, man, _ = load_exported(paths.root)  # the manifest's n_classes / class_names vs the logits too
+    _check_c_classes(paths.c_source, int(np.prod(man["outputs"]["logits"]["shape"])))
     ip = TFLMInterpreter(paths.int8.read_bytes())
     inp = man["input"]
     if random:
