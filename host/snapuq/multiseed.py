@@ -123,10 +123,12 @@ def _method_values(m: dict, name: str) -> dict:
 
     row = dict(m["methods"].get(name, {}))
     det = m.get("details", {}).get(name, {})
-    for k in DETAIL_KEYS + (SNAP_KEYS if name == "snap" else ()):
+    per_set = sorted(k for k in det if k.startswith(("auroc_id_vs_ood[", "auroc_idok_vs_ood[")))
+    for k in DETAIL_KEYS + (SNAP_KEYS if name == "snap" else ()) + tuple(per_set):
         if k in det:
             row[k] = det[k]
-    return {k: row.get(k) for k in (*CONTRACT_KEYS, *DETAIL_KEYS, *(SNAP_KEYS if name == "snap" else ()))}
+    keys = (*CONTRACT_KEYS, *DETAIL_KEYS, *(SNAP_KEYS if name == "snap" else ()), *per_set)
+    return {k: row.get(k) for k in keys}
 
 
 def seed_checks(m: dict) -> dict:
