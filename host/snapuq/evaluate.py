@@ -45,7 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the OOD sample and the CID stream")
     p.add_argument("--methods", default="all", help="comma-separated subset of the methods (default: all)")
     p.add_argument("--n-ood", type=int, default=500, help="OOD inputs (default 500)")
-    p.add_argument("--severity", type=int, default=3, help="corruption severity of the CID stream (1-5)")
+    p.add_argument(
+        "--severity", type=int, default=None,
+        help="corruption severity of the CID stream (1-5; 0: MNIST-C's published setting per corruption; "
+        "default 0 for mnist / fashion_mnist, else 3)",
+    )  # fmt: skip
     p.add_argument("--segment", type=int, default=300, help="frames per stream segment (default 300)")
     p.add_argument(
         "--ood", default=None, metavar="PATH",
@@ -206,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from snapuq.baselines.methods import METHODS, EvalContext, MethodUnavailable, make_method
-    from snapuq.data import check_labels, load_dataset, load_ood
+    from snapuq.data import check_labels, load_dataset, load_ood_sets
 
     timer = Timer()
     t_start = time.perf_counter()
@@ -217,8 +221,8 @@ def run(args: argparse.Namespace) -> int:
     args.data_dir = default_data_dir(d, args.data_dir)
     if args.limit is not None and args.limit < 10:
         raise SnapuqError(f"--limit must be at least 10, got {args.limit}")
-    if not 1 <= args.severity <= 5:
-        raise SnapuqError(f"--severity must be in 1..5, got {args.severity}")
+    if args.severity is not None and not 0 <= args.severity <= 5:
+        raise SnapuqError(f"--severity must be in 0..5 (0: MNIST-C's published ones), got {args.severity}")
     if args.segment < S.WINDOW:
         raise SnapuqError(f"--segment must be at least the window ({S.WINDOW}), got {args.segment}")
     names = METHODS if args.methods == "all" else [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -240,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
         x_test, y_test = x_test[: args.limit], y_test[: args.limit]
     n_ood = min(args.n_ood, args.limit) if args.limit else args.n_ood
     ood_note = None
+    ood_groups: dict[str, slice] = {}
     with timer("load_ood"):
         if getattr(args, "ood", None):
             from snapuq.data.user import load_ood_path
@@ -250,7 +255,13 @@ def run(args: argparse.Namespace) -> int:
             x_ood = np.zeros((0, *np.asarray(x_test).shape[1:]), np.float32)
         else:
             try:
-                x_ood = load_ood(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed)
+                sets = load_ood_sets(cfg["dataset"], ds, args.data_dir, n=n_ood, seed=args.seed)
+                if len(sets) > 1:  # several OOD sets (far / near): one pool, and a row per set
+                    o = 0
+                    for label, xs in sets.items():
+                        ood_groups[label] = slice(o, o + len(xs))
+                        o += len(xs)
+                x_ood = np.concatenate([np.asarray(v, np.float32) for v in sets.values()])
             except DatasetError as e:  # the OOD source is optional: say so and go on without it
                 print(f"snapuq eval: warning: OOD set unavailable ({e}); ID-vs-OOD metrics skipped")
                 x_ood = np.zeros((0, *np.asarray(x_test).shape[1:]), np.float32)
@@ -258,8 +269,19 @@ def run(args: argparse.Namespace) -> int:
     if len(x_ood) == 0:
         ood_note = "no OOD inputs (the data has no x_ood, no --ood PATH given): ID-vs-OOD metrics skipped"
         print(f"snapuq eval: note: {ood_note}")
+    if args.severity is None:
+        args.severity = 0 if cfg["dataset"] in ("mnist", "fashion_mnist") else 3
     with timer("build_stream"):
         cnames, corrupt = _corruption_api(ds)
+        if args.severity == 0:
+            from snapuq.data.corruptions import MNIST_C_SEVERITY
+
+            if not set(cnames) <= set(MNIST_C_SEVERITY):
+                raise SnapuqError("--severity 0 (MNIST-C's published settings): MNIST-C corruptions only")
+            base_corrupt = corrupt
+
+            def corrupt(x, idx, name, severity, seed):  # noqa: F811 (the published severity per corruption)
+                return base_corrupt(x, idx, name, MNIST_C_SEVERITY[name], seed)
         st = S.build_stream(
             x_test,
             y_test,
@@ -324,7 +346,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         results[name] = (m, r)
         with timer("metrics"):
-            main, extra = _score_one(r, bounds, y_test, st, spec, clean_idx)
+            main, extra = _score_one(r, bounds, y_test, st, spec, clean_idx, ood_groups)
         extra["params"] = m.params()
         methods_out[name] = main
         details[name] = extra
@@ -338,10 +360,12 @@ def run(args: argparse.Namespace) -> int:
     }
     out["n_ood"] = int(len(x_ood))
     out["ood_source"] = ood_note or _ood_source(ds, cfg["dataset"])
+    if ood_groups:
+        out["ood_sets"] = {k: int(v.stop - v.start) for k, v in ood_groups.items()}
     out["stream"] = {
         "frames": len(st),
         "window": S.WINDOW,
-        "severity": args.severity,
+        "severity": args.severity or "MNIST-C published (snapuq.data.corruptions.MNIST_C_SEVERITY)",
         "segment": args.segment,
         "corruptions": cnames,
         "mu_id": spec.mu,
@@ -441,11 +465,20 @@ def _tap_names(cfg: dict) -> list[str]:
     return [t.get("name", f"tap{i}") for i, t in enumerate(cfg.get("taps", []))]
 
 
-def _score_one(r, bounds, y_test, st, spec, clean_idx) -> tuple[dict, dict]:
+def _score_one(r, bounds, y_test, st, spec, clean_idx, ood_groups=None) -> tuple[dict, dict]:
     u = r.u
     u_test, u_ood, u_dev, u_cor = (u[bounds[k]] for k in ("test", "ood", "dev", "corrupt"))
     res = S.monitor(st.gather(u_test, u_cor), u_dev[clean_idx], spec, st)
     main, extra = _method_metrics(u_test, r.pred[bounds["test"]], r.conf[bounds["test"]], y_test, u_ood, res)
+    ok = r.pred[bounds["test"]] == y_test
+    for label, sl in (ood_groups or {}).items():  # one row per OOD set: "auroc_idok_vs_ood[far:mnist]"
+        uo = u_ood[sl]
+        extra[f"auroc_id_vs_ood[{label}]"] = M.auroc(
+            np.r_[u_test, uo], np.r_[np.zeros(len(u_test)), np.ones(len(uo))]
+        )
+        extra[f"auroc_idok_vs_ood[{label}]"] = M.auroc(
+            np.r_[u_test[ok], uo], np.r_[np.zeros(int(ok.sum())), np.ones(len(uo))]
+        )
     shift = {}
     for a, b, name in st.segments:
         if name == "clean":

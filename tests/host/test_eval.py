@@ -227,7 +227,7 @@ def test_eval_method_subset_and_limit(tiny_dir, tmp_path):
         ("nomodel", [], "missing model.keras"),
         ("ok", ["--methods", "msp,nope"], "unknown method 'nope'"),
         ("ok", ["--limit", "3"], "--limit must be at least 10"),
-        ("ok", ["--severity", "9"], "--severity must be in 1..5"),
+        ("ok", ["--severity", "9"], "--severity must be in 0..5"),
         ("ok", ["--segment", "20"], "--segment must be at least"),
     ],
 )
