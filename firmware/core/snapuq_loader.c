@@ -1,13 +1,41 @@
 /*
  * snapuq_loader.c - snapuq_model_init(): validate a .tflite flatbuffer in place (every offset,
  * table, vector, string and buffer against the file length; every tensor's type, shape and
- * quantization), hand each operator to its registration (ops/op_table.c) and snapuq_plan the arena.
+ * quantization), hand each operator to its registration (the image's op table, snapuq_ops.h) and
+ * snapuq_plan the arena.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "snapuq_op.h"
+#include "snapuq_ops.h"
+
+const snapuq_op_reg_t *snapuq_op_find(int32_t builtin)
+{
+    uint16_t i;
+    for (i = 0; i < snapuq_op_table_len; i++) {
+        if (snapuq_op_table[i]->builtin == builtin) {
+            return snapuq_op_table[i];
+        }
+    }
+    return NULL;
+}
+
+/* 1 when the core implements `code` (SNAPUQ_OPS_ALL), whether or not this image's table has it */
+#define SNAPUQ_OP_CODE_(NAME, name) SNAPUQ_OP_##NAME,
+static int core_implements(int32_t code)
+{
+    static const uint8_t k_codes[] = {SNAPUQ_OPS_ALL(SNAPUQ_OP_CODE_)};
+    size_t i;
+    for (i = 0; i < sizeof k_codes; i++) {
+        if (code == (int32_t)k_codes[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+#undef SNAPUQ_OP_CODE_
 
 static uint32_t dtype_size(uint8_t t)
 {
@@ -163,6 +191,11 @@ static snapuq_status_t parse_op(snapuq_model_t *md, const snapuq_fb_t *fb, uint1
     snapuq_opts_t opts;
     uint32_t opt_pos, k;
 
+    if (reg == NULL && core_implements(code)) {
+        /* an image built for other models: its op table links only their operators (snapuq_ops.h) */
+        return snapuq_fail(md, SNAPUQ_ERR_UNSUPPORTED_OP, snapuq_builtin_name(code), SNAPUQ_NO_NUM,
+                           ": operator not in this image's op table");
+    }
     if (reg == NULL) {
         return snapuq_fail(md, SNAPUQ_ERR_UNSUPPORTED_OP, "unsupported operator ", SNAPUQ_NO_NUM, snapuq_builtin_name(code));
     }

@@ -9,8 +9,9 @@
  *   prepare  at snapuq_model_set_arena() (optional): fill the persistent region
  *            (md->arena + op->persist), e.g. per-channel multipliers;
  *   eval     at snapuq_model_invoke(): run the kernel.
- * ops/op_table.c lists the registrations; adding an operator = one new file + one table line
- * (+ its name in core.mk).
+ * snapuq_ops.h lists the registrations (SNAPUQ_OPS_ALL; ops/op_table.c is the stock table of all
+ * of them); adding an operator = one new file + one SNAPUQ_OPS_ALL line + its code below (+ its
+ * name in core.mk).
  */
 #ifndef SNAPUQ_OP_H
 #define SNAPUQ_OP_H
@@ -63,7 +64,8 @@ typedef struct snapuq_op_reg {
     snapuq_status_t (*eval)(snapuq_model_t *md, uint16_t op);
 } snapuq_op_reg_t;
 
-/* ops/op_table.c: registration of a builtin code, NULL when unsupported */
+/* snapuq_loader.c: registration of a builtin code in the image's op table (snapuq_ops.h), NULL when
+ * the table has none */
 const snapuq_op_reg_t *snapuq_op_find(int32_t builtin);
 
 /* the registrations (one per ops/op_*.c) */

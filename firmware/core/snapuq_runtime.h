@@ -24,13 +24,17 @@
  * multipliers are derived at set_arena time from the float32 scales with integer-only code
  * (no float or double operations on the device).
  *
- * Supported operators (int8 activations, int8 symmetric weights, int32 bias):
+ * Supported operators (int8 activations, int8 symmetric weights, int32 bias; SNAPUQ_OPS_ALL in
+ * snapuq_ops.h, tests/host/test_c_optable.py keeps this list equal to it):
  *   CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED (per-channel or per-tensor weights),
- *   MAX_POOL_2D, AVERAGE_POOL_2D, MEAN, ADD (same shapes), RESHAPE, SQUEEZE, SOFTMAX,
+ *   MAX_POOL_2D, AVERAGE_POOL_2D, MEAN, ADD (same shapes), CONCATENATION (2-3 inputs),
+ *   RELU, RELU6 (output quantized like the input), RESHAPE, SQUEEZE, EXPAND_DIMS, SOFTMAX,
  *   LOGISTIC, QUANTIZE (int8 -> int8), DEQUANTIZE (int8 -> float32, e.g. a float model output).
  *   Fused activations NONE, RELU, RELU6, RELU_N1_TO_1.
+ * An image may link fewer (its own op table, snapuq_ops.h): a model needing one it lacks is
+ * refused at init with UNSUPPORTED_OP, "<NAME>: operator not in this image's op table".
  * Layout of the implementation: one file per operator (family) under ops/ with its own typed
- * data (snapuq_op_data.h) and a registration in ops/op_table.c; the flatbuffer reader
+ * data (snapuq_op_data.h) and a registration listed in snapuq_ops.h; the flatbuffer reader
  * (snapuq_flatbuffer.c), the multipliers (snapuq_quant.c), the loader (snapuq_loader.c) and
  * the arena planner (snapuq_planner.c) are separate files. core.mk lists them all.
  * Kernels: portable reference C, one file per operator family (kernels/ref/<op>.c); building with

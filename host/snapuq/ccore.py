@@ -192,6 +192,7 @@ class CoreModel:
         self.inputs = [self._info(0, i) for i in range(lib.snapuq_host_model_count(self._h, 0))]
         self.outputs = [self._info(1, i) for i in range(lib.snapuq_host_model_count(self._h, 1))]
         self.output_names = [o.name for o in self.outputs]
+        self.n_tensors = int(lib.snapuq_host_model_count(self._h, 2))
         self.arena_bytes = int(lib.snapuq_host_model_arena_bytes(self._h))
         self.in_bytes = sum(t.bytes for t in self.inputs)
         self.out_bytes = sum(t.bytes for t in self.outputs)
@@ -210,6 +211,12 @@ class CoreModel:
             raise ModelFormatError(f"C core: unsupported tensor type {desc[0]}")
         return TensorSpec((name.value or b"").decode(errors="replace"), tuple(desc[2:2 + ndim]), dtype,
                           float(scale.value), int(zp.value), int(desc[7]))
+
+    def capacities(self) -> dict[str, int]:
+        """What snapuq_model_t must hold for this model (the -D flags of a CAPS=fit build):
+        {"SNAPUQ_MAX_TENSORS", "SNAPUQ_MAX_OPS", "SNAPUQ_MAX_IO"}."""
+        return {"SNAPUQ_MAX_TENSORS": self.n_tensors, "SNAPUQ_MAX_OPS": len(self.op_names()),
+                "SNAPUQ_MAX_IO": max(len(self.inputs), len(self.outputs))}
 
     def op_names(self) -> list[str]:
         """Builtin name of every operator, in execution order ("CONV_2D", ...)."""

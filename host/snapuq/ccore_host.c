@@ -115,11 +115,15 @@ size_t snapuq_host_model_arena_bytes(const void *handle)
     return handle == NULL ? 0 : ((const host_model_t *)handle)->arena_bytes;
 }
 
+/* outputs: 0 = model inputs, 1 = model outputs, 2 = tensors of subgraph 0 (constants included) */
 int snapuq_host_model_count(const void *handle, int outputs)
 {
     const host_model_t *h = (const host_model_t *)handle;
     if (h == NULL) {
         return -1;
+    }
+    if (outputs == 2) {
+        return h->model.n_tensors;
     }
     return outputs ? snapuq_model_output_count(&h->model) : snapuq_model_input_count(&h->model);
 }

@@ -48,6 +48,14 @@ def test_export_writes_consistent_artifacts(exported):
     assert len(man["snap"]["taps"][0]["inv_sigma_lut"]) == 256
     on_disk = json.loads((d / "snapuq.json").read_text())
     assert on_disk["model"]["sha256"] == man["model"]["sha256"]
+    # what an image built for the model needs: its operators (SNAPUQ_MODEL_OPS too) and capacities
+    assert man["model"]["ops"] == ["CONV_2D", "FULLY_CONNECTED", "MAX_POOL_2D", "MEAN", "SOFTMAX"]
+    caps = man["model"]["capacities"]
+    assert caps["SNAPUQ_MAX_OPS"] == man["model"]["n_ops"] and caps["SNAPUQ_MAX_IO"] == len(outs)
+    assert caps["SNAPUQ_MAX_TENSORS"] > caps["SNAPUQ_MAX_OPS"]
+    hdr = (d / "snapuq_model.h").read_text()
+    assert "#define SNAPUQ_MODEL_OPS(X) \\\n    X(CONV_2D, conv_2d) \\\n" in hdr
+    assert "X(SOFTMAX, softmax)\n" in hdr
 
 
 def test_verify_reports_zero_differences(capsys):

@@ -113,8 +113,9 @@ def export_model(
             "float_file": paths.FLOAT,
             "float_bytes": len(flt),
             "arena_bytes_tflm": arena,
-            "ops": sorted(set(model.op_names())),
+            "ops": sorted(set(model.op_names())),  # also SNAPUQ_MODEL_OPS in snapuq_model.h (an op table)
             "n_ops": len(model.op_names()),
+            "capacities": model.capacities(),  # = firmware/tools/caps.py's CAPS=fit flags
         },
         "input": {
             "shape": list(inp.shape),
