@@ -135,6 +135,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "staging folder .OUT.train beside --out)",
     )  # fmt: skip
     p.add_argument("--no-baselines", action="store_true", help="skip the deep ensemble and early-exit models")
+    p.add_argument(
+        "--baselines-only", action="store_true",
+        help="train only the baselines of the existing model directory --out, by its recorded recipe",
+    )  # fmt: skip
     p.add_argument("--baseline-epochs", type=int, default=None, help="epochs for the baseline models")
     p.add_argument("--no-progress", action="store_true")
 
@@ -400,6 +404,8 @@ def train(args: argparse.Namespace) -> dict:
         from snapuq.api import train_user_model
 
         return train_user_model(args)
+    if getattr(args, "baselines_only", False):
+        return train_baselines_only(args)
     if not args.dataset:
         raise SnapuqError("give --dataset NAME (built-in backbones) or --model my.keras --data DATA")
     timings: dict[str, float] = {}
@@ -413,6 +419,50 @@ def train(args: argparse.Namespace) -> dict:
     try:
         cfg = _train_into(args, opts, stage.path, timings, t0, load_dataset, DEFAULT_BACKBONE, build_backbone,
                           resume=getattr(args, "resume", False))  # fmt: skip
+        stage.commit()
+    finally:
+        stage.close()
+    return cfg
+
+
+def train_baselines_only(args: argparse.Namespace) -> dict:
+    """`snapuq train --out D --baselines-only [--resume]`: the deep ensemble and the early-exit model of an
+    existing model directory of a built-in set, by its recorded recipe, written as one unit with the rest of D
+    (staged, checkpointed every epoch, swapped in when done)."""
+    import shutil
+
+    from snapuq.baselines import train_baselines
+    from snapuq.data import load_dataset
+    from snapuq.formats import read_config
+    from snapuq.modeldir import ModelStage
+    from snapuq.nn.recipe import TrainOptions
+
+    d = Path(args.out)
+    paths = ModelPaths(d)
+    if not paths.keras.is_file():
+        raise SnapuqError(f"--baselines-only: {d} is not a trained model directory (no {paths.KERAS})")
+    cfg = read_config(paths.config, need=("dataset",))
+    if cfg.get("backbone") == "user" or not isinstance(cfg.get("recipe"), dict):
+        raise SnapuqError(f"--baselines-only: {paths.config} records no built-in recipe")
+    opts = TrainOptions.from_dict(cfg["recipe"], f"{paths.config} recipe")
+    if args.baseline_epochs:
+        import dataclasses
+
+        opts = dataclasses.replace(opts, baseline_epochs=args.baseline_epochs)
+    resume = getattr(args, "resume", False)
+    t0 = time.perf_counter()
+    ds = load_dataset(cfg["dataset"], args.data_dir or cfg.get("data_dir"), seed=int(cfg.get("seed", 0)))
+    stage = ModelStage(d)
+    stage.open(resume=resume)
+    try:
+        for p in d.iterdir():  # everything but the baselines goes over as it is
+            if p.name != paths.BASELINES and not (stage.path / p.name).exists():
+                (shutil.copytree if p.is_dir() else shutil.copy2)(p, stage.path / p.name)
+        train_baselines(ds, cfg, stage.path, seed=int(cfg.get("seed", 0)), progress=not args.no_progress,
+                        recipe=opts, resume=resume)  # fmt: skip
+        cfg.setdefault("timings_s", {})["baselines"] = round(time.perf_counter() - t0, 2)
+        cfg["recipe"] = opts.to_dict()
+        write_text(ModelPaths(stage.path).config, json.dumps(cfg, indent=1))
         stage.commit()
     finally:
         stage.close()

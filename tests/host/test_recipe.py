@@ -167,3 +167,21 @@ def test_baselines_train_by_the_backbones_recipe(tmp_path):
     assert info["epochs"] == 2 and info["recipe"]["augment"] == "shift"
     assert info["recipe"]["schedule"] == "cosine"
     assert len(info["ensemble"]["dev_accuracy"]) == 5 and not (out / "checkpoint").exists()
+
+
+def test_baselines_only_adds_the_baselines_to_a_trained_directory(tmp_path, capsys):
+    out = tmp_path / "m"
+    assert main(["train", "--dataset", "digits", "--out", str(out), "--epochs", "2", "--no-baselines",
+                 "--no-progress"]) == 0  # fmt: skip
+    (out / "eval").mkdir()
+    (out / "eval" / "metrics.json").write_text("{}")
+    keras_bytes = (out / "model.keras").read_bytes()
+    argv = ["train", "--out", str(out), "--baselines-only", "--baseline-epochs", "1", "--no-progress"]
+    assert main(argv) == 0
+    info = json.loads((out / "baselines" / "baselines.json").read_text())
+    assert info["epochs"] == 1 and (out / "model.keras").read_bytes() == keras_bytes
+    assert (out / "eval" / "metrics.json").is_file()
+    assert json.loads((out / "config.json").read_text())["recipe"]["baseline_epochs"] == 1
+    capsys.readouterr()
+    assert main(["train", "--out", str(tmp_path / "none"), "--baselines-only"]) == 1
+    assert "not a trained model directory" in capsys.readouterr().err
