@@ -290,11 +290,14 @@ def fold_input_preprocessing(model) -> tuple[Any, dict | None]:
 
 
 def _convert(model, n: int = 8, seed: int = 0) -> bytes:
+    from snapuq import tfquiet
     from snapuq.export.convert import convert_keras
+    from snapuq.io import captured_output
 
     shape = tuple(int(d) for d in model.inputs[0].shape[1:])
     rep = np.random.default_rng(seed).normal(size=(n, *shape)).astype(np.float32)
-    return convert_keras(model, rep, int8=True)
+    with captured_output(show=tfquiet.showing()):  # the converter's dump: held, as in export (shown with -v)
+        return convert_keras(model, rep, int8=True)
 
 
 def tflite_ops(tflite: bytes) -> list[tuple[str, str]]:
@@ -909,13 +912,17 @@ def load_keras_model(path: str | Path):
 def train_user_model(args: argparse.Namespace) -> dict:
     """`snapuq train --model my.keras --data DATA --out DIR`: attach, fit, calibrate, save (+ baselines)."""
     from snapuq.data import with_model_classes
-    from snapuq.data.user import load_user_data, with_preprocessing
+    from snapuq.data.user import load_user_data, precheck_user_data, with_preprocessing
+    from snapuq.train import check_input_range
 
     t0 = time.perf_counter()
     if not args.data:
         raise SnapuqError("--model needs --data DATA (.npz or a folder of class subfolders)")
     if args.dataset:
         raise SnapuqError("give either --dataset (built-in) or --model with --data, not both")
+    if not Path(args.model).is_file():
+        raise SnapuqError(f"{args.model}: no such model file")
+    precheck_user_data(args.data)  # an .npz read and checked before TensorFlow loads (read once)
     progress = not args.no_progress
     model = load_keras_model(args.model)
     # a leading Rescaling / Normalization moves into the data path; the data then go to it raw ("auto")
@@ -928,12 +935,17 @@ def train_user_model(args: argparse.Namespace) -> dict:
         ds = with_preprocessing(ds, pre)
         print(f"snapuq train: {pre['formula'].split(': ', 1)[1]} (the data path applies it: "
               f"scale {_short(pre['scale'])}, offset {_short(pre['offset'])})")  # fmt: skip
+    # n_classes is the model's logits width, not the largest label in the data (a class the data lack is
+    # still an output: the generated C and the manifest must say so); a label outside it is refused here,
+    # before attach converts the model
+    n_classes = int(logits_backbone(model)[0].outputs[0].shape[-1])
+    ds = with_model_classes(ds, n_classes, str(args.data))
+    check_input_range(ds, str(args.data))
     taps = [t.strip() for t in args.taps.split(",")] if args.taps else None
     snap = attach(model, taps=taps, rank=args.rank, eps=args.eps, lambda_reg=args.lambda_reg, nll=args.nll,
                   qat_frac=args.qat_frac, variant=args.variant)  # fmt: skip
-    # n_classes is the model's logits width, not the largest label in the data (a class the data lack is
-    # still an output: the generated C and the manifest must say so); a label outside it is refused here
-    ds = with_model_classes(ds, snap.n_classes, str(args.data))
+    if snap.n_classes != n_classes:  # the same logits: attach takes them from logits_backbone too
+        ds = with_model_classes(ds, snap.n_classes, str(args.data))
     snap.fit(ds.x_train, ds.y_train, epochs=args.epochs or 10, batch_size=args.batch_size or 64,
              lr=args.lr or 2e-3, backbone_epochs=args.backbone_epochs, validation_data=(ds.x_dev, ds.y_dev),
              seed=args.seed, progress=progress)  # fmt: skip

@@ -51,6 +51,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kernel_arguments(p)
 
 
+def parse_boards(text: str) -> list[str]:
+    """--boards: a non-empty comma list of BOARDS (an empty one wrote a report of no boards, rc 0)."""
+    keys = [b.strip() for b in str(text).split(",") if b.strip()]
+    if not keys:
+        raise SnapuqError(f"--boards: empty list (choose from {', '.join(BOARDS)})")
+    for key in keys:
+        if key not in BOARDS:
+            raise SnapuqError(f"--boards: unknown board '{key}' ({', '.join(BOARDS)})")
+    return keys
+
+
+def check_build_paths(model_dir: Path, build_dir: Path | None) -> None:
+    """The model directory and --build-dir go to make (MODEL=, BUILD=): refused in one line when make could
+    not take them (white space, ...; snapuq.bench_table.make_safe_path)."""
+    from snapuq.bench_table import make_safe_path
+
+    make_safe_path(model_dir, "--model")
+    if build_dir is not None:
+        make_safe_path(build_dir, "--build-dir")
+
+
 def graph_split(tflite: bytes) -> dict[str, Any]:
     """Operators and constant bytes of the backbone (ancestors of logits/probs) vs the heads.
 
@@ -200,6 +221,10 @@ def run(args: argparse.Namespace) -> int:
             raise SnapuqError(f"{args.tflite}: no such file")
         if args.out is None:
             raise SnapuqError("--out FILE.json is required")
+        if args.build_dir is not None:
+            from snapuq.bench_table import make_safe_path
+
+            make_safe_path(args.build_dir, "--build-dir")
         rep = bench_tflite(args.tflite, [b.strip() for b in args.boards.split(",") if b.strip()],
                            repeats=args.repeats, build=args.build_dir)  # fmt: skip
         write_text(args.out, json.dumps(rep, indent=1) + "\n")
@@ -226,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
         return run_table(args)
     if args.out is None:
         raise SnapuqError("--out FILE.json is required (or use --table)")
+    keys = parse_boards(args.boards)  # before any model is read or firmware built
+    check_build_paths(args.model, args.build_dir)
     from snapuq.harness.reference import HostReference
 
     model_dir = args.model
@@ -237,12 +264,11 @@ def run(args: argparse.Namespace) -> int:
     cfg = read_config(cfg_path, need=()) if cfg_path.exists() else {}
     from snapuq.data import load_dataset
 
-    ds = load_dataset(cfg.get("dataset", "digits"), None, int(cfg.get("seed", 0)))
+    # --data-dir (else the one config.json records): a moved model directory's data.npz
+    ds = load_dataset(cfg.get("dataset", "digits"), args.data_dir, int(cfg.get("seed", 0)))
     x = ref.quantize(ds.x_test[0])
     boards: dict[str, Any] = {}
-    for key in [b.strip() for b in args.boards.split(",") if b.strip()]:
-        if key not in BOARDS:
-            raise SnapuqError(f"--boards: unknown board '{key}' (m4, m7)")
+    for key in keys:
         boards["qemu_" + key] = measure_board(key, model_dir, x, args.repeats, split, args.build_dir)
     methods: dict[str, dict[str, Any]] = {}
     T, M = args.mc_samples, args.ensemble

@@ -119,8 +119,9 @@ def op_macs(g: Any, op: Any) -> dict[str, int]:
     return {"macs": 0, "macs_valid": 0, "elements": elems}
 
 
-def _input(model_dir: Path, ref: Any) -> np.ndarray:
-    """The first test input of the model's dataset, quantized; random int8 when it cannot load."""
+def _input(model_dir: Path, ref: Any, data_dir: str | None = None) -> np.ndarray:
+    """The first test input of the model's dataset (--data-dir for a moved one), quantized; random int8
+    when it cannot load."""
     from snapuq.modeldir import ModelPaths
 
     try:
@@ -128,7 +129,7 @@ def _input(model_dir: Path, ref: Any) -> np.ndarray:
         cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
         from snapuq.data import load_dataset
 
-        ds = load_dataset(cfg.get("dataset", "digits"), None, int(cfg.get("seed", 0)))
+        ds = load_dataset(cfg.get("dataset", "digits"), data_dir, int(cfg.get("seed", 0)))
         return np.asarray(ref.quantize(ds.x_test[0]))
     except Exception:  # noqa: BLE001 - any dataset problem: counts do not depend on the data much
         g = read_graph(ref.tflite)
@@ -232,20 +233,20 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def run_kernels(args: argparse.Namespace) -> int:
-    from snapuq.bench import BOARDS, graph_split, measure_board
+    from snapuq.bench import check_build_paths, graph_split, measure_board, parse_boards
     from snapuq.harness.reference import HostReference
 
     model_dir = Path(args.model)
     if not model_dir.is_dir():
         raise SnapuqError(f"--model: no model directory {model_dir}")
+    keys = parse_boards(args.boards)
+    check_build_paths(model_dir, args.build_dir)
     ref = HostReference(model_dir)
     g = read_graph(ref.tflite)
     split = graph_split(ref.tflite)
-    x = _input(model_dir, ref)
+    x = _input(model_dir, ref, getattr(args, "data_dir", None))
     boards: dict[str, Any] = {}
-    for key in [b.strip() for b in args.boards.split(",") if b.strip()]:
-        if key not in BOARDS:
-            raise SnapuqError(f"--boards: unknown board '{key}' (m4, m7)")
+    for key in keys:
         boards["qemu_" + key] = measure_board(key, model_dir, x, max(1, args.repeats), split, args.build_dir)
     rep = kernel_report(g, split, boards)
     out = Path(args.out) if args.out else Path("build") / "bench" / f"kernels_{model_dir.name}.json"

@@ -166,11 +166,28 @@ def _size(elf: Path) -> dict[str, int]:
     return sec
 
 
+# what a path given to make (MODEL=, BUILD=, BLOB=) may hold: make splits its prerequisites at white space
+# and reads ':' '%' '$' in them, and its recipes pass the value to the shell unquoted
+_MAKE_UNSAFE = re.compile(r"[^\w./+@,=~-]")
+
+
+def make_safe_path(path: str | Path, what: str) -> str:
+    """The absolute path, for a make command line; SnapuqError (one line, naming `what`) when it holds white
+    space or a character that make or its shell recipes would split or expand."""
+    s = str(Path(path).resolve())
+    bad = sorted(set(_MAKE_UNSAFE.findall(s)))
+    if bad:
+        shown = ", ".join("a space" if c == " " else repr(c) for c in bad)
+        raise SnapuqError(f"{what} {s}: the firmware build (make) cannot take a path with {shown}; "
+                          "move or link it to a path of letters, digits and ._-/+@,=~")  # fmt: skip
+    return s
+
+
 def make_args(method: str, model_dir: Path, files: list[Path], build: Path, variant: str) -> list[str]:
-    a = [f"BUILD={build}", f"VARIANT={variant}"]
+    a = [f"BUILD={make_safe_path(build, '--build-dir')}", f"VARIANT={variant}"]
     if method == "snap":
-        return a + [f"MODEL={model_dir.resolve()}", "SNAP=1"]
-    a += ["SNAP=0", "BLOB=" + " ".join(str(f.resolve()) for f in files)]
+        return a + [f"MODEL={make_safe_path(model_dir, 'model directory')}", "SNAP=1"]
+    a += ["SNAP=0", "BLOB=" + " ".join(make_safe_path(f, "model file") for f in files)]
     if method in ("ee", "deep"):
         a.append("ENSEMBLE=1")
     return a
@@ -417,6 +434,7 @@ def _resolve_workload(w: str) -> Path:
         p = ROOT / p if not p.exists() else p
     if not ModelPaths(p).manifest.is_file():
         raise SnapuqError(f"workload '{w}': {ModelPaths(p).manifest} missing (train + export the model)")
+    make_safe_path(p, f"workload '{w}':")
     return p
 
 
@@ -525,6 +543,10 @@ def run_table(args) -> int:
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     boards = [b.strip() for b in args.table_boards.split(",") if b.strip()]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for opt, given in (("--workloads", workloads), ("--table-boards", boards), ("--methods", methods)):
+        if not given:  # an empty table written with rc 0 otherwise
+            raise SnapuqError(f"{opt}: empty list (give at least one)")
+    make_safe_path(build, "--build-dir")
     for b in boards:
         if b not in BOARDS:
             raise SnapuqError(f"--table-boards: unknown board '{b}' (big, small)")

@@ -88,8 +88,12 @@ def export_variants(
     out.mkdir(parents=True, exist_ok=True)
     methods: dict[str, dict[str, Any]] = {}
 
+    from snapuq import tfquiet
+    from snapuq.io import captured_output
+
     def put(method: str, name: str, model, source: str) -> None:
-        b = convert_keras(model, rep, int8=True)
+        with captured_output(show=tfquiet.showing()):  # the converter's dump: held (shown with -v)
+            b = convert_keras(model, rep, int8=True)
         (out / name).write_bytes(b)
         m = methods.setdefault(
             method, {"files": [], "bytes": [], "sha256": [], "arena_bytes_tflm": [], "source": []}

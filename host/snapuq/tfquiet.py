@@ -54,9 +54,20 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+_SHOW = False
+
+
+def showing() -> bool:
+    """True after ``install(show=True)`` (``snapuq -v``): TensorFlow's output, the converter's dumps
+    included, is shown; else code that converts holds them (`snapuq.io.captured_output`)."""
+    return _SHOW
+
+
 def install(show: bool = False) -> None:
     """Quiet TensorFlow's import unless ``show``; also the Python-side log level (warnings and
     info from TF's own logger stay hidden unless ``show``). Idempotent; a no-op once TF is loaded."""
+    global _SHOW
+    _SHOW = bool(show)
     if show:
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -54,12 +54,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--epochs", type=int, default=None,
         help="backbone epochs (heads get the same); per-dataset default (--model: head epochs, default 10)",
     )  # fmt: skip
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="0..2^32-1 (default 0)")
     p.add_argument("--backbone", default=None, help="cnn4, resnet8, dscnn (default: by dataset)")
     p.add_argument(
         "--taps", default=None, help="comma-separated tap layers (default: the backbone's mid + penultimate)"
     )
-    p.add_argument("--rank", type=int, default=64, help="rank r of the projection P (default 64)")
+    p.add_argument("--rank", type=int, default=64,
+                   help="rank r of the projection P (default 64; 1..1024: MAX_RANK)")  # fmt: skip
     p.add_argument(
         "--detach",
         action=argparse.BooleanOptionalAction,
@@ -176,6 +177,13 @@ class _Bar:
         self.bar.close()
 
 
+# the largest head rank r (--rank, --cov-rank): a head's z -> h layer alone is r x r weights per tap (1 M at
+# 1024, ~1 MB int8: past any board's flash), and r = 100000 asked TensorFlow for 40 GB before the first epoch
+MAX_RANK = 1024
+# --seed: what numpy's and Keras's generators take
+MAX_SEED = 2**32 - 1
+
+
 def validate_head_options(
     rank: int, qat_frac: float, epochs: int | None, eps: float, cov_rank: int = 0
 ) -> None:
@@ -188,8 +196,14 @@ def validate_head_options(
         raise SnapuqError(f"--epochs must be >= 1, got {epochs}")
     if cov_rank < 0:
         raise SnapuqError(f"--cov-rank must be >= 0, got {cov_rank}")
-    if eps <= 0:
-        raise SnapuqError(f"--eps must be > 0, got {eps}")
+    if rank > MAX_RANK:
+        raise SnapuqError(
+            f"--rank must be <= {MAX_RANK} (MAX_RANK: each head's r x r is r^2 weights per tap), got {rank}"
+        )
+    if cov_rank > MAX_RANK:
+        raise SnapuqError(f"--cov-rank must be <= {MAX_RANK} (MAX_RANK), got {cov_rank}")
+    if not (math.isfinite(eps) and eps > 0):
+        raise SnapuqError(f"--eps must be a finite number > 0, got {eps}")
 
 
 def fit_backbone(backbone, x, y, epochs: int, batch_size: int, lr: float, validation_data=None,
@@ -360,6 +374,18 @@ def check_args(args: argparse.Namespace) -> None:
     lr = getattr(args, "lr", None)
     if lr is not None and not (math.isfinite(lr) and lr > 0):
         raise SnapuqError(f"--lr must be a finite number > 0, got {lr}")
+    seed = getattr(args, "seed", None)
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise SnapuqError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
+    for name in ("lambda_ss", "lambda_reg", "momentum"):
+        v = getattr(args, name, None)
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise SnapuqError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {v}")
+    alpha = getattr(args, "alpha", None)
+    if alpha is not None and not math.isfinite(alpha):
+        raise SnapuqError(f"--alpha must be a finite number, got {alpha}")
+    validate_head_options(getattr(args, "rank", 64), getattr(args, "qat_frac", 0.2), None,
+                          getattr(args, "eps", 1e-2), getattr(args, "cov_rank", 0))  # fmt: skip
     from snapuq.calibrate import check_alarm_rate
 
     check_alarm_rate(getattr(args, "alarm_rate", None))
@@ -375,6 +401,27 @@ def check_data(ds) -> None:
     n_cls = len(np.unique(np.asarray(ds.y_train)))
     if n_cls < 2:
         raise SnapuqError(f"dataset {ds.name}: the train split has {n_cls} class; at least 2 are needed")
+    check_input_range(ds)
+
+
+def check_input_range(ds, where: str | None = None) -> None:
+    """Refuse model inputs (the splits after normalisation, and x_ood) that are not finite or beyond
+    +-MAX_ABS_INPUT (1e6, snapuq.data.user): their activations, squared in the heads' NLL, overflow float32
+    and training ends in NaN. One pass over each split, no copy."""
+    from snapuq.data.user import MAX_ABS_INPUT
+
+    for split in ("train", "dev", "test", "ood"):
+        x = getattr(ds, f"x_{split}", None)
+        if x is None or not np.size(x):
+            continue
+        x = np.asarray(x)
+        top = max(abs(float(x.max())), abs(float(x.min())))
+        if not math.isfinite(top) or top > MAX_ABS_INPUT:
+            raise SnapuqError(
+                f"{where or 'dataset ' + str(ds.name)}: x_{split} reaches {top:.3g} as a model input (after "
+                f"normalisation; the limit is +-{MAX_ABS_INPUT:g}, beyond which training overflows float32): "
+                "scale the data or use --normalize standard"
+            )
 
 
 def recipe_from_args(args: argparse.Namespace, dataset: str | None):

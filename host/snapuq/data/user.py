@@ -21,6 +21,13 @@ it into the manifest so the device and the harness turn raw readings into model 
 
 A model directory keeps the prepared splits in ``DIR/data.npz`` (`save_cache`): `export`, `verify`, `eval`,
 the harness and the MicroPython tools read the same arrays through `load_dataset(<path of data.npz>)`.
+
+Refused in one line naming the file (DatasetError), before anything is trained: an .npz that is not a readable
+zip of arrays (zero bytes, damaged, object arrays that would need pickle), complex, NaN or infinite inputs,
+images over ``MAX_IMAGE_PIXELS`` (4096 x 4096; checked from the header, before decoding: no decompression
+bomb is ever decoded), WAV files with a damaged header and float WAV samples that are NaN or infinite.
+`snapuq train` also refuses model inputs (after normalisation) beyond ``MAX_ABS_INPUT`` (1e6; see
+`check_input_range`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,11 @@ AUDIO_EXT = (".wav",)
 NPZ_REQUIRED = ("x_train", "y_train", "x_test", "y_test")
 NORMALIZE = ("auto", "none", "standard")
 DEV_FRAC = 0.15
+# the largest image decoded (width x height): a header that claims more is refused before any decoding
+MAX_IMAGE_PIXELS = 4096 * 4096
+# the largest |model input| `snapuq train` accepts (after normalisation): beyond it activations, their
+# squares in the heads' NLL and the gradients overflow float32 (training ends in NaN)
+MAX_ABS_INPUT = 1e6
 
 
 def modality_of(input_shape: tuple[int, ...], meta: dict | None = None) -> str:
@@ -179,35 +191,106 @@ def _fit_shape(x: np.ndarray, shape: tuple[int, ...] | None, where: str) -> np.n
 
 
 # ---------------------------------------------------------------------------------------------- npz
+def _read_npz(p: Path) -> dict[str, np.ndarray]:
+    """Every array of an .npz, without pickle; one line for a file that is no readable zip of arrays (zero
+    bytes, damaged, a lone .npy, object arrays)."""
+    import struct
+    import zipfile
+    import zlib
+
+    bad = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, struct.error)
+    if p.stat().st_size == 0:
+        raise DatasetError(f"{p}: not a readable .npz (the file is empty: 0 bytes)")
+    try:
+        z = np.load(p, allow_pickle=False)
+    except bad as e:
+        raise DatasetError(f"{p}: not a readable .npz ({type(e).__name__}: {e})") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise DatasetError(f"{p}: not an .npz archive (a single .npy array); save it with numpy.savez")
+    out: dict[str, np.ndarray] = {}
+    with z:
+        for k in z.files:
+            try:
+                out[k] = z[k]
+            except ValueError as e:
+                if "allow_pickle" in str(e):
+                    raise DatasetError(f"{p}: {k} is an object array (loading it would need pickle, which "
+                                       "snapuq never does); save numeric arrays") from None  # fmt: skip
+                raise DatasetError(f"{p}: {k}: not a readable array ({e})") from None
+            except bad as e:
+                raise DatasetError(f"{p}: {k}: not a readable array ({type(e).__name__}: {e})") from None
+    return out
+
+
+def _check_x(a: np.ndarray, where: str) -> None:
+    """Inputs: a real numeric (N, ...) array of finite values that float32 holds."""
+    if np.issubdtype(a.dtype, np.complexfloating):
+        raise DatasetError(
+            f"{where}: complex values ({a.dtype}): the imaginary part would be dropped; give real arrays "
+            "(the magnitude, say, or real and imaginary parts as channels)"
+        )
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or a.ndim < 2:
+        raise DatasetError(f"{where} must be a numeric array (N, ...), got {a.dtype} {a.shape}")
+    if np.issubdtype(a.dtype, np.floating) and a.size:
+        if not np.all(np.isfinite(a)):
+            raise DatasetError(f"{where} contains NaN or inf")
+        top = float(np.abs(a).max())
+        if top > float(np.finfo(np.float32).max):
+            raise DatasetError(f"{where}: values up to {top:.3g}, beyond float32 (the model's inputs)")
+
+
+def _check_npz(p: Path, raw: dict[str, np.ndarray]) -> None:
+    """The keys, the input arrays and the labels of a user .npz (everything that needs no model)."""
+    missing = [k for k in NPZ_REQUIRED if k not in raw]
+    if missing:
+        raise DatasetError(
+            f"{p}: missing {', '.join(missing)} (needs x_train, y_train, x_test, y_test; "
+            f"optional x_dev, y_dev, x_ood, class_names)"
+        )
+    if ("x_dev" in raw) != ("y_dev" in raw):
+        raise DatasetError(f"{p}: x_dev and y_dev go together")
+    for k in ("x_train", "x_test", "x_dev", "x_ood"):
+        if k in raw:
+            _check_x(raw[k], f"{p}: {k}")
+    for k in ("y_train", "y_test", "y_dev"):
+        if k in raw:
+            _labels(raw[k], f"{p}: {k}")
+
+
+def _file_key(p: Path) -> tuple[str, int, int]:
+    st = p.stat()
+    return (str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+# the arrays of the last .npz `precheck_user_data` read and checked, taken (once) by the load that follows
+_PRECHECKED: dict[tuple[str, int, int], dict[str, np.ndarray]] = {}
+
+
+def precheck_user_data(path: str | Path) -> None:
+    """The checks on DATA that need no model, before TensorFlow loads (`snapuq train --model`): an .npz is
+    read (kept for the `load_user_data` that follows: read once) and its arrays and labels are checked. A
+    folder's files are checked as they are read (once the model gives the input size), a missing path when
+    it is loaded (after the model's own checks)."""
+    p = Path(path)
+    if not p.is_file():
+        return
+    raw = _read_npz(p)
+    if "meta_json" not in raw:
+        _check_npz(p, raw)
+    _PRECHECKED.clear()
+    _PRECHECKED[_file_key(p)] = raw
+
+
 def load_npz(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | None = None,
              normalize: str = "auto") -> Dataset:  # fmt: skip
     """A Dataset from an .npz of arrays (see the module doc); a model directory's data.npz loads as stored."""
     p = Path(path)
     if not p.is_file():
         raise DatasetError(f"{p}: no such file")
-    try:
-        z = np.load(p, allow_pickle=False)
-        keys = set(z.files)
-    except (OSError, ValueError) as e:
-        raise DatasetError(f"{p}: not a readable .npz ({e})") from None
-    if "meta_json" in keys:  # a model directory's prepared splits
-        return _load_cache(p, z)
-    missing = [k for k in NPZ_REQUIRED if k not in keys]
-    if missing:
-        raise DatasetError(
-            f"{p}: missing {', '.join(missing)} (needs x_train, y_train, x_test, y_test; "
-            f"optional x_dev, y_dev, x_ood, class_names)"
-        )
-    if ("x_dev" in keys) != ("y_dev" in keys):
-        raise DatasetError(f"{p}: x_dev and y_dev go together")
-    raw = {k: z[k] for k in keys}
-    for k in ("x_train", "x_test", "x_dev", "x_ood"):
-        if k in raw:
-            a = raw[k]
-            if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or a.ndim < 2:
-                raise DatasetError(f"{p}: {k} must be a numeric array (N, ...), got {a.dtype} {a.shape}")
-            if np.issubdtype(a.dtype, np.floating) and not np.all(np.isfinite(a)):
-                raise DatasetError(f"{p}: {k} contains NaN or inf")
+    raw = _PRECHECKED.pop(_file_key(p), None) or _read_npz(p)
+    if "meta_json" in raw:  # a model directory's prepared splits
+        return _load_cache(p, raw)
+    _check_npz(p, raw)
     ytr, yte = _labels(raw["y_train"], f"{p}: y_train"), _labels(raw["y_test"], f"{p}: y_test")
     xtr, xte = raw["x_train"], raw["x_test"]
     if len(xtr) != len(ytr) or len(xte) != len(yte):
@@ -270,10 +353,25 @@ def _files(d: Path) -> list[Path]:
 
 
 def _read_image(f: Path, shape: tuple[int, ...] | None) -> np.ndarray:
+    import warnings
+
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(f) as im:
+        with warnings.catch_warnings():  # Pillow's own bomb warning: an error here (refused below)
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            im0 = Image.open(f)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise DatasetError(f"{f}: refused before decoding: {str(e).split(' exceeds')[0]}, more than "
+                           f"MAX_IMAGE_PIXELS = {MAX_IMAGE_PIXELS} (4096 x 4096)") from None  # fmt: skip
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as e:
+        raise DatasetError(f"{f}: cannot decode the image ({e})") from None
+    try:
+        with im0 as im:
+            w, h = im.size
+            if w * h > MAX_IMAGE_PIXELS:  # from the header: nothing decoded yet
+                raise DatasetError(f"{f}: {w}x{h} pixels, more than MAX_IMAGE_PIXELS = {MAX_IMAGE_PIXELS} "
+                                   "(4096 x 4096): refused before decoding")  # fmt: skip
             c = int(shape[-1]) if shape and len(shape) == 3 else None
             im = im.convert("L" if c == 1 else "RGB") if c in (1, 3, None) else None
             if im is None:
@@ -281,26 +379,36 @@ def _read_image(f: Path, shape: tuple[int, ...] | None) -> np.ndarray:
             if shape and len(shape) == 3 and im.size != (int(shape[1]), int(shape[0])):
                 im = im.resize((int(shape[1]), int(shape[0])), Image.BILINEAR)
             a = np.asarray(im, np.uint8)
-    except (UnidentifiedImageError, OSError) as e:
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as e:
         raise DatasetError(f"{f}: cannot decode the image ({e})") from None
     return a[..., None] if a.ndim == 2 else a
 
 
 def read_wav16k(f: Path) -> np.ndarray:
     """A 16 kHz mono wav -> int16 (16000,) (zero-padded / cut to 1 s)."""
+    import struct
+    import warnings
+
     from scipy.io import wavfile
 
     from snapuq import audio
 
     try:
-        rate, data = wavfile.read(f)
-    except (ValueError, OSError, EOFError) as e:
-        raise DatasetError(f"{f}: cannot read the wav file ({e})") from None
+        with warnings.catch_warnings(record=True) as seen:  # scipy's warnings: no lines of their own
+            warnings.simplefilter("always", wavfile.WavFileWarning)
+            rate, data = wavfile.read(f)
+    except (ValueError, OSError, EOFError, struct.error) as e:
+        raise DatasetError(f"{f}: cannot read the wav file (damaged or cut short: {e})") from None
+    cut = [str(w.message) for w in seen if "EOF" in str(w.message)]
+    if cut:  # a data chunk shorter than its header says (an unknown chunk such as LIST is only skipped)
+        raise DatasetError(f"{f}: the wav file is cut short ({cut[0]})")
     if rate != audio.SAMPLE_RATE:
         raise DatasetError(f"{f}: {rate} Hz, expected {audio.SAMPLE_RATE} Hz (resample the clips first)")
     if data.ndim != 1:
         raise DatasetError(f"{f}: {data.shape[1]} channels, expected mono")
     if np.issubdtype(data.dtype, np.floating):
+        if not np.all(np.isfinite(data)):
+            raise DatasetError(f"{f}: float samples that are NaN or inf")
         w = audio.to_int16(data)
     elif data.dtype == np.int16:
         w = data
@@ -446,14 +554,14 @@ def load_ood_path(path: str | Path, ds: Dataset, n: int | None = None, seed: int
     norm = (ds.meta or {}).get("normalization") or {"kind": "none"}
     shape = ds.input_shape
     if p.is_file() and p.suffix.lower() == ".npz":
-        try:
-            z = np.load(p, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise DatasetError(f"{p}: not a readable .npz ({e})") from None
-        key = "x_ood" if "x_ood" in z.files else "x" if "x" in z.files else None
+        z = _read_npz(p)
+        key = "x_ood" if "x_ood" in z else "x" if "x" in z else None
         if key is None:
             raise DatasetError(f"{p}: no x_ood (or x) array")
+        _check_x(z[key], f"{p}: {key}")
         x = _fit_shape(apply_normalization(z[key], norm), shape, f"{p}: {key}")
+        if x.size and not np.all(np.isfinite(x)):
+            raise DatasetError(f"{p}: {key}: NaN or inf once normalised like the training data")
     else:
         files = [p] if p.is_file() else (_files(p) if p.is_dir() else [])
         if not files:
@@ -508,9 +616,14 @@ def save_cache(ds: Dataset, path: str | Path) -> Path:
 def _load_cache(p: Path, z) -> Dataset:
     try:
         meta = json.loads(str(z["meta_json"]))
-        arr = {k: z[k] for k in z.files}
+        arr = {k: z[k] for k in z}
     except (ValueError, KeyError) as e:
         raise DatasetError(f"{p}: damaged data cache ({e})") from None
+    missing = [k for k in (*(f"{a}_{s}" for s in ("train", "dev", "test") for a in ("x", "y")), "class_names")
+               if k not in arr]  # fmt: skip
+    if missing or not isinstance(meta, dict):
+        what = f"missing {', '.join(missing)}" if missing else "meta_json is not a JSON object"
+        raise DatasetError(f"{p}: damaged data cache ({what})")
     name = meta.pop("name", p.parent.name)
     if "waves_test" in arr:
         meta["waves"] = {"dev": arr["waves_dev"], "test": arr["waves_test"]}

@@ -49,6 +49,7 @@ def export_model(
     d = Path(d)
     paths = ModelPaths(d)
     t0 = time.time()
+    check_counts(n_rep, n_check)
     md = load_model_dir(d)
     if md.calib is None:
         raise SnapuqError(f"{paths.calib}: missing (the SNAP constants come from `snapuq train`)")
@@ -163,9 +164,18 @@ def export_model(
     return manifest
 
 
+def check_counts(n_rep: int, n_check: int) -> None:
+    """--n-rep >= 1 (int8 calibration needs samples), --n-check >= 0 (0 checks one input, as 1 does)."""
+    if n_rep < 1:
+        raise SnapuqError(f"--n-rep must be >= 1 (representative samples for int8 calibration), got {n_rep}")
+    if n_check < 0:
+        raise SnapuqError(f"--n-check must be >= 0, got {n_check}")
+
+
 def run(args: argparse.Namespace) -> int:
     from snapuq.io import default_data_dir
 
+    check_counts(args.n_rep, args.n_check)  # before the model directory is read
     args.data_dir = default_data_dir(args.dir, args.data_dir)
     m = export_model(args.dir, args.data_dir, args.n_rep, args.n_check, not args.no_c,
                      verbose=getattr(args, "verbose", False))
