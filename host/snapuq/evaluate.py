@@ -203,8 +203,10 @@ def _method_metrics(u, pred, conf, y, u_ood, stream_res) -> tuple[dict, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if getattr(args, "seeds", None):
-        from snapuq.multiseed import run_seeds
+    if getattr(args, "seeds", None) is not None:  # '' is refused by parse_seeds, not taken as "not given"
+        from snapuq.multiseed import parse_seeds, run_seeds
+
+        parse_seeds(args.seeds)
 
         return run_seeds(args)
     from tqdm import tqdm
@@ -226,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
     if args.segment < S.WINDOW:
         raise SnapuqError(f"--segment must be at least the window ({S.WINDOW}), got {args.segment}")
     names = METHODS if args.methods == "all" else [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not names:
+        raise SnapuqError(f"--methods: empty list (choose from {', '.join(METHODS)}, or all)")
     for n in names:
         if n not in METHODS:
             raise SnapuqError(f"unknown method '{n}' (known: {', '.join(METHODS)})")

@@ -284,3 +284,16 @@ def test_train_model_holds_the_converter_dump(fx, models) -> None:
     lines = p.stdout.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"snapuq train: {out_dir}: test accuracy"), p.stdout
     assert (out_dir / "config.json").is_file()
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--methods", ""], "--methods: empty list"),
+    (["--methods", " , "], "--methods: empty list"),
+    (["--seeds", ""], "--seeds must list"),
+])  # fmt: skip
+def test_eval_empty_lists_are_refused(argv, msg, tmp_path, capsys):
+    from snapuq.cli import main as cli_main
+
+    assert cli_main(["eval", str(ROOT / "models" / "digits"), "--report", str(tmp_path / "r"), *argv]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and msg in err
