@@ -88,14 +88,39 @@ static int lut_ok(uint32_t len, uint32_t off, uint32_t bytes)
     return (off & 3u) == 0 && off <= len && bytes <= len - off;
 }
 
-/* string at `off` of the string table: NUL-terminated inside it */
+/* UTF-8 by structure: lead bytes and their continuation bytes (MicroPython's own check, utf8_check in
+ * py/unicode.c, so that every name decodes there: the C module and the twin make str of them) */
+static int utf8_ok(const uint8_t *p, const uint8_t *end)
+{
+    unsigned need = 0u;
+    for (; p < end; p++) {
+        const uint8_t c = *p;
+        if (need != 0u) {
+            if ((c & 0xC0u) != 0x80u) {
+                return 0;
+            }
+            need--;
+        } else if (c >= 0xC0u) {
+            if (c >= 0xF8u) {
+                return 0;
+            }
+            need = c < 0xE0u ? 1u : (c < 0xF0u ? 2u : 3u);
+        } else if (c >= 0x80u) {
+            return 0;
+        }
+    }
+    return need == 0u;
+}
+
+/* string at `off` of the string table: NUL-terminated inside it, UTF-8 */
 static const char *string_at(const snapuq_blob_t *b, uint32_t off)
 {
     const uint32_t s = u32at(b, 92), n = u32at(b, 96);
-    if (off >= n || memchr(b->snap + s + off, 0, n - off) == NULL) {
+    const uint8_t *p = b->snap + s + off, *nul;
+    if (off >= n || (nul = (const uint8_t *)memchr(p, 0, n - off)) == NULL || !utf8_ok(p, nul)) {
         return NULL;
     }
-    return (const char *)(b->snap + s + off);
+    return (const char *)p;
 }
 
 static uint32_t tap_rec(const snapuq_blob_t *b, uint16_t l)
@@ -239,6 +264,19 @@ snapuq_status_t snapuq_blob_open(snapuq_blob_t *b, const void *bytes, size_t len
     return check_section(b, why);
 }
 
+/* the output record of model output `idx` (its name in *name); 0 when the table has none */
+static int named_output(const snapuq_blob_t *b, uint16_t idx, const char **name)
+{
+    uint16_t i;
+    for (i = 0; i < b->n_outputs; i++) {
+        if (u16at(b, out_rec(b, i)) == idx) {
+            *name = string_at(b, u32at(b, out_rec(b, i) + 4u));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static snapuq_status_t model_output(const snapuq_model_t *model, uint16_t idx, uint32_t n, const char **why)
 {
     snapuq_tensor_info_t info;
@@ -358,15 +396,53 @@ snapuq_status_t snapuq_blob_snap_config(const snapuq_blob_t *b, const snapuq_mod
             return bad(why, SNAPUQ_ERR_SIZE, "SNAP section: input normalization channels do not divide the model input");
         }
     }
+    if (b->n_outputs > snapuq_model_output_count(model)) { /* bounds the pairwise checks below */
+        return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: more output records than the model has outputs");
+    }
     for (i = 0; i < b->n_outputs; i++) {
         snapuq_tensor_info_t info;
         const uint32_t r = out_rec(b, i);
+        uint16_t j;
         if (snapuq_model_output_info(model, u16at(b, r), &info) != SNAPUQ_OK) {
             return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section names a model output that does not exist");
         }
         if ((int32_t)(int16_t)u16at(b, r + 2u) != info.zero_point) {
             return bad(why, SNAPUQ_ERR_QUANT, "SNAP section: output zero point differs from the model");
         }
+        /* names address outputs (the C module's output(name), the twin): one record per output and
+         * one output per name */
+        for (j = 0; j < i; j++) {
+            if (u16at(b, out_rec(b, j)) == u16at(b, r)) {
+                return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: two records for one output");
+            }
+        }
+        for (j = 0; j < i; j++) {
+            if (strcmp(string_at(b, u32at(b, out_rec(b, j) + 4u)), string_at(b, u32at(b, r + 4u))) == 0) {
+                return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: two outputs share a name");
+            }
+        }
+    }
+    /* every output the score reads is in the output table (its zero point checked above), the logits
+     * under their name */
+    {
+        const char *nm = NULL;
+        if (!named_output(b, u16at(b, 20), &nm) || strcmp(nm, "logits") != 0) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: the logits output is not named 'logits'");
+        }
+        if (!named_output(b, u16at(b, 22), &nm)) {
+            return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: an output it uses is not in its output table");
+        }
+        for (l = 0; l < b->n_taps; l++) {
+            const uint32_t r = tap_rec(b, l);
+            if (!named_output(b, u16at(b, r + 2u), &nm) || !named_output(b, u16at(b, r + 4u), &nm) ||
+                !named_output(b, u16at(b, r + 6u), &nm)) {
+                return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: an output it uses is not in its output table");
+            }
+        }
+    }
+    if (snapuq_snap_params_check(c, &c->defaults) != SNAPUQ_OK) {
+        return bad(why, SNAPUQ_ERR_FORMAT,
+                   "SNAP section: default calibration out of range (weights, shifts, hinge, alarm k)");
     }
     if (snapuq_snap_check(c) != SNAPUQ_OK) {
         return bad(why, SNAPUQ_ERR_FORMAT, "SNAP section: constants out of range (snapuq_snap_check)");

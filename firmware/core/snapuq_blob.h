@@ -58,8 +58,10 @@ snapuq_status_t snapuq_blob_open(snapuq_blob_t *blob, const void *bytes, size_t 
 
 /* Fill *cfg (spec_version, variant, taps, output indices, LUT pointers into the blob, default
  * calibration) from the SNAP section and check it against a loaded model: every output index
- * exists, is int8 and has the section's size (d per tap, n_classes for logits and probs), and
- * snapuq_snap_check() passes. Statuses: OK, ARG, STATE (model not loaded), FORMAT, LIMIT
+ * exists, is int8 and has the section's size (d per tap, n_classes for logits and probs), has a
+ * record in the section's output table (names unique, the logits named "logits", zero points equal
+ * to the model's), the default calibration passes snapuq_snap_params_check() and the config
+ * snapuq_snap_check(): a config this returns scores every inference. Statuses: OK, ARG, STATE (model not loaded), FORMAT, LIMIT
  * (more taps than SNAPUQ_MAX_TAPS), SIZE, QUANT (zero point differs from the model). */
 snapuq_status_t snapuq_blob_snap_config(const snapuq_blob_t *blob, const snapuq_model_t *model,
                                         snapuq_snap_config_t *cfg, const char **why);

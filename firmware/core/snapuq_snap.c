@@ -69,7 +69,8 @@ static snapuq_status_t check_core(const snapuq_snap_config_t *cfg)
     return SNAPUQ_OK;
 }
 
-snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg)
+/* what snapuq_snap_score_model checks on every call (its cost is part of the measured score) */
+static snapuq_status_t check_tables(const snapuq_snap_config_t *cfg)
 {
     uint16_t k;
     if (check_core(cfg) != SNAPUQ_OK) {
@@ -91,6 +92,44 @@ snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg)
     return SNAPUQ_OK;
 }
 
+static int zero_point_ok(int32_t z)
+{
+    return z >= -128 && z <= 127;
+}
+
+snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg)
+{
+    uint16_t k;
+    uint8_t l;
+    if (check_tables(cfg) != SNAPUQ_OK) {
+        return SNAPUQ_ERR_ARG;
+    }
+    /* Once, at load: what the score's arithmetic relies on without checking it on every call (the
+     * int8 zero points keep (q - z) * k and the logvar sum in int32; L in [0, 2^30) keeps t >= 0 and
+     * t * t in int64; a sigmoid table in 0..65536 keeps U in 0..65536), and the default calibration
+     * parameters, which snapuq_snap_score would otherwise refuse on every inference. */
+    if (cfg->has_intap && !zero_point_ok(cfg->intap.z_x)) {
+        return SNAPUQ_ERR_ARG;
+    }
+    for (k = 0; k < SNAPUQ_SIGMOID_LUT_LEN; k++) {
+        if (cfg->sigmoid_lut[k] < 0 || cfg->sigmoid_lut[k] > 65536) {
+            return SNAPUQ_ERR_ARG;
+        }
+    }
+    for (l = 0; l < cfg->n_taps; l++) {
+        const snapuq_snap_tap_t *t = &cfg->taps[l];
+        if (!zero_point_ok(t->z_a) || !zero_point_ok(t->z_mu) || !zero_point_ok(t->z_v)) {
+            return SNAPUQ_ERR_ARG;
+        }
+        for (k = 0; k < SNAPUQ_SNAP_LUT_LEN; k++) {
+            if (t->inv_sigma_lut[k] < 0 || t->inv_sigma_lut[k] >= (1 << 30)) {
+                return SNAPUQ_ERR_ARG;
+            }
+        }
+    }
+    return snapuq_snap_params_check(cfg, &cfg->defaults);
+}
+
 snapuq_status_t snapuq_snap_params_init(const snapuq_snap_config_t *cfg, snapuq_snap_params_t *params)
 {
     if (cfg == NULL || params == NULL) {
@@ -105,16 +144,24 @@ static int32_t clamp_u16p(int32_t v)
     return v < 0 ? 0 : (v > 65536 ? 65536 : v);
 }
 
-static int params_ok(const snapuq_snap_params_t *p, uint8_t n_taps)
+snapuq_status_t snapuq_snap_params_check(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *p)
 {
     uint8_t l;
-    for (l = 0; l < n_taps; l++) {
+    if (cfg == NULL || p == NULL || cfg->n_taps > SNAPUQ_MAX_TAPS) {
+        return SNAPUQ_ERR_ARG;
+    }
+    for (l = 0; l < cfg->n_taps; l++) {
         if (p->w_q16[l] < 0 || p->w_q16[l] >= (1 << 30)) {
-            return 0;
+            return SNAPUQ_ERR_ARG;
         }
     }
-    return p->hinge_n >= 0 && p->hinge_n <= 62 && p->b1_n >= 0 && p->b1_n <= 62 && p->b2_n >= 0 &&
-           p->b2_n <= 62 && p->alarm_k_q16 >= 0;
+    /* hinge_m >= 0: F = max(0, (S - q) / sd) stays >= 0 (perr_alarm divides by F + k) */
+    if (p->hinge_n < 0 || p->hinge_n > 62 || p->b1_n < 0 || p->b1_n > 62 || p->b2_n < 0 || p->b2_n > 62 ||
+        p->alarm_k_q16 < 0 || (cfg->hinge && p->hinge_m < 0) ||
+        (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && p->alarm_k_q16 < 1)) {
+        return SNAPUQ_ERR_ARG;
+    }
+    return SNAPUQ_OK;
 }
 
 /* step 4b, the input tap: one standardized squared residual per row / column statistic */
@@ -228,8 +275,7 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_
     int64_t acc = 0, s_cap;
     int32_t p1 = -1, p2 = -1, best;
     if (cfg == NULL || params == NULL || in == NULL || out == NULL || in->logits == NULL ||
-        in->probs == NULL || check_core(cfg) != SNAPUQ_OK || !params_ok(params, cfg->n_taps) ||
-        (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && params->alarm_k_q16 < 1) ||
+        in->probs == NULL || check_core(cfg) != SNAPUQ_OK || snapuq_snap_params_check(cfg, params) != SNAPUQ_OK ||
         (cfg->has_intap && (in->s_in16 < 0 || in->s_in16 > CAP30))) {
         return SNAPUQ_ERR_ARG;
     }
@@ -327,7 +373,7 @@ snapuq_status_t snapuq_snap_score_model(const snapuq_snap_config_t *cfg, const s
     snapuq_snap_inputs_t in;
     snapuq_status_t st;
     uint8_t l;
-    if (cfg == NULL || model == NULL || snapuq_snap_check(cfg) != SNAPUQ_OK) {
+    if (cfg == NULL || model == NULL || check_tables(cfg) != SNAPUQ_OK) {
         return SNAPUQ_ERR_ARG;
     }
     memset(&in, 0, sizeof in);

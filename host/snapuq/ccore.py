@@ -302,19 +302,32 @@ class CoreSnap:
     def __init__(self, tflite: bytes, manifest: dict[str, Any]) -> None:
         from snapuq.micropython import write_blob
 
+        self._open(write_blob(bytes(tflite), manifest))
+        self.outputs = manifest["outputs"]
+        self.intap = manifest["snap"].get("intap")
+
+    def _open(self, blob: bytes) -> None:
         lib = library()
-        blob = write_blob(bytes(tflite), manifest)
         err = ctypes.create_string_buffer(256)
         h = lib.snapuq_host_snap_open(blob, len(blob), err, len(err))
         if not h:
             raise ModelFormatError(f"C core rejects the SNAP constants: {err.value.decode(errors='replace')}")
         self._lib = lib
         self._h = ctypes.c_void_p(h)
-        self.n_taps = len(manifest["snap"]["taps"])
         self.row_len = int(lib.snapuq_host_snap_row_len(self._h))
+        self.n_taps = (self.row_len - 10) // 2
         self.fields = lib.snapuq_host_snap_fields().decode().split(",")
-        self.outputs = manifest["outputs"]
-        self.intap = manifest["snap"].get("intap")
+
+    @classmethod
+    def from_blob(cls, blob: bytes) -> CoreSnap:
+        """A model blob (docs/BLOB.md) as it is, through the core's reader exactly as a device reads it
+        (the firmware's `model` upload, the C MicroPython module); ModelFormatError with the reader's
+        one line when it refuses the blob. Scores with run() (score() needs a manifest's output map)."""
+        self = cls.__new__(cls)
+        self._open(bytes(blob))
+        self.outputs = {}
+        self.intap = None
+        return self
 
     def close(self) -> None:
         if getattr(self, "_h", None):

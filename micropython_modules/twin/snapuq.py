@@ -499,116 +499,428 @@ class _Op:
 
 def split_blob(buf):
     """(tflite, manifest dict) from a .snapuq blob v2 (docs/BLOB.md): header, CRC and the binary
-    SNAP section, read with the same checks as firmware/core/snapuq_blob.c."""
+    SNAP section, read with the same checks as firmware/core/snapuq_blob.c's snapuq_blob_open."""
+    tfl, sec = _split_blob(buf)
+    return tfl, sec.manifest()
+
+
+def _split_blob(buf):
     if len(buf) < BLOB_HEADER or bytes(buf[:4]) != BLOB_MAGIC:
         raise _err("not a snapuq blob (bad magic or truncated header)")
     ver, hsize, toff, tlen, soff, slen, crc = struct.unpack_from("<HHIIIII", buf, 4)
     if ver == 1:
         raise _err("blob version 1 (JSON manifest): rebuild it with `snapuq micropython blob`")
     if ver != BLOB_VERSION:
-        raise _err("unsupported blob version %d" % ver)
+        raise _err("unsupported blob version")
     if (hsize != BLOB_HEADER or toff < hsize or toff % 16 or soff % 4 or soff < toff + tlen
             or soff + slen != len(buf)):
         raise _err("corrupt blob: section offsets do not fit the blob")
     if crc32(memoryview(buf)[BLOB_HEADER:]) != crc:
         raise _err("corrupt blob: CRC mismatch")
-    return memoryview(buf)[toff:toff + tlen], parse_snap_section(bytes(buf[soff:soff + slen]))
+    return memoryview(buf)[toff:toff + tlen], _Section(bytes(buf[soff:soff + slen]))
 
 
 _SNAP_HDR = "<4sHHHHBBBBHHHHHBB12i6IiI"   # section v1 header: 108 bytes
 _SNAP_TAP = "<HHHH12iII"                   # 64 bytes
 _SNAP_OUT = "<HhI"                         # 8 bytes
+_TAP_KEYS = ("z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n", "q_m", "q_n", "r_q16", "w_q16")
+MAX_TAPS = 8          # SNAPUQ_MAX_TAPS of the C core's default build
+_SPEC_MAX = 3         # SNAPUQ_SNAP_SPEC_VERSION
+_Z_CLAMP = 1048575
+_LUT_STEP = 11
+_PERR_STEP = 8
+
+
+def _utf8_ok(b, start, end):
+    """MicroPython's own UTF-8 check (py/unicode.c utf8_check), as firmware/core/snapuq_blob.c does it:
+    a name that passes decodes on every port."""
+    need = 0
+    for i in range(start, end):
+        c = b[i]
+        if need:
+            if c & 0xC0 != 0x80:
+                return False
+            need -= 1
+        elif c >= 0xC0:
+            if c >= 0xF8:
+                return False
+            need = 1 if c < 0xE0 else (2 if c < 0xF0 else 3)
+        elif c >= 0x80:
+            return False
+    return need == 0
+
+
+class _Section:
+    """A SNAP section, checked exactly as snapuq_blob_open's check_section does it (same checks, same
+    order, same one-line messages); nothing is copied out of it but what later checks need."""
+
+    def __init__(self, sec):
+        self.sec = sec
+        n = self.n = len(sec)
+        if n < 8 or sec[:4] != b"SNAP":
+            raise _err("SNAP section: bad magic")
+        ver, hl, tr, orec = struct.unpack_from("<HHHH", sec, 4)
+        if ver < 1:
+            raise _err("SNAP section: version 0")
+        if hl < 108 or hl > n:
+            raise _err("SNAP section: header length out of range")
+        if tr < 64 or orec < 8 or tr % 4 or orec % 4:
+            raise _err("SNAP section: record sizes too small or unaligned")
+        self.h = h = struct.unpack_from(_SNAP_HDR, sec, 0)
+        self.ver, self.hl, self.tr, self.orec = ver, hl, tr, orec
+        self.n_taps, self.n_out, self.n_cls = h[8], h[10], h[13]
+        self.combine = h[14]
+        self.sig_off, self.taps_off, self.outs_off, self.cls_off, self.str_off, self.str_len = h[28:34]
+        if not (self._table(self.taps_off, self.n_taps, tr) and self._table(self.outs_off, self.n_out, orec)
+                and self._table(self.cls_off, self.n_cls, 4) and self._table(self.str_off, self.str_len, 1)):
+            raise _err("SNAP section: a table lies outside the section")
+        if not self._lut(self.sig_off, 4 * 513):
+            raise _err("SNAP section: sigmoid LUT outside the section or unaligned")
+        if self.combine > 1:
+            raise _err("SNAP section: unknown combine")
+        if self.combine == 1 and not self._lut(h[35], 4 * 257):
+            raise _err("SNAP section: p_err LUT outside the section or unaligned")
+        self.it_off = struct.unpack_from("<I", sec, 108)[0] if ver >= 2 and hl >= 112 else 0
+        if self.it_off:  # section v2: the input tap (FIXED_POINT.md step 4b)
+            r = self.it_off
+            if not self._lut(r, 40):
+                raise _err("SNAP section: input-tap record outside the section or unaligned")
+            nf = struct.unpack_from("<H", sec, r + 4)[0]
+            ogm, ogn, oh = struct.unpack_from("<3I", sec, r + 28)
+            if not (self._lut(ogm, 4 * nf) and self._lut(ogn, 4 * nf) and self._lut(oh, 4 * nf)):
+                raise _err("SNAP section: input-tap tables outside the section or unaligned")
+        self.norm = None
+        nm_off = struct.unpack_from("<I", sec, 112)[0] if ver >= 3 and hl >= 116 else 0
+        if nm_off:  # section v3: the input normalization (u16 C, u16 0, C double scales, C double offsets)
+            c = struct.unpack_from("<H", sec, nm_off)[0] if self._lut(nm_off, 4) else 0
+            if c < 1 or c > 4096 or not self._lut(nm_off, 4 + 16 * c):
+                raise _err("SNAP section: input-normalization record outside the section")
+            w = struct.unpack_from("<%dI" % (4 * c), sec, nm_off + 4)
+            bits = [w[2 * k] | (w[2 * k + 1] << 32) for k in range(2 * c)]
+            if not _norm_bits_ok(bits[:c], bits[c:]):
+                raise _err("SNAP section: input normalization is not finite or has scale 0")
+            vals = struct.unpack_from("<%dd" % (2 * c), sec, nm_off + 4)
+            self.norm = {"kind": "blob", "scale": list(vals[:c]), "offset": list(vals[c:]),
+                         "scale_bits": bits[:c], "offset_bits": bits[c:]}
+        for k in range(self.n_taps):
+            lut_off, name = struct.unpack_from("<II", sec, self.taps_off + k * tr + 56)
+            if not self._lut(lut_off, 1024):
+                raise _err("SNAP section: tap LUT outside the section or unaligned")
+            if not self._name_ok(name):
+                raise _err("SNAP section: bad tap name")
+        for i in range(self.n_out):
+            if not self._name_ok(struct.unpack_from("<I", sec, self.outs_off + i * orec + 4)[0]):
+                raise _err("SNAP section: bad output name")
+        for i in range(self.n_cls):
+            if not self._name_ok(struct.unpack_from("<I", sec, self.cls_off + 4 * i)[0]):
+                raise _err("SNAP section: bad class name")
+
+    def _table(self, off, count, size):
+        return off <= self.n and count * size <= self.n - off
+
+    def _lut(self, off, nbytes):
+        return off % 4 == 0 and off <= self.n and nbytes <= self.n - off
+
+    def _name_ok(self, off):
+        if off >= self.str_len:
+            return False
+        end = self.sec.find(b"\0", self.str_off + off, self.str_off + self.str_len)
+        return end >= 0 and _utf8_ok(self.sec, self.str_off + off, end)
+
+    def name(self, off):
+        s = self.str_off + off
+        return str(self.sec[s:self.sec.find(b"\0", s)], "utf-8")
+
+    def ints(self, off, count):
+        return list(struct.unpack_from("<%di" % count, self.sec, off))
+
+    def outputs(self, names=True):
+        """[(model output index, zero point, name)] of the output table, in table order (the name's
+        string offset instead of the name with names=False)."""
+        out = []
+        for i in range(self.n_out):
+            idx, zp, nm = struct.unpack_from(_SNAP_OUT, self.sec, self.outs_off + i * self.orec)
+            out.append((idx, zp, self.name(nm) if names else nm))
+        return out
+
+    def class_names(self):
+        return tuple(self.name(struct.unpack_from("<I", self.sec, self.cls_off + 4 * i)[0])
+                     for i in range(self.n_cls))
+
+    def config(self):
+        """The section as the check (_check_config) and the score read it: snapuq_blob_snap_config's
+        fields, raw. Call after the tap count check (each tap brings a 256-entry table)."""
+        h, sec = self.h, self.sec
+        taps = []
+        for k in range(self.n_taps):
+            f = struct.unpack_from(_SNAP_TAP, sec, self.taps_off + k * self.tr)
+            tap = {"d": f[0], "ia": f[1], "imu": f[2], "iv": f[3], "lut": self.ints(f[16], 256), "name_off": f[17]}
+            for j in range(12):
+                tap[_TAP_KEYS[j]] = f[4 + j]
+            taps.append(tap)
+        it = None
+        if self.it_off:
+            rows, cols, nf, _pad, zx, pm, pn, rq, wq, ogm, ogn, oh = struct.unpack_from("<HHHH5i3I", sec,
+                                                                                      self.it_off)
+            it = {"rows": rows, "cols": cols, "n_feat": nf, "z_x": zx, "p_m": pm, "p_n": pn, "r_q16": rq,
+                  "w_q16": wq, "g_m": self.ints(ogm, nf), "g_n": self.ints(ogn, nf), "h_q12": self.ints(oh, nf)}
+        return {"spec": h[5], "variant": h[6], "hinge": h[7], "n_classes": h[9], "logits": h[11],
+                "probs": h[12], "combine": h[14], "perr_step": h[15], "a_q16": h[16], "b0_q16": h[17],
+                "b1_m": h[18], "b1_n": h[19], "b2_m": h[20], "b2_n": h[21], "hinge_q": h[22], "hinge_m": h[23],
+                "hinge_n": h[24], "thr": h[25], "z_clamp": h[26], "lut_step": h[27], "alarm_k": h[34],
+                "taps": taps, "intap": it, "sigmoid": self.ints(self.sig_off, 513),
+                "perr": self.ints(h[35], 257) if self.combine == 1 else None}
+
+    def manifest(self, cfg=None, outputs=None, classes=True):
+        """The manifest fields the device uses (outputs, class_names, snap), the input normalization
+        (class_names only with classes: Model reads them on access, as the C module does)."""
+        cfg = cfg or self.config()
+        outs = self.outputs() if outputs is None else outputs
+        by_index = {}
+        for idx, _zp, name in outs:
+            by_index[idx] = name
+        taps = []
+        for tp in cfg["taps"]:
+            t = {"name": self.name(tp["name_off"]), "d": tp["d"], "a": by_index.get(tp["ia"]),
+                 "mu": by_index.get(tp["imu"]), "logvar": by_index.get(tp["iv"]),
+                 "inv_sigma_lut": tp["lut"]}
+            for k in _TAP_KEYS:
+                t[k] = tp[k]
+            taps.append(t)
+        c = cfg
+        snap = {"spec_version": c["spec"], "variant": "literal" if c["variant"] else "best",
+                "combine": "perr_alarm" if c["combine"] == 1 else "logistic", "taps": taps,
+                "hinge": {"q_q16": c["hinge_q"], "m": c["hinge_m"], "n": c["hinge_n"]} if c["hinge"] else None,
+                "conf": {"a_q16": c["a_q16"], "probs": by_index.get(c["probs"], "probs")},
+                "logistic": {"b0_q16": c["b0_q16"], "b1_m": c["b1_m"], "b1_n": c["b1_n"], "b2_m": c["b2_m"],
+                             "b2_n": c["b2_n"], "z_clamp_q16": c["z_clamp"], "lut_step_shift": c["lut_step"],
+                             "sigmoid_lut": c["sigmoid"]},
+                "u_threshold_q16": c["thr"], "section_version": self.ver, "n_classes": c["n_classes"]}
+        if c["combine"] == 1:
+            snap["perr"] = {"lut": c["perr"], "step_shift": c["perr_step"]}
+            snap["alarm"] = {"k_q16": c["alarm_k"]}
+        snap["intap"] = c["intap"]
+        man = {"outputs": {name: {"index": idx, "zero_point": zp} for idx, zp, name in outs}, "snap": snap}
+        if classes:
+            man["class_names"] = list(self.class_names())
+        if self.norm is not None:
+            man["input"] = {"normalization": self.norm}
+        return man
 
 
 def parse_snap_section(sec):
     """The manifest fields the device uses (outputs, class_names, snap) from a SNAP section."""
-    n = len(sec)
-    if n < 108 or sec[:4] != b"SNAP":
-        raise _err("SNAP section: bad magic")
-    h = struct.unpack_from(_SNAP_HDR, sec, 0)
-    (ver, hl, tr, orec, spec, variant, hinge, n_taps, n_classes, n_out, o_logits, o_probs, n_cls,
-     combine, pshift) = h[1:16]
-    a_q16, b0, b1m, b1n, b2m, b2n, hq, hm, hn, thr, zc, step = h[16:28]
-    sig_off, taps_off, outs_off, cls_off, str_off, str_len = h[28:34]
-    alarm_k, perr_off = h[34], h[35]
-    if ver < 1:
-        raise _err("SNAP section: version 0")
-    if hl < 108 or hl > n:
-        raise _err("SNAP section: header length out of range")
-    if tr < 64 or orec < 8 or tr % 4 or orec % 4:
-        raise _err("SNAP section: record sizes too small or unaligned")
+    return _Section(sec).manifest()
 
-    def inside(off, count, size):
-        return 0 <= off <= n and count * size <= n - off
 
-    if not (inside(taps_off, n_taps, tr) and inside(outs_off, n_out, orec) and inside(cls_off, n_cls, 4)
-            and inside(str_off, str_len, 1)):
-        raise _err("SNAP section: a table lies outside the section")
-    strings = sec[str_off:str_off + str_len]
+def _zp_ok(z):
+    return -128 <= z <= 127
 
-    def sget(off, what):
-        end = strings.find(b"\0", off) if off < len(strings) else -1
-        if end < 0:
-            raise _err("SNAP section: bad %s name" % what)
-        return str(strings[off:end], "utf-8")
 
-    def lut(off, count, what):
-        if off % 4 or not inside(off, count, 4):
-            raise _err("SNAP section: %s LUT outside the section or unaligned" % what)
-        return list(struct.unpack_from("<%di" % count, sec, off))
+def _check_config(it, c, outputs, name_of, n_taps, intap_v2, norm_channels):
+    """snapuq_blob_snap_config's checks against the loaded model, then snapuq_snap_params_check and
+    snapuq_snap_check (firmware/core), in the C core's order with its one-line messages: a config this
+    passes scores every inference, in C and here. `c` is _Section.config() (or the same built from a
+    manifest), `outputs` [(index, zero point, name reference)] in table order, name_of(reference) the
+    name (decoded only once the record count is known to be the model's at most). Returns the outputs
+    with their names."""
+    nout = len(it.outputs)
+    if nout == 0:
+        raise _err("model not loaded")
+    if n_taps < 1 or n_taps > MAX_TAPS:
+        raise _err("SNAP section: tap count outside 1..SNAPUQ_MAX_TAPS")
+    if c["z_clamp"] != _Z_CLAMP or c["lut_step"] != _LUT_STEP:
+        raise _err("SNAP section: logistic clamp or LUT step differ from the spec")
+    if c["spec"] < 1 or c["spec"] > _SPEC_MAX:
+        raise _err("SNAP section: fixed-point spec version not supported")
+    if c["combine"] == 1 and c["perr_step"] != _PERR_STEP:
+        raise _err("SNAP section: p_err step differs from the spec")
 
-    outputs = {}
-    by_index = {}
-    for i in range(n_out):
-        idx, zp, nm = struct.unpack_from(_SNAP_OUT, sec, outs_off + i * orec)
-        name = sget(nm, "output")
-        outputs[name] = {"index": idx, "zero_point": zp}
-        by_index[idx] = name
-    keys = ("z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n", "q_m", "q_n", "r_q16", "w_q16")
-    taps = []
-    for k in range(n_taps):
-        f = struct.unpack_from(_SNAP_TAP, sec, taps_off + k * tr)
-        tap = {"name": sget(f[17], "tap"), "d": f[0], "a": by_index.get(f[1]), "mu": by_index.get(f[2]),
-               "logvar": by_index.get(f[3]), "inv_sigma_lut": lut(f[16], 256, "tap")}
-        for j in range(12):
-            tap[keys[j]] = f[4 + j]
-        taps.append(tap)
-    snap = {"spec_version": spec, "variant": "literal" if variant else "best",
-            "combine": "perr_alarm" if combine == 1 else "logistic", "taps": taps,
-            "hinge": {"q_q16": hq, "m": hm, "n": hn} if hinge else None,
-            "conf": {"a_q16": a_q16, "probs": by_index.get(o_probs, "probs")},
-            "logistic": {"b0_q16": b0, "b1_m": b1m, "b1_n": b1n, "b2_m": b2m, "b2_n": b2n,
-                         "z_clamp_q16": zc, "lut_step_shift": step, "sigmoid_lut": lut(sig_off, 513, "sigmoid")},
-            "u_threshold_q16": thr, "section_version": ver, "n_classes": n_classes}
-    if combine == 1:
-        snap["perr"] = {"lut": lut(perr_off, 257, "p_err"), "step_shift": pshift}
-        snap["alarm"] = {"k_q16": alarm_k}
-    snap["intap"] = None
-    it_off = struct.unpack_from("<I", sec, 108)[0] if ver >= 2 and hl >= 112 else 0
-    if it_off:  # section v2: the input tap (FIXED_POINT.md step 4b)
-        if it_off % 4 or not inside(it_off, 1, 40):
-            raise _err("SNAP section: input-tap record outside the section or unaligned")
-        rows, cols, nf, _pad, zx, pm, pn, rq, wq, ogm, ogn, oh = struct.unpack_from("<HHHH5i3I", sec, it_off)
-        snap["intap"] = {"rows": rows, "cols": cols, "n_feat": nf, "z_x": zx, "p_m": pm, "p_n": pn,
-                         "r_q16": rq, "w_q16": wq, "g_m": lut(ogm, nf, "input-tap"),
-                         "g_n": lut(ogn, nf, "input-tap"), "h_q12": lut(oh, nf, "input-tap")}
-    classes = [sget(struct.unpack_from("<I", sec, cls_off + 4 * i)[0], "class") for i in range(n_cls)]
-    if by_index.get(o_logits) != "logits":
+    def model_output(idx, n):
+        if idx >= nout:
+            raise _err("SNAP section names a model output that does not exist")
+        t = it.tensors[it.outputs[idx]]
+        if t.type != T_INT8 or _numel(t.shape) != n:
+            raise _err("SNAP section: output size or type differs from the model")
+
+    model_output(c["logits"], c["n_classes"])
+    model_output(c["probs"], c["n_classes"])
+    for tp in c["taps"]:
+        for key in ("ia", "imu", "iv"):
+            model_output(tp[key], tp["d"])
+    inp = it.tensors[it.inputs[0]]
+    if intap_v2:
+        x = c["intap"]
+        if inp.type != T_INT8 or _numel(inp.shape) != x["rows"] * x["cols"]:
+            raise _err("SNAP section: input tap size or type differs from the model input")
+        if (inp.zp[0] if inp.zp else 0) != x["z_x"]:
+            raise _err("SNAP section: input tap zero point differs from the model input")
+    if norm_channels and _numel(inp.shape) % norm_channels:
+        raise _err("SNAP section: input normalization channels do not divide the model input")
+    if len(outputs) > nout:
+        raise _err("SNAP section: more output records than the model has outputs")
+    seen_i, seen_n = {}, {}
+    named = []
+    for idx, zp, ref in outputs:
+        name = name_of(ref)
+        named.append((idx, zp, name))
+        if idx >= nout:
+            raise _err("SNAP section names a model output that does not exist")
+        t = it.tensors[it.outputs[idx]]
+        if zp != (t.zp[0] if t.zp else 0):
+            raise _err("SNAP section: output zero point differs from the model")
+        if idx in seen_i:
+            raise _err("SNAP section: two records for one output")
+        if name in seen_n:
+            raise _err("SNAP section: two outputs share a name")
+        seen_i[idx] = name
+        seen_n[name] = idx
+    if seen_i.get(c["logits"]) != "logits":
         raise _err("SNAP section: the logits output is not named 'logits'")
-    man = {"outputs": outputs, "class_names": classes, "snap": snap}
-    nm_off = struct.unpack_from("<I", sec, 112)[0] if ver >= 3 and hl >= 116 else 0
-    if nm_off:  # section v3: the input normalization (u16 C, u16 0, C double scales, C double offsets)
-        c = struct.unpack_from("<H", sec, nm_off)[0] if nm_off % 4 == 0 and inside(nm_off, 1, 4) else 0
-        if c < 1 or c > 4096 or not inside(nm_off, 1, 4 + 16 * c):
-            raise _err("SNAP section: input-normalization record outside the section")
-        w = struct.unpack_from("<%dI" % (4 * c), sec, nm_off + 4)
-        bits = [w[2 * k] | (w[2 * k + 1] << 32) for k in range(2 * c)]
-        if not _norm_bits_ok(bits[:c], bits[c:]):
-            raise _err("SNAP section: input normalization is not finite or has scale 0")
-        vals = struct.unpack_from("<%dd" % (2 * c), sec, nm_off + 4)
-        man["input"] = {"normalization": {"kind": "blob", "scale": list(vals[:c]), "offset": list(vals[c:]),
-                                          "scale_bits": bits[:c], "offset_bits": bits[c:]}}
-    return man
+    used = [c["probs"]]
+    for tp in c["taps"]:
+        used += [tp["ia"], tp["imu"], tp["iv"]]
+    for idx in used:
+        if idx not in seen_i:
+            raise _err("SNAP section: an output it uses is not in its output table")
+    # snapuq_snap_params_check on the defaults
+    ws = [tp["w_q16"] for tp in c["taps"]]
+    if (min(ws) < 0 or max(ws) >= (1 << 30) or not 0 <= c["hinge_n"] <= 62 or not 0 <= c["b1_n"] <= 62
+            or not 0 <= c["b2_n"] <= 62 or c["alarm_k"] < 0 or (c["hinge"] and c["hinge_m"] < 0)
+            or (c["combine"] == 1 and c["alarm_k"] < 1)):
+        raise _err("SNAP section: default calibration out of range (weights, shifts, hinge, alarm k)")
+    # snapuq_snap_check: check_core, the tables, then what the score's arithmetic relies on
+    bad = (c["n_classes"] < 2 or not 0 <= c["a_q16"] <= 65536 or c["variant"] > 1)
+    x = c["intap"]
+    if x is not None and not bad:
+        rows, cols = x["rows"], x["cols"]
+        j = cols + rows + (cols if rows > 1 else 0) + (rows if cols > 1 else 0)
+        bad = (rows < 1 or cols < 1 or x["n_feat"] != j or j > 16384 or not 0 <= x["p_n"] <= 62
+               or not 0 <= x["w_q16"] < (1 << 30))
+    for tp in c["taps"]:
+        bad = bad or (tp["d"] < 1 or tp["d"] > 16384 or not 0 <= tp["lut_shift"] <= 62
+                      or not 0 <= tp["k_a"] <= (1 << 20) or not 0 <= tp["k_mu"] <= (1 << 20)
+                      or not 0 <= tp["p_n"] <= 62 or not 0 <= tp["q_n"] <= 62)
+    if not bad and c["combine"] == 1:
+        bad = min(c["perr"]) < 0 or max(c["perr"]) > 65536
+    if not bad and x is not None:
+        bad = min(x["g_n"]) < 0 or max(x["g_n"]) > 62
+    if not bad and x is not None:
+        bad = not _zp_ok(x["z_x"])
+    if not bad:
+        bad = min(c["sigmoid"]) < 0 or max(c["sigmoid"]) > 65536
+    for tp in c["taps"]:
+        bad = bad or not (_zp_ok(tp["z_a"]) and _zp_ok(tp["z_mu"]) and _zp_ok(tp["z_v"]))
+        if not bad:
+            lut = tp["lut"]
+            bad = min(lut) < 0 or max(lut) >= (1 << 30)
+    if bad:
+        raise _err("SNAP section: constants out of range (snapuq_snap_check)")
+    return named
+
+
+def _int(v, what, lo, hi):
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise _err("manifest %s must be an integer, got %r" % (what, v))
+    if not lo <= v <= hi:
+        raise _err("manifest %s = %d does not fit its blob field (%d..%d)" % (what, v, lo, hi))
+    return v
+
+
+def _ints(v, n, what):
+    if not isinstance(v, (list, tuple)) or (n is not None and len(v) != n):
+        raise _err("manifest %s must be a list of %s integers" % (what, n))
+    return [_int(e, what, _INT32_MIN, _INT32_MAX) for e in v]
+
+
+def _manifest_config(man):
+    try:
+        return _manifest_fields(man)
+    except (AttributeError, TypeError, KeyError) as e:
+        raise _err("manifest is malformed (%s: %s)" % (type(e).__name__, e)) from None
+
+
+def _manifest_fields(man):
+    """A manifest (snapuq.json) as the fields the blob writer (snapuq.micropython.snap_section) would
+    pack, each checked to fit its field: (config, outputs) for _check_config, so that Model(tflite,
+    manifest) applies the C reader's checks to what a blob of it would say."""
+    def get(d, key, what, default=None):
+        if isinstance(d, dict) and key in d:
+            return d[key]
+        if default is not None:
+            return default
+        raise _err("manifest lacks %s" % what)
+
+    outs = get(man, "outputs", "'outputs'")
+    snap = get(man, "snap", "'snap'")
+    taps = get(snap, "taps", "'snap.taps'")
+    if not isinstance(outs, dict) or not isinstance(taps, list):
+        raise _err("manifest lacks 'outputs' or 'snap.taps'")
+    if not 1 <= len(taps) <= MAX_TAPS:
+        raise _err("SNAP section: tap count outside 1..SNAPUQ_MAX_TAPS")
+    variant = snap.get("variant", "best")
+    combine = snap.get("combine", "logistic")
+    if variant not in ("best", "literal"):
+        raise _err("manifest snap.variant %r is none of best, literal" % (variant,))
+    if combine not in ("logistic", "perr_alarm"):
+        raise _err("manifest snap.combine %r is none of logistic, perr_alarm" % (combine,))
+    outputs = []
+    for name, o in outs.items():
+        outputs.append((_int(get(o, "index", "outputs.%s.index" % name), "output %r index" % name, 0, 65535),
+                        _int(o.get("zero_point", 0), "output %r zero_point" % name, -32768, 32767), name))
+    outputs.sort(key=lambda r: r[0])
+    index = {}
+    for idx, _zp, name in outputs:
+        index[name] = idx
+    probs = get(snap, "conf", "'snap.conf'").get("probs", "probs")
+    for nm in ("logits", probs):
+        if nm not in index:
+            raise _err("manifest lacks output %r" % nm)
+    I32 = (_INT32_MIN, _INT32_MAX)
+    c_taps = []
+    for k, tp in enumerate(taps):
+        t = {"d": _int(get(tp, "d", "tap %d d" % k), "tap %d d" % k, 0, 65535),
+             "lut": _ints(get(tp, "inv_sigma_lut", "tap %d inv_sigma_lut" % k), 256, "tap %d inv_sigma_lut" % k)}
+        for key, ik in (("a", "ia"), ("mu", "imu"), ("logvar", "iv")):
+            nm = tp.get(key)
+            if nm not in index:
+                raise _err("tap %r names output %r that the manifest lacks" % (tp.get("name"), nm))
+            t[ik] = index[nm]
+        for key in _TAP_KEYS:
+            t[key] = _int(get(tp, key, "tap %d %s" % (k, key)), "tap %d %s" % (k, key), *I32)
+        c_taps.append(t)
+    lg = get(snap, "logistic", "'snap.logistic'")
+    hg = snap.get("hinge") or None
+    perr = combine == "perr_alarm"
+    sh = _ints(get(outs["logits"], "shape", "", [man.get("n_classes", 0)]), None, "outputs.logits.shape")
+    c = {"spec": _int(snap.get("spec_version", 1), "snap.spec_version", 0, 255),
+         "variant": 1 if variant == "literal" else 0, "hinge": 1 if hg else 0,
+         "n_classes": _int(_numel(sh), "n_classes", 0, 65535), "logits": index["logits"], "probs": index[probs],
+         "combine": 1 if perr else 0, "perr_step": _PERR_STEP,
+         "a_q16": _int(get(snap["conf"], "a_q16", "snap.conf.a_q16"), "snap.conf.a_q16", *I32),
+         "thr": _int(get(snap, "u_threshold_q16", "snap.u_threshold_q16"), "snap.u_threshold_q16", *I32),
+         "z_clamp": _int(lg.get("z_clamp_q16", _Z_CLAMP), "logistic.z_clamp_q16", *I32),
+         "lut_step": _int(lg.get("lut_step_shift", _LUT_STEP), "logistic.lut_step_shift", *I32),
+         "taps": c_taps, "sigmoid": _ints(get(lg, "sigmoid_lut", "logistic.sigmoid_lut"), 513, "sigmoid_lut"),
+         "alarm_k": _int(get(get(snap, "alarm", "'snap.alarm'"), "k_q16", "snap.alarm.k_q16"), "snap.alarm.k_q16",
+                         *I32) if perr else 0,
+         "perr": _ints(get(get(snap, "perr", "'snap.perr'"), "lut", "snap.perr.lut"), 257, "perr.lut")
+         if perr else None}
+    for key in ("b0_q16", "b1_m", "b1_n", "b2_m", "b2_n"):
+        c[key] = _int(get(lg, key, "logistic." + key), "logistic." + key, *I32)
+    for key, hk in (("hinge_q", "q_q16"), ("hinge_m", "m"), ("hinge_n", "n")):
+        c[key] = _int(get(hg, hk, "hinge." + hk), "hinge." + hk, *I32) if hg else 0
+    it = snap.get("intap") or None
+    if it is not None:
+        x = {}
+        for key, lo, hi in (("rows", 0, 65535), ("cols", 0, 65535), ("n_feat", 0, 65535), ("z_x",) + I32,
+                            ("p_m",) + I32, ("p_n",) + I32, ("r_q16",) + I32, ("w_q16",) + I32):
+            x[key] = _int(get(it, key, "intap." + key), "intap." + key, lo, hi)
+        for key in ("g_m", "g_n", "h_q12"):
+            x[key] = _ints(get(it, key, "intap." + key), x["n_feat"], "intap." + key)
+        it = x
+    c["intap"] = it
+    return c, outputs
 
 
 try:
@@ -1566,8 +1878,10 @@ class Model:
                                 "or a path") from None
         if isinstance(model, bytearray):
             model = bytes(model)  # read in place for the object's life: a copy, not the caller's buffer
+        sec = None
         if bytes(model[:4]) == BLOB_MAGIC:
-            tfl, man = split_blob(model)
+            tfl, sec = _split_blob(model)
+            man = {}
         else:
             tfl = model
             if manifest is None:
@@ -1585,71 +1899,56 @@ class Model:
         if not isinstance(man, dict):
             raise ValueError("snapuq: manifest must be a JSON object")
         self._tflite = tfl
-        self.manifest = man
         self._it = Interpreter(tfl)
-        self._check_manifest()
+        self._sec = sec
+        if sec is not None:
+            self.manifest = self._check_blob(sec)
+        else:
+            self.manifest = man
+            self._check_manifest()
         self._last = None
 
-    def _check_manifest(self):
-        man = self.manifest
-        try:
-            outs = man["outputs"]
-            snap = man["snap"]
-            taps = snap["taps"]
-        except (KeyError, TypeError):
-            raise ValueError("snapuq: manifest lacks 'outputs' or 'snap.taps'") from None
-        if snap.get("spec_version", 1) not in (1, 2, 3):
-            raise ValueError("snapuq: manifest SNAP spec version %r is not supported (1, 2, 3)"
-                             % snap.get("spec_version"))
-        comb = snap.get("combine", "logistic")
-        if comb not in ("logistic", "perr_alarm"):
-            raise ValueError("snapuq: manifest SNAP combine %r is not supported" % (comb,))
-        if comb == "perr_alarm":
-            pl = (snap.get("perr") or {}).get("lut", ())
-            if len(pl) != 257 or min(pl) < 0 or max(pl) > 65536:
-                raise ValueError("snapuq: p_err table must have 257 entries in 0..65536")
-            if (snap.get("alarm") or {}).get("k_q16", 0) < 1:
-                raise ValueError("snapuq: alarm k_q16 must be >= 1")
+    def _check_blob(self, sec):
+        """The SNAP section against the loaded model: snapuq_blob_snap_config's checks (_check_config)."""
         it = self._it
-        nout = len(it.outputs)
+        if not it.outputs:
+            raise _err("model not loaded")
+        if not 1 <= sec.n_taps <= MAX_TAPS:
+            raise _err("SNAP section: tap count outside 1..SNAPUQ_MAX_TAPS")
+        c = sec.config()
+        outs = _check_config(it, c, sec.outputs(names=False), sec.name, sec.n_taps, sec.it_off != 0,
+                             len(sec.norm["scale"]) if sec.norm else 0)
+        man = sec.manifest(c, outs, classes=False)
+        self._setup(man, man.get("input", {}).get("normalization"))
+        return man
+
+    def _check_manifest(self):
+        """Model(tflite, manifest): the C reader's checks on the fields a blob of this manifest would carry
+        (_manifest_config, _check_config); the normalization with the manifest's own messages."""
+        man = self.manifest
+        c, outs = _manifest_config(man)
+        _check_config(self._it, c, outs, lambda name: name, len(c["taps"]), c["intap"] is not None, 0)
+        self._setup(man, (man.get("input") or {}).get("normalization"))
+
+    @property
+    def class_names(self):
+        """The class names (a tuple of str; read from the blob on access, as the C module does)."""
+        if self._sec is not None:
+            return self._sec.class_names()
+        return tuple(self.manifest.get("class_names", ()))
+
+    def _setup(self, man, norm):
+        it = self._it
+        taps = man["snap"]["taps"]
         self._out_index = {}
-        for name, o in outs.items():
-            idx = o.get("index")
-            if not isinstance(idx, int) or not 0 <= idx < nout:
-                raise ValueError("snapuq: manifest output %r has index %r, model has %d outputs"
-                                 % (name, idx, nout))
-            t = it.tensors[it.outputs[idx]]
-            if _numel(t.shape) != _numel(o.get("shape", t.shape)):
-                raise ValueError("snapuq: manifest output %r shape %r != model %r"
-                                 % (name, o.get("shape"), t.shape))
-            if t.zp and "zero_point" in o and t.zp[0] != o["zero_point"]:
-                raise ValueError("snapuq: manifest output %r zero point %r != model %r"
-                                 % (name, o["zero_point"], t.zp[0]))
-            self._out_index[name] = idx
-        for tp in taps:
-            for key in ("a", "mu", "logvar"):
-                nm = tp.get(key)
-                if nm not in self._out_index:
-                    raise ValueError("snapuq: tap %r names output %r that the manifest lacks"
-                                     % (tp.get("name"), nm))
-                t = it.tensors[it.outputs[self._out_index[nm]]]
-                if _numel(t.shape) != tp["d"]:
-                    raise ValueError("snapuq: tap %r output %r has %d values, d = %d"
-                                     % (tp.get("name"), nm, _numel(t.shape), tp["d"]))
-            if len(tp.get("inv_sigma_lut", ())) != 256:
-                raise ValueError("snapuq: tap %r LUT must have 256 entries" % tp.get("name"))
-        for nm in ("logits", snap.get("conf", {}).get("probs", "probs")):
-            if nm not in self._out_index:
-                raise ValueError("snapuq: manifest lacks output %r" % nm)
-        if len(snap["logistic"]["sigmoid_lut"]) != 513:
-            raise ValueError("snapuq: sigmoid LUT must have 513 entries")
+        for name, o in man["outputs"].items():
+            self._out_index[name] = o["index"]
         inp = it.input
         self.input_shape = tuple(inp.shape)
         self.input_scale = inp.scale[0] if inp.scale else 1.0
         self.input_zero_point = inp.zp[0] if inp.zp else 0
         self.input_size = _numel(inp.shape)
-        self._set_normalization((man.get("input") or {}).get("normalization"))
-        self.class_names = tuple(man.get("class_names", ()))
+        self._set_normalization(norm)
         self.n_classes = _numel(it.tensors[it.outputs[self._out_index["logits"]]].shape)
         self.taps = tuple((tp.get("name", "tap%d" % k), tp["d"]) for k, tp in enumerate(taps))
         self.outputs = tuple(sorted(self._out_index, key=lambda n: self._out_index[n]))

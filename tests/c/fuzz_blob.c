@@ -1,7 +1,8 @@
 /*
  * fuzz_blob.c - libFuzzer target for the model blob reader (firmware/core/snapuq_blob.c): any byte
  * string either opens or returns an error status; a blob that opens has its tables queried, its
- * .tflite loaded and, when that loads, its SNAP section checked against the model.
+ * .tflite loaded and, when that loads, its SNAP section checked against the model; a section the
+ * reader accepts is scored (score_or_trap: no error status, no undefined arithmetic).
  *
  * The blob carries a CRC-32 of everything after its header, so a plain byte mutation is refused at
  * the CRC check and never reaches the SNAP-section or model checks. LLVMFuzzerCustomMutator below
@@ -56,6 +57,43 @@ static int load_model(const snapuq_blob_t *b)
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A config the reader accepts scores every inference (the reader refuses at load what the score would
+ * refuse later): with its defaults, on outputs at both rails and on bytes of the input, without an error
+ * status and (under UBSan) without undefined arithmetic; anything else is a crash for the fuzzer. */
+static int8_t g_codes[65536 + 64];
+static void score_or_trap(const snapuq_snap_config_t *cfg, const uint8_t *data, size_t size)
+{
+    snapuq_snap_params_t params;
+    snapuq_snap_inputs_t in;
+    snapuq_snap_result_t res;
+    unsigned pass, l;
+    size_t i;
+    if (snapuq_snap_params_init(cfg, &params) != SNAPUQ_OK) {
+        __builtin_trap();
+    }
+    for (pass = 0; pass < 3u; pass++) {
+        for (i = 0; i < sizeof g_codes; i++) {
+            g_codes[i] = (int8_t)(pass == 0u ? -128 : pass == 1u ? 127 : (int)data[i % size] - 128);
+        }
+        memset(&in, 0, sizeof in);
+        in.logits = g_codes;
+        in.probs = g_codes + 1;
+        for (l = 0; l < cfg->n_taps; l++) {
+            in.a[l] = g_codes + l;
+            in.mu[l] = g_codes + 2u * l + 3u;
+            in.logvar[l] = g_codes + 3u * l + 5u;
+        }
+        if (cfg->has_intap && (size_t)cfg->intap.rows * cfg->intap.cols <= sizeof g_codes - 64u &&
+            snapuq_snap_input_tap(cfg, g_codes + 64, (size_t)cfg->intap.rows * cfg->intap.cols, &in.s_in16) !=
+                SNAPUQ_OK) {
+            __builtin_trap();
+        }
+        if (snapuq_snap_score(cfg, &params, &in, &res) != SNAPUQ_OK) {
+            __builtin_trap();
+        }
+    }
+}
 
 #ifndef FUZZ_BLOB_NO_CRC_FIX
 size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
@@ -135,6 +173,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!load_model(&b)) {
         return 0;
     }
-    (void)snapuq_blob_snap_config(&b, &g_model, &cfg, &why);
+    if (snapuq_blob_snap_config(&b, &g_model, &cfg, &why) == SNAPUQ_OK) {
+        score_or_trap(&cfg, data, size);
+    }
     return 0;
 }
