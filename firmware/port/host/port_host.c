@@ -4,6 +4,7 @@
  * `pio test -e native`. The counter is CLOCK_MONOTONIC in nanoseconds (host time, not cycles).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +29,13 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static int ts_fd = -1; /* SNAPUQ_HOST_TIMESTAMP (see snapuq_port_timestamp) */
+
 void snapuq_port_init(void)
 {
+    const char *path = getenv("SNAPUQ_HOST_TIMESTAMP");
     t_start = now_ns();
+    ts_fd = (path != NULL && path[0] != '\0') ? open(path, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
 }
 
 const char *snapuq_port_board(void) { return "host"; }
@@ -76,7 +81,32 @@ uint64_t snapuq_port_counter(void) { return now_ns() - t_start; }
 uint32_t snapuq_port_counter_hz(void) { return 1000000000u; }
 const char *snapuq_port_counter_kind(void) { return "host_ns"; }
 uint32_t snapuq_port_millis(void) { return (uint32_t)((now_ns() - t_start) / 1000000u); }
-void snapuq_port_timestamp(int level) { (void)level; }
+/* The timestamp pin (high during each timed inference; MLPerf Tiny EnergyRunner style): on a board a GPIO
+ * wired to the power meter's logic input. Here, with SNAPUQ_HOST_TIMESTAMP=FILE in the environment, each
+ * level change appends "LEVEL NS\n" to FILE, NS being CLOCK_MONOTONIC in nanoseconds (the clock a
+ * simulated meter on the same host samples by: tests/sim/ppk2_sim.py); without it, nothing. */
+void snapuq_port_timestamp(int level)
+{
+    char line[32];
+    uint64_t t = now_ns();
+    int n = 0, k;
+    char digits[24];
+    if (ts_fd < 0) {
+        return;
+    }
+    line[n++] = level ? '1' : '0';
+    line[n++] = ' ';
+    k = 0;
+    do {
+        digits[k++] = (char)('0' + (int)(t % 10u));
+        t /= 10u;
+    } while (t != 0u);
+    while (k > 0) {
+        line[n++] = digits[--k];
+    }
+    line[n++] = '\n';
+    (void)!write(ts_fd, line, (size_t)n); /* one write: lines from one process never interleave */
+}
 size_t snapuq_port_stack_peak(void) { return 0u; }
 size_t snapuq_port_stack_size(void) { return 0u; }
 size_t snapuq_port_flash_used(void) { return 0u; }

@@ -44,7 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baud", type=int, default=115200)
     p.add_argument("--no-check-outputs", dest="check_outputs", action="store_false",
                    help="compare only the SNAP results, not every int8 output tensor")
-    p.add_argument("--power", default=None, help="ppk2:/dev/ttyACMx: measure energy with a Nordic PPK2")
+    p.add_argument("--power", default=None,
+                   help="ppk2:PORT (the PPK2's own serial port, or ppk2:auto): measure energy per inference "
+                   "with a Nordic PPK2 in ampere-meter mode, timestamp pin on logic input D0 (energy.json)")
+    p.add_argument("--vdd-mv", dest="vdd_mv", type=int, default=3300,
+                   help="--power: the supply voltage of the MCU the PPK2 measures, in mV (default 3300)")
     p.add_argument("--build-dir", type=Path, default=None)
     p.add_argument("--firmware", type=Path, default=None,
                    help="qemu ports: boot this ELF (e.g. .pio/build/qemu_m4/program.elf) instead of building")
@@ -78,12 +82,15 @@ def run(args: argparse.Namespace) -> int:
         dataset = str(cfg["dataset"])
     if data_dir is None and cfg.get("data_dir"):
         data_dir = str(cfg["data_dir"])
-    if args.power and not args.power.startswith("ppk2:"):
-        raise SnapuqError(f"--power {args.power}: expected ppk2:PORT")
+    if args.power:
+        from snapuq.harness.energy import parse_power
+
+        parse_power(args.power)
     opts = Options(port=args.port, model=args.model, dataset=dataset, split=args.split, out=args.out,
                    limit=args.limit, start=args.start, data_dir=data_dir, resume=args.resume,
                    retries=args.retries, timeout=args.timeout, icount=args.icount, baud=args.baud,
                    check_outputs=args.check_outputs, build_dir=args.build_dir, power=args.power,
+                   power_vdd_mv=args.vdd_mv,
                    firmware=args.firmware, progress=args.progress, stream=args.stream,
                    severity=args.severity, segment=args.segment)
     s = run_harness(opts)
@@ -91,6 +98,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"harness: n={s['n']} board={s['board']} mismatches_vs_host={s['mismatches_vs_host']} "
           f"accuracy={s['accuracy']:.4f} {lat['cycles_unit']}_median={lat['cycles_median']} "
           f"flash={s['flash_bytes']} ram_peak={s['ram_peak_bytes']} -> {args.out}/summary.json")
+    if args.power:
+        if s["energy_uj_per_inf"] is None:  # asked for a measurement: none is no success
+            print(f"harness: error: {s['energy_note']}", file=sys.stderr)
+            return 1
+        print(f"harness: energy {s['energy_uj_per_inf']:.4g} uJ per inference (PPK2) -> "
+              f"{args.out}/energy.json")
     return 0 if s["mismatches_vs_host"] == 0 else 1
 
 

@@ -57,6 +57,7 @@ class Options:
     check_outputs: bool = True
     build_dir: Path | None = None
     power: str | None = None
+    power_vdd_mv: int = 3300  # --power: the supply the PPK2 (ampere meter) sits in series with
     progress: bool = True
     firmware: Path | None = None  # qemu: boot this ELF (e.g. from `pio run -e qemu_m4`) instead of make
     stop_after: int | None = None  # for tests: stop (as if killed) after this many new lines
@@ -388,6 +389,12 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
          seg: list[str] | None, out: Path, board_label: str, state: dict[str, Any], meta: dict[str, Any],
          resume: bool) -> dict[str, Any]:
     with ExitStack() as stack:
+        meter = None
+        if opts.power:  # before anything starts: no PPK2 there is one line, --out untouched
+            from snapuq.harness.energy import open_meter
+
+            meter = open_meter(opts.power, opts.power_vdd_mv, out)
+            stack.callback(meter.keep)  # the timed inferences are over: stop, keep it for the summary
         qemu = None
         url = opts.port
         elf_sha = None
@@ -442,6 +449,8 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
             bar = tqdm(total=len(x), initial=len(x) - len(todo), desc=f"harness {board}", unit="in",
                        file=sys.stderr, dynamic_ncols=True)
             stack.callback(bar.close)
+        if meter is not None:
+            meter.start()
         new = 0
         for i in todo:
             xq = ref.quantize(x[i])
@@ -491,8 +500,10 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
     energy_source = "none"
     energy_note = "no power model for this board"
     if opts.power:
+        from snapuq.harness.energy import energy_summary
+
         energy_source = "ppk2"
-        energy_note = "see energy.json"
+        energy, energy_note = energy_summary(out, complete)
     elif bp is not None and counter.unit in ("cycles", "qemu_instructions"):
         energy = bp.energy_uj(cycles_median)
         energy_source = "model"
