@@ -338,3 +338,72 @@ if __name__ == "__main__":  # the counts, for a report: python tests/host/test_b
         if isinstance(v, list):
             for x in v[:int(os.environ.get("SHOW", "8"))]:
                 print(k, x)
+
+
+def _manifest_cases(man: dict) -> dict[str, dict]:
+    def mut(f):
+        m = json.loads(json.dumps(man))
+        f(m)
+        return m
+
+    def hinge_n(m):
+        m["snap"]["hinge"]["n"] = 63
+
+    return {
+        "no taps": mut(lambda m: m["snap"].update(taps=[])),
+        "lut_shift 1e9": mut(lambda m: m["snap"]["taps"][0].update(lut_shift=10**9)),
+        "hinge n 63": mut(hinge_n),
+        "alarm k 0": mut(lambda m: m["snap"]["alarm"].update(k_q16=0)),
+        "w_q16 2^30": mut(lambda m: m["snap"]["taps"][1].update(w_q16=1 << 30)),
+        "z_a 200": mut(lambda m: m["snap"]["taps"][0].update(z_a=200)),
+        "inv_sigma -1": mut(lambda m: m["snap"]["taps"][0]["inv_sigma_lut"].__setitem__(7, -1)),
+        "spec 9": mut(lambda m: m["snap"].update(spec_version=9)),
+        "d 33": mut(lambda m: m["snap"]["taps"][0].update(d=33)),
+        "good": man,
+    }
+
+
+def test_twin_manifest_path_makes_the_c_readers_checks(tmp_path: Path) -> None:
+    """Model(tflite, manifest) refuses what the C reader refuses in a blob of that manifest, with its line
+    (before: a manifest with no taps loaded, a lut_shift of 10^9 loaded and ran out of memory scoring)."""
+    from snapuq.ccore import CoreSnap
+    from snapuq.errors import ModelFormatError
+
+    if not MICROPYTHON.exists() or not (MODEL / "model_int8.tflite").is_file():
+        pytest.skip("MicroPython or the digits model missing")
+    tfl, man = load_model_files(MODEL)
+    cases = _manifest_cases(man)
+    want = {}
+    for k, m in cases.items():
+        try:
+            CoreSnap(tfl, m).close()
+            want[k] = "ok"
+        except ModelFormatError as e:
+            want[k] = str(e).split(": ", 2)[2]
+        (tmp_path / f"{k}.json").write_text(json.dumps(m))
+    (tmp_path / "m.tflite").write_bytes(tfl)
+    code = f"""
+import sys, json
+sys.path.insert(0, {str(TWIN_DIR)!r})
+import snapuq
+if snapuq.IMPLEMENTATION != 'python':
+    print('C-MODULE')
+    raise SystemExit
+t = open('m.tflite', 'rb').read()
+for k in {list(cases)!r}:
+    try:
+        m = snapuq.Model(t, open(k + '.json').read())
+        m.infer(bytearray(64))
+        print(json.dumps([k, 'ok']))
+    except Exception as e:
+        print(json.dumps([k, type(e).__name__ + ': ' + str(e)]))
+"""
+    (tmp_path / "t.py").write_text(code)
+    p = subprocess.run([str(MICROPYTHON), "t.py"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    if p.stdout.splitlines() == ["C-MODULE"]:
+        pytest.skip("the interpreter's snapuq is the C module (it reads blobs only)")
+    got = dict(json.loads(ln) for ln in p.stdout.splitlines())
+    assert want["good"] == "ok" and got["good"] == "ok"
+    for k in cases:
+        assert got[k] == ("ok" if want[k] == "ok" else "ValueError: snapuq: " + want[k]), (k, want[k], got[k])
