@@ -43,6 +43,13 @@ typedef struct {
     uint8_t have_result;
     size_t model_bytes;
     uint8_t model_uploaded;
+    /* an uploaded model's bytes in the pool, [up_off, up_off + up_len), and their CRC-32: kept
+       intact while the next upload arrives (it goes to the other end of the pool), so a bad upload
+       falls back to them; up_len == 0: none (the model, if any, is the compiled-in one) */
+    size_t up_off, up_len;
+    uint32_t up_crc;
+    size_t rx_off;             /* where the upload being received goes */
+    uint8_t kept;              /* what a failed upload falls back to: KEPT_NONE / _BUILTIN / _UPLOAD */
     char model_sha256[65];     /* of the flatbuffer it runs (compiled in or uploaded) */
     size_t arena_need, arena_persist, arena_act, arena_act_noreuse;
     uint8_t *pool;
@@ -139,16 +146,23 @@ static void use_snap_config(const snapuq_snap_config_t *cfg)
 }
 #endif
 
-/* Plan the pool: [uploaded model (base bytes) | arena | input staging]. */
-static void load_model(const uint8_t *tflite, size_t len, size_t base)
+#define KEPT_NONE 0u
+#define KEPT_BUILTIN 1u
+#define KEPT_UPLOAD 2u
+#define ALIGN16(x) (((x) + 15u) & ~(size_t)15u)
+
+/* Plan the part [lo, hi) of the pool as [arena | input staging]. The compiled-in model (in flash)
+ * gets the whole pool; an uploaded model's bytes lie at one end of the pool and [lo, hi) is the
+ * rest (see cmd_model). */
+static void load_model(const uint8_t *tflite, size_t len, size_t lo, size_t hi, uint8_t uploaded)
 {
     snapuq_status_t st;
     snapuq_tensor_info_t info;
     size_t off;
-    uint8_t *arena = app.pool + base;
+    uint8_t *arena = app.pool + lo;
     app.loaded = 0u;
     app.model_bytes = len;
-    app.model_uploaded = (uint8_t)(base != 0u);
+    app.model_uploaded = uploaded;
     snapuq_sha256_hex(tflite, len, app.model_sha256);
     app.have_input = 0u;
     app.have_result = 0u;
@@ -159,7 +173,7 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
     }
     (void)snapuq_model_arena_size(&app.model, &app.arena_need);
 #if SNAPUQ_APP_ENSEMBLE
-    if (base == 0u && app.ens_arena_max > app.arena_need) {
+    if (!uploaded && app.ens_arena_max > app.arena_need) {
         app.arena_need = app.ens_arena_max;
     }
     app.ens_loaded = 0u;
@@ -173,14 +187,15 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
     (void)snapuq_model_input_info(&app.model, 0u, &info);
     app.in_index = 0u;
     app.in_bytes = info.bytes;
-    off = base + ((app.arena_need + 15u) & ~(size_t)15u);
+    off = lo + ALIGN16(app.arena_need);
     /* Without room for a staging copy of the input (and for single models only: ensemble members
        share the arena and need the input kept), the input tensor itself is the upload buffer. */
-    app.direct_input = (uint8_t)(off + app.in_bytes > app.pool_len && off <= app.pool_len &&
-                                 !SNAPUQ_APP_ENSEMBLE);
-    if (off + (app.direct_input ? 0u : app.in_bytes) > app.pool_len) {
+    app.direct_input = (uint8_t)(lo <= hi && off + app.in_bytes > hi && off <= hi && !SNAPUQ_APP_ENSEMBLE);
+    if (lo > hi || off + (app.direct_input ? 0u : app.in_bytes) > hi) {
+        /* need: the pool bytes this model takes (its own bytes when uploaded, arena, staging) */
         snapuq_proto_puts(&proto, "e-arena need=");
-        snapuq_proto_put_u64(&proto, (uint64_t)(off + app.in_bytes));
+        snapuq_proto_put_u64(&proto, (uint64_t)(lo + (app.pool_len - hi) + ALIGN16(app.arena_need) +
+                                                app.in_bytes));
         snapuq_proto_puts(&proto, " have=");
         snapuq_proto_put_u64(&proto, (uint64_t)app.pool_len);
         snapuq_proto_puts(&proto, " msg=\"model does not fit the board's RAM budget\"");
@@ -209,8 +224,8 @@ static void load_model(const uint8_t *tflite, size_t len, size_t base)
 }
 
 #if SNAPUQ_APP_WITH_SNAP
-/* a blob upload: [blob | arena | staging]; the SNAP section configures SNAP for its model */
-static void load_blob(const uint8_t *blob, size_t len)
+/* a blob upload (its arena and staging in [lo, hi)); the SNAP section configures SNAP for its model */
+static void load_blob(const uint8_t *blob, size_t len, size_t lo, size_t hi)
 {
     snapuq_blob_t b;
     const char *why = "";
@@ -219,7 +234,7 @@ static void load_blob(const uint8_t *blob, size_t len)
         snapuq_proto_error(&proto, "blob", why);
         return;
     }
-    load_model(b.tflite, b.tflite_len, (len + 15u) & ~(size_t)15u);
+    load_model(b.tflite, b.tflite_len, lo, hi, 1u);
     if (!app.loaded) {
         return;
     }
@@ -500,9 +515,25 @@ static void cmd_load(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_error(p, "args", "load N CRC32 (N > 0 raw bytes follow)");
         return;
     }
-    /* A frame of the wrong size is still received (and discarded) so that the sender and
-       the parser stay in step; the size error is reported after it. */
-    if (!app.loaded || n != app.in_bytes) {
+    /* A frame longer than the input buffer (or with no model, no buffer at all) is refused at once:
+       none of it is consumed, so a damaged or absurd N (load 4294967295) never makes the board swallow
+       bytes until its byte-gap timeout; what the sender sent after the command is junk to the text
+       parser up to the next '%' (the host's resync). A shorter frame is received (and discarded)
+       to stay in step with its sender, and its size error reported after it. */
+    if (!need_model(p)) {
+        return;
+    }
+    if (n > app.in_bytes) {
+        snapuq_proto_puts(p, "e-size");
+        snapuq_proto_kv_u(p, "got", n);
+        snapuq_proto_kv_u(p, "want", app.in_bytes);
+        snapuq_proto_puts(p, " msg=\"frame longer than the input buffer; nothing received\"");
+        p->n_errors++;
+        snapuq_proto_endl(p);
+        app.have_input = 0u;
+        return;
+    }
+    if (n != app.in_bytes) {
         snapuq_proto_expect_binary(p, NULL, n, crc, load_done);
     } else {
         snapuq_proto_expect_binary(p, app.staging, n, crc, load_done);
@@ -901,39 +932,94 @@ static void cmd_monitor(snapuq_proto_t *p, int argc, char **argv)
 }
 #endif
 
-static void model_done(snapuq_proto_t *p, int ok, uint32_t got)
+/* The upload at [off, off + n) of the pool (a .snapuq blob or a .tflite): its arena and staging
+ * take the rest of the pool, on the side of it away from the pool's end it sits at. */
+static void load_upload(size_t off, size_t n)
 {
-    if (!ok) {
+    const uint8_t *b = app.pool + off;
+    size_t lo = off == 0u ? ALIGN16(n) : 0u;
+    size_t hi = off == 0u ? app.pool_len : off;
+#if SNAPUQ_APP_WITH_SNAP
+    if (n >= 4u && memcmp(b, "SNUQ", 4) == 0) {
+        load_blob(b, n, lo, hi);
         return;
     }
-#if SNAPUQ_APP_WITH_SNAP
-    if (got >= 4u && memcmp(app.pool, "SNUQ", 4) == 0) {
-        load_blob(app.pool, got);
-    } else
 #endif
-    {
-        load_model(app.pool, got, (got + 15u) & ~(size_t)15u);
+    load_model(b, n, lo, hi, 1u);
+}
+
+static void load_builtin(void)
+{
+    app.up_len = 0u;
+#if SNAPUQ_APP_BUILTIN_MODEL
+    load_model(SNAPUQ_APP_TFLITE, SNAPUQ_APP_TFLITE_LEN, 0u, app.pool_len, 0u);
+#endif
+}
+
+/* A failed upload: the model loaded before it runs again. An uploaded one is loaded again from its
+ * bytes when their CRC-32 still holds (the new model's arena may have been planned over them, see
+ * cmd_model), else the compiled-in model. */
+static void restore_kept(snapuq_proto_t *p)
+{
+    if (app.kept == KEPT_UPLOAD) {
+        if (snapuq_crc32_update(0u, app.pool + app.up_off, app.up_len) == app.up_crc) {
+            load_upload(app.up_off, app.up_len);
+        }
+        if (!app.loaded) {
+            app.kept = KEPT_BUILTIN;
+        }
+    }
+    if (app.kept == KEPT_BUILTIN && !app.loaded) {
+        load_builtin();
     }
     if (app.loaded) {
-        snapuq_proto_puts(p, "m-model-loaded");
-        snapuq_proto_kv_u(p, "bytes", got);
-#if SNAPUQ_APP_WITH_SNAP
-        snapuq_proto_kv_u(p, "snap", app.snap_ok);
-#endif
-        snapuq_proto_kv_u(p, "arena", app.arena_need);
-        snapuq_proto_kv_u(p, "in_bytes", app.in_bytes);
+        snapuq_proto_puts(p, "m-model-kept");
+        snapuq_proto_kv_u(p, "builtin", (uint64_t)(app.up_len == 0u));
+        snapuq_proto_kv_u(p, "bytes", app.model_bytes);
         snapuq_proto_endl(p);
+    } else {
+        app.up_len = 0u;
     }
 }
 
-/* model N CRC + N raw bytes: a .tflite into the RAM pool (replaces the current model);
- * model builtin: back to the compiled-in one */
+static void model_done(snapuq_proto_t *p, int ok, uint32_t got)
+{
+    if (ok) {
+        load_upload(app.rx_off, got);
+        if (app.loaded) {
+            app.up_off = app.rx_off;
+            app.up_len = got;
+            app.up_crc = p->bin_crc;
+            snapuq_proto_puts(p, "m-model-loaded");
+            snapuq_proto_kv_u(p, "bytes", got);
+#if SNAPUQ_APP_WITH_SNAP
+            snapuq_proto_kv_u(p, "snap", app.snap_ok);
+#endif
+            snapuq_proto_kv_u(p, "arena", app.arena_need);
+            snapuq_proto_kv_u(p, "in_bytes", app.in_bytes);
+            snapuq_proto_endl(p);
+            return;
+        }
+    }
+    restore_kept(p); /* the frame failed (e-crc / e-timeout) or the model did not load */
+}
+
+/* model N CRC + N raw bytes: a .tflite or .snapuq blob into the RAM pool; model builtin: back to
+ * the compiled-in one.
+ * The pool holds the upload and its arena + input staging. While an upload arrives the current
+ * model stays: the compiled-in one lives in flash (its arena is planned again when the upload
+ * fails), an uploaded one keeps its bytes at one end of the pool and the new upload goes to the
+ * other end. So N may be the whole pool when the current model is the compiled-in one (or none),
+ * and the pool less the kept upload otherwise (`model builtin` first frees it). A larger N is
+ * refused at once (e-size max=ROOM), before any byte of the frame is consumed; else the device
+ * says m-model-go (a line of this command's reply) and the host sends the N bytes only then. */
 static void cmd_model(snapuq_proto_t *p, int argc, char **argv)
 {
     uint32_t n, crc;
+    size_t room;
     if (argc == 2 && strcmp(argv[1], "builtin") == 0) {
 #if SNAPUQ_APP_BUILTIN_MODEL
-        load_model(SNAPUQ_APP_TFLITE, SNAPUQ_APP_TFLITE_LEN, 0u);
+        load_builtin();
         if (app.loaded) {
             snapuq_proto_line(p, "m-model-loaded builtin=1");
         }
@@ -947,19 +1033,36 @@ static void cmd_model(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_error(p, "args", "model N CRC32 (+ N raw bytes) | model builtin");
         return;
     }
-    if (n > app.pool_len / 2u) {
-        snapuq_proto_expect_binary(p, NULL, n, crc, NULL);
+    if (!app.loaded) {
+        app.up_len = 0u;
+    }
+    room = app.up_len == 0u ? app.pool_len
+           : (app.up_off == 0u ? app.pool_len - ALIGN16(app.up_len) : app.up_off);
+    if (n > room) {
         snapuq_proto_puts(p, "e-size");
-        snapuq_proto_kv_u(p, "max", app.pool_len / 2u);
-        snapuq_proto_puts(p, " msg=\"model larger than half the RAM pool; frame discarded\"");
+        snapuq_proto_kv_u(p, "got", n);
+        snapuq_proto_kv_u(p, "max", room);
+        snapuq_proto_puts(p, app.up_len == 0u
+                                 ? " msg=\"model larger than the RAM pool; nothing received\""
+                                 : " msg=\"model larger than the RAM pool beside the uploaded model kept until the "
+                                   "new one loads (model builtin frees it); nothing received\"");
         p->n_errors++;
         snapuq_proto_endl(p);
         return;
     }
+    app.kept = !app.loaded ? KEPT_NONE : (app.up_len == 0u ? KEPT_BUILTIN : KEPT_UPLOAD);
+    /* the kept upload at the pool's top: the new one at the bottom; else at the top */
+    app.rx_off = (app.up_len != 0u && app.up_off != 0u) ? 0u : ((app.pool_len - n) & ~(size_t)15u);
     app.loaded = 0u;
     app.have_input = 0u;
     app.have_result = 0u;
-    snapuq_proto_expect_binary(p, app.pool, n, crc, model_done);
+    snapuq_proto_puts(p, "m-model-go");
+    snapuq_proto_kv_u(p, "bytes", n);
+    snapuq_proto_puts(p, " crc=");
+    snapuq_proto_put_hex32(p, crc);
+    snapuq_proto_kv_u(p, "max", room);
+    snapuq_proto_endl(p);
+    snapuq_proto_expect_binary(p, app.pool + app.rx_off, n, crc, model_done);
 }
 
 static void cmd_timeout(snapuq_proto_t *p, int argc, char **argv)
@@ -1017,9 +1120,7 @@ void snapuq_app_init(void)
 #if SNAPUQ_APP_ENSEMBLE
     ens_prepare();
 #endif
-#if SNAPUQ_APP_BUILTIN_MODEL
-    load_model(SNAPUQ_APP_TFLITE, SNAPUQ_APP_TFLITE_LEN, 0u);
-#endif
+    load_builtin();
     snapuq_proto_puts(&proto, "m-boot");
     snapuq_proto_kv_s(&proto, "fw", "snapuq");
     snapuq_proto_kv_s(&proto, "board", snapuq_port_board());

@@ -152,3 +152,81 @@ def test_input_reply_checks_what_was_loaded() -> None:
         parse_input_reply(ok[:2] + [Reply(["m-prof on=1"])] + ok[3:], data, True)
     with pytest.raises(DeviceReplyError):
         parse_input_reply([Reply([], ["e-crc want=1 got=2"])] + ok[1:], data, True)
+
+
+# ---------------------------------------------------------------- the typed reply grammar
+def test_numbers_in_0x_hex_are_numbers() -> None:
+    """docs/FIRMWARE.md: numbers are decimal or 0x hex. A profile in hex gives the same counter as in
+    decimal (before: int('0x17d7840') raised ValueError in Counter.__init__)."""
+    from snapuq.harness.runner import Counter
+
+    dec = Reply(["m-profile fw=snapuq board=qemu_m4 cpu_hz=25000000 counter=qemu_systick_25mhz "
+                 "counter_hz=25000000 loaded=1 in_bytes=64"]).first("m-profile")
+    hexa = Reply(["m-profile fw=snapuq board=qemu_m4 cpu_hz=0x17D7840 counter=qemu_systick_25mhz "
+                  "counter_hz=0x17d7840 loaded=0x1 in_bytes=0x40"]).first("m-profile")
+    assert hexa == dec and hexa["counter_hz"] == 25_000_000 and hexa["in_bytes"] == 64
+    a, b = Counter(dec, "qemu_m4", True), Counter(hexa, "qemu_m4", True)
+    assert (a.hz, a.cpu_hz, a.unit, a.cycles(1000)) == (b.hz, b.cpu_hz, b.unit, b.cycles(1000)) == \
+        (25_000_000, 25_000_000, "qemu_instructions", 40_000)
+    assert parse_kv("m-x a=0x10 b=-0x2,3 c=0x d=1_0 e=+1")["a"] == 16
+    assert parse_kv("m-x b=-0x2,3")["b"] == [-2, 3]
+    assert [parse_kv("m-x c=0x d=1_0 e=+1")[k] for k in "cde"] == ["0x", "1_0", "+1"]  # not numbers
+
+
+INFER = "m-infer n=1 w=0 ticks=5 model_ticks=4 snap_ticks=1 ticks_min=5 ticks_max=5 hz=25000000"
+
+
+@pytest.mark.parametrize("line", [
+    INFER.replace("ticks=5 model_ticks=4", "ticks=-200 model_ticks=-201"),   # negative ticks
+    INFER.replace("model_ticks=4", "model_ticks=-4"),
+    INFER.replace("ticks=5 ", "ticks=6 "),                                    # != model + snap
+    INFER.replace("ticks=5 ", "ticks=5 ticks=5 "),                            # a field twice
+    INFER.replace("ticks=5 ", "ticks=1_0 "),                                  # not a number
+    INFER.replace("ticks=5 ", ""),                                            # missing
+    INFER.replace("hz=25000000", "hz=0"),
+    INFER.replace("ticks_min=5", "ticks_min=9"),
+    INFER.replace("ticks=5 ", f"ticks={2**64} "),
+])
+def test_out_of_range_infer_replies_are_transport_faults(line: str) -> None:
+    """A clean line whose values break the grammar is refused like a damaged one (before: ticks=-200 went
+    into results.jsonl and the summary's median)."""
+    data = bytes(range(64))
+    crc = f"{zlib.crc32(data):08x}"
+    reps = [Reply([f"m-load-done bytes=64 crc={crc}"]), Reply([line]), Reply(["m-results pred=1 u=3"]),
+            Reply(["m-output idx=0 name=logits hex=01ff"])]
+    with pytest.raises(TransportError):
+        parse_input_reply(reps, data, True)
+    reps[1] = Reply([INFER])
+    assert parse_input_reply(reps, data, True)[0]["ticks"] == 5
+
+
+@pytest.mark.parametrize("tag,line", [
+    ("m-profile", "m-profile fw=snapuq loaded=1 counter_hz=1 model_sha256=abc"),
+    ("m-profile", "m-profile fw=snapuq loaded=2 counter_hz=1"),
+    ("m-profile", "m-profile fw=snapuq loaded=1 counter_hz=-25000000"),
+    ("m-profile", "m-profile fw=snapuq loaded=1 in_bytes=0"),
+    ("m-profile", "m-profile loaded=1"),
+    ("m-stats", "m-stats flash=-1 arena=10"),
+    ("m-stats", "m-stats stack_peak=12x"),
+    ("m-results", "m-results pred=-1 logits=1,2"),
+    ("m-results", "m-results pred=2 logits=1,2"),
+    ("m-results", "m-results pred=0 logits=1,200"),
+    ("m-results", "m-results pred=0 u=4294967296"),
+    ("m-results", "m-results pred=0 flag=2"),
+    ("m-load-done", "m-load-done bytes=64 crc=1234"),
+    ("m-output", "m-output idx=0 name=x hex=0g"),
+    ("m-model-go", "m-model-go bytes=10"),
+])
+def test_out_of_grammar_replies_are_refused(tag: str, line: str) -> None:
+    with pytest.raises(TransportError):
+        Reply([line]).first(tag)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["m-profile", "m-stats", "m-infer", "m-results", "m-load-done", "m-output",
+                        "m-model-go", "m-model-loaded", "m-model-kept"]), PRINTABLE)
+def test_typed_replies_are_a_reply_or_a_transport_error(tag: str, body: str) -> None:
+    try:
+        Reply([f"{tag} {body}"]).first(tag)
+    except TransportError:
+        pass

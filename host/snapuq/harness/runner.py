@@ -4,6 +4,7 @@ write results.jsonl incrementally and summary.json (DESIGN §3 contract)."""
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 import sys
 import time
@@ -16,7 +17,7 @@ import numpy as np
 
 from snapuq.errors import DeviceError, SnapuqError
 from snapuq.harness.energy import board_power
-from snapuq.harness.protocol import Device, DeviceReplyError, TransportError
+from snapuq.harness.protocol import Device, DeviceReplyError, Reply, TransportError
 from snapuq.harness.qemu import (
     QemuProcess,
     board_spec,
@@ -208,6 +209,39 @@ def _one(dev: Device, xq: bytes, opts: Options, ref: HostReference, xq_arr: np.n
     raise InputFailed(f"input failed after {opts.retries + 1} attempts: {last}")
 
 
+class ExchangeFailed(DeviceError):
+    """A start or end command (profile, stats, model builtin) got no clean reply within its retries."""
+
+
+def _exchange(dev: Device, opts: Options, what: str, fn: Any) -> Any:
+    """A start / end command through the same retry and resync path as the inputs: a damaged or
+    out-of-grammar reply (TransportError), a timeout or an e- line (the answer to a command damaged
+    on its way, e.g. e-unknown-command) -> resync and ask again, up to --retries times."""
+    last: Exception | None = None
+    for _attempt in range(opts.retries + 1):
+        try:
+            return fn()
+        except DeviceError as e:
+            last = e
+            dev.exchange_retries += 1
+            try:
+                dev.sync()
+            except DeviceError as e2:  # the sync itself was hit: the next attempt syncs again
+                last = e2
+    raise ExchangeFailed(f"'{what}' got no clean reply after {opts.retries + 1} attempts: {last}")
+
+
+def _builtin_reason(dev: Device) -> list[str]:
+    """`model builtin` on a board without a model: the firmware's own reason (e-arena ...). A reply of
+    another kind (the answer to a damaged command) is a transport fault, asked again."""
+    rep: Reply = dev.command("model builtin", check=False)
+    kinds = ("e-arena ", "e-model ", "e-no-model ", "e-blob ", "e-snap ")
+    if any(not e.startswith(kinds) for e in rep.errors) \
+            or not (rep.errors or any(ln.startswith("m-model-loaded") for ln in rep.lines)):
+        raise TransportError(f"unexpected reply to 'model builtin': {rep.lines + rep.errors}")
+    return rep.errors
+
+
 def _checked(dev: Device, xq: bytes, opts: Options, ref: HostReference,
              xq_arr: np.ndarray) -> tuple[dict, dict, dict[int, list[int]] | None, int, Any, list[str]]:
     """An input's clean reply and its differences from the host. A difference is recorded only
@@ -235,8 +269,9 @@ def check_options(opts: Options) -> None:
         raise SnapuqError(f"--start must be >= 0, got {opts.start}")
     if opts.retries < 0:
         raise SnapuqError(f"--retries must be >= 0, got {opts.retries}")
-    if not opts.timeout > 0:
-        raise SnapuqError(f"--timeout must be > 0 seconds, got {opts.timeout}")
+    if not (opts.timeout > 0 and math.isfinite(opts.timeout)):
+        raise SnapuqError(f"--timeout must be a finite number of seconds > 0 (each wait adds the time its "
+                          f"bytes take on the link), got {opts.timeout}")
     if opts.baud <= 0:
         raise SnapuqError(f"--baud must be > 0, got {opts.baud}")
     if opts.stream and not 1 <= opts.severity <= 5:
@@ -406,8 +441,10 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
             state["qemu"] = qemu
             url = qemu.url
         ser = open_serial(url, opts.baud)
-        dev = Device(ser, timeout=opts.timeout)
+        # every wait allows its bytes at the line rate (8N1: baud / 10 bytes/s), never above Device.RATE
+        dev = Device(ser, timeout=opts.timeout, rate=min(opts.baud / 10.0, Device.RATE))
         dev.frame_fill = ref.in_bytes
+        dev.reply_bytes = 2 * int(ref.model.out_bytes) + 96 * len(ref.output_names)  # outputs' hex lines
         stack.callback(dev.close)
         try:
             dev.wait_boot(timeout=20.0)
@@ -416,11 +453,11 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
                 raise DeviceError(f"--firmware {opts.firmware}: the board does not answer ({e}); "
                                   "is it a snapuq firmware for this board?") from None
             raise
-        prof = dev.profile()
+        prof = _exchange(dev, opts, "profile", dev.profile)
         if not prof.get("loaded"):
             # the boot banner went out before we connected: loading the built-in model again
             # repeats the firmware's own reason (e.g. e-arena need=62816 have=43840 ...)
-            errs = dev.command("model builtin", check=False).errors
+            errs = _exchange(dev, opts, "model builtin", lambda: _builtin_reason(dev))
             raise DeviceError(f"the firmware on {board_label} has no model loaded"
                               + (f": {'; '.join(errs)}" if errs else ""))
         check_model_identity(prof, ref.tflite, model_dir)
@@ -429,7 +466,7 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
                               "the firmware was built for another model (rebuild it, or drop --firmware)")
         board = str(prof.get("board", board_label))
         counter = Counter(prof, board, opts.icount)
-        stats = dev.stats()
+        stats = _exchange(dev, opts, "stats", dev.stats)
         # the device has answered: only now does anything in --out change
         meta["device"] = {**{k: prof.get(k) for k in DEVICE_KEYS}, "elf_sha256": elf_sha}
         start_run(out, meta, resume)
@@ -477,16 +514,19 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
                 bar.update(1)
             if opts.stop_after is not None and new >= opts.stop_after:
                 return {"stopped_after": new}
-        stats = dev.stats()
+        stats = _exchange(dev, opts, "stats", dev.stats)
         state["stats"] = stats
         transport_faults = dev.transport_faults
+        exchange_retries = dev.exchange_retries
 
-    return write_summary(out, writer.done, stats, prof, counter, opts, transport_faults=transport_faults)
+    return write_summary(out, writer.done, stats, prof, counter, opts, transport_faults=transport_faults,
+                         exchange_retries=exchange_retries)
 
 
 def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, Any], prof: dict[str, Any],
                   counter: Counter, opts: Options, complete: bool = True, note: str | None = None,
-                  n_total: int | None = None, transport_faults: int | None = None) -> dict[str, Any]:
+                  n_total: int | None = None, transport_faults: int | None = None,
+                  exchange_retries: int | None = None) -> dict[str, Any]:
     recs = [done[i] for i in sorted(done)]
     n = len(recs)
     cyc = [r["cycles"] for r in recs]
@@ -540,6 +580,8 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
     }
     if transport_faults is not None:
         summary["transport_faults"] = transport_faults  # damaged replies seen (and retried) in this session
+    if exchange_retries is not None:
+        summary["exchange_retries"] = exchange_retries  # profile / stats / model builtin asked again
     if not complete:
         summary["incomplete_reason"] = note
         summary["n_planned"] = n_total
