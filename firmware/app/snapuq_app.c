@@ -51,6 +51,7 @@ typedef struct {
     size_t rx_off;             /* where the upload being received goes */
     uint8_t kept;              /* what a failed upload falls back to: KEPT_NONE / _BUILTIN / _UPLOAD */
     char model_sha256[65];     /* of the flatbuffer it runs (compiled in or uploaded) */
+    char snap_sha256[65];      /* of the SNAP constants it scores with (a blob's section; "" unknown) */
     size_t arena_need, arena_persist, arena_act, arena_act_noreuse;
     uint8_t *pool;
     size_t pool_len;
@@ -164,6 +165,7 @@ static void load_model(const uint8_t *tflite, size_t len, size_t lo, size_t hi, 
     app.model_bytes = len;
     app.model_uploaded = uploaded;
     snapuq_sha256_hex(tflite, len, app.model_sha256);
+    app.snap_sha256[0] = '\0';
     app.have_input = 0u;
     app.have_result = 0u;
     st = snapuq_model_init(&app.model, tflite, len);
@@ -219,6 +221,13 @@ static void load_model(const uint8_t *tflite, size_t len, size_t lo, size_t hi, 
     if (app.model_uploaded) {
         return; /* the compiled-in SNAP configuration belongs to the compiled-in model */
     }
+#ifdef SNAPUQ_MODEL_SNAP_SHA256 /* written by `snapuq export` into snapuq_model.h */
+    {
+        static const char sha[] = SNAPUQ_MODEL_SNAP_SHA256;
+        memcpy(app.snap_sha256, sha, sizeof sha < sizeof app.snap_sha256 ? sizeof sha : sizeof app.snap_sha256);
+        app.snap_sha256[sizeof app.snap_sha256 - 1u] = '\0';
+    }
+#endif
     use_snap_config(&SNAPUQ_APP_SNAP_CONFIG);
 #endif
 }
@@ -245,6 +254,7 @@ static void load_blob(const uint8_t *blob, size_t len, size_t lo, size_t hi)
         snapuq_proto_error(&proto, "blob", why);
         return;
     }
+    snapuq_sha256_hex(b.snap, b.snap_len, app.snap_sha256);
     use_snap_config(&app.blob_cfg);
 }
 #endif
@@ -425,6 +435,9 @@ static void cmd_profile(snapuq_proto_t *p, int argc, char **argv)
         snapuq_proto_kv_s(p, "model_sha256", app.model_sha256);
     }
     snapuq_proto_kv_u(p, "snap", SNAPUQ_APP_WITH_SNAP);
+    if (app.snap_sha256[0] != '\0') {
+        snapuq_proto_kv_s(p, "snap_sha256", app.snap_sha256); /* the harness checks it against snapuq.json */
+    }
 #if SNAPUQ_APP_ENSEMBLE
     snapuq_proto_kv_u(p, "members", snapuq_blob_count);
 #endif

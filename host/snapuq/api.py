@@ -857,6 +857,9 @@ class Snap:
         tmp = out / "config.json.tmp"
         tmp.write_text(json.dumps(cfg, indent=1))
         tmp.replace(out / "config.json")
+        from snapuq.modeldir import TRAIN_PARTS, record_parts
+
+        record_parts(out, TRAIN_PARTS)  # an export left from another model in `out` is refused from now on
         return out
 
 
@@ -970,6 +973,9 @@ def train_user_model(args: argparse.Namespace) -> dict:
         cfg["timings_s"]["baselines"] = round(time.perf_counter() - t, 2)
     cfg["timings_s"]["total"] = round(time.perf_counter() - t0, 2)
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    from snapuq.modeldir import ModelPaths, record_parts
+
+    record_parts(out, (ModelPaths.CONFIG,))
     return cfg
 
 

@@ -444,6 +444,10 @@ def _resolve_workload(w: str) -> Path:
     if not ModelPaths(p).manifest.is_file():
         raise SnapuqError(f"workload '{w}': {ModelPaths(p).manifest} missing (train + export the model)")
     make_safe_path(p, f"workload '{w}':")
+    from snapuq.modeldir import check_parts
+
+    mp = ModelPaths(p)  # a cell's firmware is built from the generated C: of this export (MANIFEST.sha256)
+    check_parts(p, need=(mp.INT8, mp.MANIFEST), also=(mp.C_SOURCE, mp.C_HEADER))
     return p
 
 

@@ -563,13 +563,23 @@ def add_alarm_rate_argument(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.data import load_dataset
     from snapuq.evaluate import load
+    from snapuq.modeldir import PartsUpdate
 
     check_alarm_rate(args.alarm_rate)
     d = Path(args.model_dir)
     paths = ModelPaths(d)
     md = load(d, calib=False)  # the calibration this command replaces may be the broken one
+
+    # calib.json and the export refreshed from it are one unit: staged, swapped in together, recorded in
+    # MANIFEST.sha256; a failure anywhere (the fit, the export, a full disk) leaves DIR as it was
+    with PartsUpdate(d) as up:
+        return _recalibrate(args, d, paths, md, up)
+
+
+def _recalibrate(args: argparse.Namespace, d: Path, paths: ModelPaths, md, up) -> int:
+    from snapuq.data import load_dataset
+
     cfg = md.config
     old = None
     if paths.calib.exists():
@@ -588,7 +598,7 @@ def run(args: argparse.Namespace) -> int:
     from snapuq.formats import validate_calib
 
     validate_calib(calib, f"{paths.calib} (refitted, not written)", cfg)  # what export and eval would refuse
-    write_json_atomic(paths.calib, calib)
+    write_json_atomic(ModelPaths(up.path).calib, calib)
     best = best_variant(calib)
     fit = best["fit"]
     print(
@@ -605,12 +615,11 @@ def run(args: argparse.Namespace) -> int:
         from snapuq.export.cli import export_model
 
         print(f"snapuq calibrate: {d}: refreshing the int8 export with the new constants")
-        export_model(d, data_dir=args.data_dir)
-        if paths.blob.exists():
-            from snapuq.micropython import make_blob
-
-            make_blob(d)
-            print(f"snapuq calibrate: refreshed {paths.blob}")
+        export_model(d, data_dir=args.data_dir, calib=calib, update=up)  # (and the blob D holds)
+    up.commit()
+    if paths.manifest.exists() and args.no_export:
+        print(f"snapuq calibrate: note: the int8 export in {d} was made from the previous calib.json: it is "
+              f"refused until `snapuq export {d}`")
     return 0 if fit["dev_check"]["ok"] else 1
 
 

@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "harness": ("snapuq.harness.cli", "run a test split on a board or QEMU over serial; check every result "
                 "against the host C core"),
     "micropython": ("snapuq.micropython", "MicroPython: write the model blob, push it to a board, compare"),
+    "parts": ("snapuq.commands.parts", "a model directory's parts (MANIFEST.sha256): check them, or record "
+              "them for a directory written by an older snapuq"),
     "tokens": ("snapuq.tokens.cli", "Uncert: uncertainty-guided token pruning in a spiking transformer"),
     "reproduce": (
         "snapuq.commands.reproduce",

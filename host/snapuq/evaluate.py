@@ -23,7 +23,7 @@ from snapuq import stream as S
 from snapuq.errors import DatasetError, SnapuqError
 from snapuq.formats import read_calib, read_config
 from snapuq.io import check_out_dir, default_data_dir, staged_dir, write_text
-from snapuq.modeldir import ModelPaths
+from snapuq.modeldir import ModelPaths, check_parts
 
 COVERAGES = (0.5, 0.8, 0.9, 0.95)
 CONTRACT_KEYS = (
@@ -118,6 +118,11 @@ def _check_model_dir(d: Path, calib: bool = True) -> None:
     cfg = read_config(paths.config)
     if calib and paths.calib.exists():
         read_calib(paths.calib, cfg)
+    # one unit (MANIFEST.sha256): the calibration of this model.keras and, where eval reads it (the int8
+    # rows), the export of both, refused before any work rather than after the float rows
+    with_calib = calib and paths.calib.exists()
+    check_parts(d, need=(paths.CONFIG, paths.KERAS) + ((paths.CALIB,) if with_calib else ()),
+                also=(paths.INT8, paths.MANIFEST) if calib else ())
 
 
 def load(d: Path, calib: bool = True):

@@ -149,6 +149,15 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
     return body + bytes((-len(body)) % 4)
 
 
+def snap_sha256(manifest: dict[str, Any]) -> str:
+    """The identity of a manifest's SNAP constants as the device runs them: sha256 of its SNAP section (the
+    bytes of a blob's section; SNAPUQ_MODEL_SNAP_SHA256 in the generated snapuq_model.h). The firmware reports
+    it (`profile` snap_sha256=...) and the harness compares it with the host's manifest."""
+    import hashlib
+
+    return hashlib.sha256(snap_section(manifest)).hexdigest()
+
+
 def input_normalization_record(manifest: dict[str, Any]) -> bytes:
     """The section's input-normalization record (docs/BLOB.md), b"" when the manifest's input has none:
     u16 channels C, u16 0, then C float64 scales and C float64 offsets, the exact doubles of the generated
@@ -187,15 +196,38 @@ def load_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
     return paths.int8.read_bytes(), json.loads(paths.manifest.read_text())
 
 
-def make_blob(model_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Write ``model.snapuq`` for an exported model directory; returns its path."""
-    from snapuq.io import check_out_file, write_bytes
+def checked_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
+    """load_model_files of a directory whose .tflite and snapuq.json are one export (MANIFEST.sha256, and
+    the manifest's own sha256 of the model: a blob of one model's .tflite and another's constants is refused
+    in one line)."""
+    from snapuq.export.manifest import check_manifest
+    from snapuq.modeldir import check_parts
 
+    paths = ModelPaths(model_dir)
     tfl, man = load_model_files(model_dir)
-    dst = check_out_file(out, "--out") if out else ModelPaths(model_dir).blob
+    check_parts(paths.root, need=(paths.INT8, paths.MANIFEST))
+    check_manifest(man, tfl, str(paths.manifest))
+    return tfl, man
+
+
+def make_blob(model_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write ``model.snapuq`` for an exported model directory; returns its path. The default place
+    (MODEL_DIR/model.snapuq) is a part of the directory: staged, swapped in and recorded in MANIFEST.sha256
+    (snapuq.modeldir.PartsUpdate)."""
+    from snapuq.io import check_out_file, write_bytes
+    from snapuq.modeldir import PartsUpdate
+
+    paths = ModelPaths(model_dir)
+    dst = check_out_file(out, "--out") if out else paths.blob
+    tfl, man = checked_model_files(model_dir)
     blob = write_blob(tfl, man)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    return write_bytes(dst, blob)  # atomic: a board never copies half a blob
+    if Path(dst).resolve() != paths.blob.resolve():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        return write_bytes(dst, blob)  # atomic: a board never copies half a blob
+    with PartsUpdate(paths.root) as up:
+        write_bytes(ModelPaths(up.path).blob, blob)
+        up.commit()
+    return paths.blob
 
 
 # device result field -> host reference (snapuq.ccore) field: every integer of one score
@@ -236,7 +268,7 @@ def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed:
     import tempfile
 
     d = Path(model_dir)
-    tfl, man = load_model_files(d)
+    tfl, man = checked_model_files(d)
     x = sample_inputs(man, n, seed)
     with tempfile.TemporaryDirectory() as td:
         blob = Path(td) / BLOB_NAME

@@ -510,7 +510,7 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
         cfg.setdefault("timings_s", {})["baselines"] = round(time.perf_counter() - t0, 2)
         cfg["recipe"] = opts.to_dict()
         write_text(ModelPaths(stage.path).config, json.dumps(cfg, indent=1))
-        stage.commit()
+        stage.commit(made=(paths.CONFIG,))  # model.keras, calib.json and their export stay what they were
     finally:
         stage.close()
     return cfg

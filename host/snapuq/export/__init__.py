@@ -18,15 +18,18 @@ _CACHE: dict[tuple[str, float, float], tuple[Any, Any, dict, dict]] = {}
 
 def load_exported(d: str | Path) -> tuple[Any, Any, dict, dict]:
     """(CoreModel, CoreSnap, manifest, {variant: CoreSnap}) of an exported model directory, checked
-    against each other; cached while the files are unchanged."""
+    against each other and against MANIFEST.sha256 (snapuq.modeldir.check_parts); cached while the files
+    are unchanged."""
     from snapuq.ccore import CoreModel, CoreSnap
     from snapuq.export.manifest import check_manifest, load_manifest
-    from snapuq.modeldir import ModelPaths
+    from snapuq.modeldir import ModelPaths, check_parts
 
     paths = ModelPaths(d)
     paths.need_export()
-    key = (str(paths.int8.resolve()), paths.int8.stat().st_mtime, paths.manifest.stat().st_mtime)
+    key = (str(paths.int8.resolve()), paths.int8.stat().st_mtime, paths.manifest.stat().st_mtime,
+           paths.parts.stat().st_mtime if paths.parts.exists() else None)
     if key not in _CACHE:
+        check_parts(paths.root, need=(paths.INT8, paths.MANIFEST))  # one export of this model and calib
         b = paths.int8.read_bytes()
         man = load_manifest(paths.root)
         model = check_manifest(man, b, str(paths.manifest), CoreModel(b))

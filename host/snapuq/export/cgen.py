@@ -9,6 +9,8 @@ The header declares
     snapuq_model_class_names[]                         class labels
     SNAPUQ_MODEL_NAME, SNAPUQ_MODEL_N_CLASSES, SNAPUQ_MODEL_INPUT_SCALE/ZERO_POINT/BYTES,
     SNAPUQ_MODEL_OUT_<NAME> (output index per manifest output name)
+    SNAPUQ_MODEL_SNAP_SHA256   sha256 of the SNAP constants (snapuq.micropython.snap_sha256), which the
+                               firmware reports and the harness checks
     SNAPUQ_MODEL_OPS(X)        the model's operators (manifest model.ops, from the C core) as an
                                X(NAME, name) list for SNAPUQ_OP_TABLE (firmware/core/snapuq_ops.h)
 """
@@ -96,6 +98,28 @@ def _output_index(manifest: dict[str, Any], name: str) -> int:
     if not isinstance(outs, dict) or name not in outs:
         raise ModelFormatError(f"manifest: output {name!r} is missing from 'outputs'")
     return _i32(outs[name].get("index"), f"outputs[{name}].index", 0, 32767)
+
+
+def header_snap_sha256(header: str | Path) -> str | None:
+    """SNAPUQ_MODEL_SNAP_SHA256 of a generated snapuq_model.h; None where it has none (written by an older
+    snapuq) or is absent."""
+    try:
+        text = Path(header).read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r'^#define SNAPUQ_MODEL_SNAP_SHA256 "([0-9a-f]{64})"', text, re.M)
+    return m.group(1) if m else None
+
+
+def check_c_header(header: str | Path, manifest: dict[str, Any]) -> None:
+    """One-line ModelFormatError when the generated snapuq_model.h holds the SNAP constants of another
+    snapuq.json than `manifest` (what the firmware built from it would score with)."""
+    from snapuq.micropython import snap_sha256
+
+    got = header_snap_sha256(header)
+    if got is not None and got != (want := snap_sha256(manifest)):
+        raise ModelFormatError(f"{header}: the SNAP constants of another snapuq.json (sha256 {got[:12]}; "
+                               f"this one's are {want[:12]}); run `snapuq export {Path(header).parent}`")
 
 
 def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: bytes) -> tuple[Path, Path]:
@@ -226,6 +250,9 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
         ["\n\n/* the operators this model uses, X(NAME, name) as in snapuq_ops.h: an image that runs only\n"
          "   it can link SNAPUQ_OP_TABLE(SNAPUQ_MODEL_OPS); instead of the stock ops/op_table.c */\n"
          "#define SNAPUQ_MODEL_OPS(X)"] + [f" \\\n    X({o}, {o.lower()})" for o in ops]) if ops else ""
+    from snapuq.micropython import snap_sha256
+
+    snap_id = snap_sha256(manifest)
     write_text(path_h, f"""/* snapuq_model.h - {banner} */
 #ifndef SNAPUQ_MODEL_H
 #define SNAPUQ_MODEL_H
@@ -236,6 +263,9 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
 #include "snapuq_snap.h"
 
 #define SNAPUQ_MODEL_NAME {_c_string(name)}
+/* sha256 of these SNAP constants as a blob's SNAP section (snapuq.micropython.snap_sha256): the firmware
+   reports it (`profile` snap_sha256=...), the harness refuses a device built from another export */
+#define SNAPUQ_MODEL_SNAP_SHA256 "{snap_id}"
 #define SNAPUQ_MODEL_TFLITE_BYTES {len(tflite_bytes)}u
 #define SNAPUQ_MODEL_N_CLASSES {n_classes}
 #define SNAPUQ_MODEL_N_TAPS {len(taps)}

@@ -1,5 +1,7 @@
 """`snapuq export DIR`: full-integer int8 model (batch 1), float model, snapuq.json manifest and
-the C arrays (snapuq_model.{c,h}) for a model directory written by `snapuq train`."""
+the C arrays (snapuq_model.{c,h}) for a model directory written by `snapuq train`, written as one unit
+(`snapuq.modeldir.PartsUpdate`: staged beside DIR, swapped in, recorded in DIR/MANIFEST.sha256); a blob
+DIR already holds (model.snapuq) is rewritten with them, snapuq_model.{c,h} are removed with --no-c."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--n-check", type=int, default=20, help="test inputs checked C core vs TFLM after export"
     )
-    p.add_argument("--no-c", action="store_true", help="do not write snapuq_model.{c,h}")
+    p.add_argument("--no-c", action="store_true",
+                   help="do not write snapuq_model.{c,h} (those of an earlier export are removed: stale)")
     p.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's converter output")
 
 
@@ -35,7 +38,33 @@ def export_model(
     write_c: bool = True,
     log=print,
     verbose: bool = False,
+    calib: dict | None = None,
+    update: Any = None,
 ) -> dict[str, Any]:
+    """`calib`: the calibration to export instead of DIR/calib.json, and `update`: an open
+    snapuq.modeldir.PartsUpdate to write into (`snapuq calibrate`: the new calib.json and its export are
+    one unit); without them the export is its own PartsUpdate."""
+    from snapuq.modeldir import ModelPaths, PartsUpdate, check_parts
+
+    d = Path(d)
+    paths = ModelPaths(d)
+    t0 = time.time()
+    check_counts(n_rep, n_check)
+    own_calib = calib is None and paths.calib.exists()
+    check_parts(d, need=(paths.CONFIG, paths.KERAS) + ((paths.CALIB,) if own_calib else ()))
+    own = update is None
+    if own:
+        update = PartsUpdate(d)
+        update.open()  # before the work: a second writer of DIR is refused now, not after the conversion
+    try:
+        return _export(d, update, own, t0, data_dir, n_rep, n_check, write_c, log, verbose, calib)
+    finally:
+        if own:
+            update.close()
+
+
+def _export(d: Path, update: Any, own: bool, t0: float, data_dir: str | None, n_rep: int, n_check: int,
+            write_c: bool, log, verbose: bool, calib: dict | None) -> dict[str, Any]:
     from tqdm import tqdm
 
     from snapuq.ccore import CoreModel
@@ -46,11 +75,10 @@ def export_model(
     from snapuq.export.tflm import TFLMInterpreter, arena_bytes
     from snapuq.modeldir import ModelPaths, load_model_dir
 
-    d = Path(d)
     paths = ModelPaths(d)
-    t0 = time.time()
-    check_counts(n_rep, n_check)
-    md = load_model_dir(d)
+    md = load_model_dir(d, calib=calib is None)
+    if calib is not None:
+        md.calib = calib
     if md.calib is None:
         raise SnapuqError(f"{paths.calib}: missing (the SNAP constants come from `snapuq train`)")
     cfg = md.config
@@ -149,13 +177,24 @@ def export_model(
                    "checked": "C core"},
     }
     check_manifest(manifest, int8, model=model)
-    write_bytes(paths.int8, int8)
-    write_bytes(paths.float_tflite, flt)
-    write_text(paths.manifest, json.dumps(manifest, indent=1) + "\n")
+    stage = ModelPaths(update.path)  # every part staged beside DIR, swapped in together (PartsUpdate.commit)
+    write_bytes(stage.int8, int8)
+    write_bytes(stage.float_tflite, flt)
+    write_text(stage.manifest, json.dumps(manifest, indent=1) + "\n")
     written = [paths.INT8, paths.FLOAT, paths.MANIFEST]
     if write_c:
-        write_c_model(d, manifest, int8)
+        write_c_model(stage.root, manifest, int8)
         written += [paths.C_SOURCE, paths.C_HEADER]
+    else:  # made from the previous export: stale now
+        update.remove(paths.C_SOURCE)
+        update.remove(paths.C_HEADER)
+    if paths.blob.exists():  # the blob DIR holds is made from what this replaces: rewritten with it
+        from snapuq.micropython import write_blob
+
+        write_bytes(stage.blob, write_blob(int8, manifest))
+        written.append(paths.BLOB)
+    if own:
+        update.commit()
     log(
         f"wrote {', '.join(written)} to {d} ({time.time() - t0:.1f} s); "
         f"int8 {len(int8)} B, float {len(flt)} B, "

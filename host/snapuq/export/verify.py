@@ -54,14 +54,19 @@ def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: boo
     from tqdm import tqdm
 
     from snapuq.export import load_exported
+    from snapuq.export.cgen import check_c_header
     from snapuq.export.convert import quantize_input
     from snapuq.export.tflm import TFLMInterpreter
-    from snapuq.modeldir import ModelPaths
+    from snapuq.modeldir import ModelPaths, check_parts
 
     if n < 1:
         raise SnapuqError("--n must be >= 1")
     paths = ModelPaths(d)
     model, _, man, _ = load_exported(paths.root)  # the manifest's n_classes / class_names vs the logits too
+    # the generated C and the blob the device runs: of this export (MANIFEST.sha256), not of an earlier one
+    check_parts(paths.root, need=(paths.INT8, paths.MANIFEST),
+                also=(paths.C_SOURCE, paths.C_HEADER, paths.BLOB))
+    check_c_header(paths.c_header, man)
     _check_c_classes(paths.c_source, int(np.prod(man["outputs"]["logits"]["shape"])))
     ip = TFLMInterpreter(paths.int8.read_bytes())
     inp = man["input"]

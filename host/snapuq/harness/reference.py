@@ -22,11 +22,15 @@ class HostResult:
 class HostReference:
     def __init__(self, model_dir: Path):
         from snapuq.export import load_exported
-        from snapuq.modeldir import ModelPaths
+        from snapuq.export.cgen import check_c_header
+        from snapuq.modeldir import ModelPaths, check_parts
 
         paths = ModelPaths(model_dir)
         self.model_dir = paths.root
         self.model, self.snap, self.manifest, _ = load_exported(paths.root)
+        # the firmware is built from the generated C: it must be the export the host reference reads
+        check_parts(paths.root, need=(paths.INT8, paths.MANIFEST), also=(paths.C_SOURCE, paths.C_HEADER))
+        check_c_header(paths.c_header, self.manifest)
         self.tflite = paths.int8.read_bytes()
         tin = self.model.inputs[0]
         if tin.dtype != np.int8:
