@@ -1,6 +1,7 @@
-"""Why SNAP trails on real CIFAR-10 (docs/SNAP_STUDY.md §10): the raw surprisal S of the int8 path vs MSP and the
-shipped U, on 2,000 official test images, each OOD set (500) and every CIFAR-10-C corruption at severity 3 (500).
-Run: .venv/bin/python tools/snap_study_cifar10_s.py (needs models/cifar10 and the data in ../shared/data)."""
+"""Why SNAP trails on real CIFAR-10 (docs/SNAP_STUDY.md §10): the raw surprisal S of the int8 path vs MSP
+and the shipped U, on 2,000 official test images, each OOD set (500) and every CIFAR-10-C corruption at
+severity 3 (500). Run: .venv/bin/python tools/snap_study_cifar10_s.py (needs models/cifar10 and
+the data in ../shared/data)."""
 
 import json
 
