@@ -21,7 +21,7 @@ import numpy as np
 from snapuq import metrics as M
 from snapuq import stream as S
 from snapuq.errors import DatasetError, SnapuqError
-from snapuq.formats import read_calib, read_config
+from snapuq.formats import MAX_SEED, read_calib, read_config
 from snapuq.io import check_out_dir, default_data_dir, staged_dir, write_text
 from snapuq.modeldir import ModelPaths, check_parts
 
@@ -225,6 +225,8 @@ def run(args: argparse.Namespace) -> int:
     rdir = check_out_dir(args.report, "--report")
     if args.n_ood < 0:
         raise SnapuqError(f"--n-ood must be >= 0, got {args.n_ood}")
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
+        raise SnapuqError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
     args.data_dir = default_data_dir(d, args.data_dir)
     if args.limit is not None and args.limit < 10:
         raise SnapuqError(f"--limit must be at least 10, got {args.limit}")

@@ -54,6 +54,9 @@ class _At:
         return FormatError(f"{self.where}: {self.path} {msg}" if self.path else f"{self.where}: {msg}")
 
 
+# seeds feed numpy SeedSequence and TF: non-negative and within 32 bits
+MAX_SEED = 2**32 - 1
+
 def _show(v: Any) -> str:
     r = repr(v)
     return r if len(r) <= 40 else r[:37] + "..."
@@ -272,7 +275,7 @@ def validate_config(c: Any, where: str = "config.json", need: tuple[str, ...] = 
     if c.get("variant") is not None and c["variant"] not in VARIANTS:
         raise (at / "variant").fail(f"must be one of {', '.join(VARIANTS)}, got {_show(c['variant'])}")
     if "seed" in c:
-        _int(c["seed"], at / "seed", 0)
+        _int(c["seed"], at / "seed", 0, MAX_SEED)
     if "input_shape" in c:
         for k, v in enumerate(_list(c["input_shape"], at / "input_shape", lo=1)):
             _int(v, at / "input_shape" / k, 1)

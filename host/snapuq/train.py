@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.formats import MAX_SEED
 from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
 
@@ -181,7 +182,6 @@ class _Bar:
 # 1024, ~1 MB int8: past any board's flash), and r = 100000 asked TensorFlow for 40 GB before the first epoch
 MAX_RANK = 1024
 # --seed: what numpy's and Keras's generators take
-MAX_SEED = 2**32 - 1
 
 
 def validate_head_options(

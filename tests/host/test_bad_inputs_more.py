@@ -187,6 +187,8 @@ NEEDS_DIGITS = [
     ("bench --model with a space", "bench --model {space} --out {t}/b.json", ("--model", "with space")),
     ("bench --data-dir is read (a moved model)",
      "bench --model {moved} --out {t}/b.json --boards m4 --data-dir {t}/nodata.npz", ("nodata.npz",)),
+    ("eval --seed -4", "eval {M} --report {t}/r_seed --seed -4", ("--seed", "-4")),
+    ("eval --seed 2^32", "eval {M} --report {t}/r_seed --seed 4294967296", ("--seed",)),
     ("bench: a string seed in config.json", "bench --model {strseed} --out {t}/b.json",
      ("config.json", "seed")),
 ]
