@@ -160,8 +160,10 @@ def default_data_dir(model_dir: str | Path | None, given: str | None) -> str | N
 @contextlib.contextmanager
 def captured_output(show: bool = False) -> Iterator[None]:
     """Hold what C++ libraries and Python print to stdout/stderr (TensorFlow's converter dumps,
-    absl warnings) in a temporary file at the file-descriptor level; it is shown when ``show``
-    or when the block raises, else dropped."""
+    absl warnings) in a temporary file at the file-descriptor level; it is shown when ``show``, else
+    dropped. When the block raises, the held text is kept in a log file and the error names it in its
+    one line (a SnapuqError gains " (log: PATH)"; any other error is preceded by one line naming PATH):
+    never a screenful of converter output before the message."""
     import sys
 
     if show:
@@ -173,17 +175,47 @@ def captured_output(show: bool = False) -> Iterator[None]:
     with tempfile.TemporaryFile() as tmp:
         os.dup2(tmp.fileno(), 1)
         os.dup2(tmp.fileno(), 2)
-        ok = False
         try:
             yield
-            ok = True
+        except Exception as e:
+            _restore_fds(saved)
+            log = _keep_held(tmp)
+            if log is None:
+                raise
+            if isinstance(e, SnapuqError):
+                try:
+                    again = type(e)(f"{e} (log: {log})")
+                except TypeError:  # a subclass with its own constructor
+                    again = SnapuqError(f"{e} (log: {log})")
+                raise again from e
+            print(f"snapuq: the failed step's own output is in {log}", file=sys.stderr)
+            raise
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
-            if not ok:
-                tmp.seek(0)
-                sys.stderr.write(tmp.read().decode(errors="replace")[-4000:])
+            _restore_fds(saved)
+
+
+def _restore_fds(saved: list[int]) -> None:
+    """Put stdout/stderr back (once: a second call finds the saved descriptors closed)."""
+    import sys
+
+    if saved[0] < 0:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(saved[0], 1)
+    os.dup2(saved[1], 2)
+    for fd in saved:
+        os.close(fd)
+    saved[0] = saved[1] = -1
+
+
+def _keep_held(tmp) -> str | None:
+    """The held output as a log file in the temporary folder (None when nothing was printed)."""
+    tmp.seek(0)
+    data = tmp.read()
+    if not data.strip():
+        return None
+    fd, path = tempfile.mkstemp(prefix="snapuq-", suffix=".log")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path

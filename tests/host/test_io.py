@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from snapuq.errors import SnapuqError
+from snapuq.errors import ModelFormatError, SnapuqError
 from snapuq.io import (
     atomic_open,
+    captured_output,
     check_out_dir,
     check_out_file,
     read_json,
@@ -85,3 +86,33 @@ def test_calib_json_gets_the_usual_permissions(tmp_path):
         os.umask(old)
     assert (tmp_path / "calib.json").stat().st_mode & 0o777 == 0o644
     assert read_json(tmp_path / "calib.json") == {"a": 1}
+
+
+def test_held_output_goes_to_a_log_named_in_the_one_line(capfd):
+    with pytest.raises(ModelFormatError) as ei:
+        with captured_output():
+            os.write(1, b"converter dump line\n" * 300)
+            raise ModelFormatError("the model does not convert")
+    out, err = capfd.readouterr()
+    assert "converter dump" not in out + err
+    msg = str(ei.value)
+    assert msg.startswith("the model does not convert (log: ")
+    log = msg.split("(log: ")[1].rstrip(")")
+    assert open(log).read().count("converter dump line") == 300
+    os.remove(log)
+
+def test_other_errors_get_one_line_naming_the_log(capfd):
+    with pytest.raises(ValueError):
+        with captured_output():
+            os.write(1, b"held python print\n")
+            raise ValueError("boom")
+    out, err = capfd.readouterr()
+    assert "held python print" not in out
+    assert err.count("\n") == 1 and "snapuq: the failed step's own output is in " in err
+    os.remove(err.strip().rsplit(" ", 1)[1])
+
+def test_success_drops_the_held_output(capfd):
+    with captured_output():
+        os.write(2, b"noise\n")
+    out, err = capfd.readouterr()
+    assert "noise" not in out + err
