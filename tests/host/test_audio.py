@@ -76,7 +76,7 @@ def test_mfcc_matches_reference_loop_implementation():
 
 
 def test_mfcc_matches_tensorflow_signal():
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf
     rng = np.random.default_rng(5)
     w = (0.05 * rng.standard_normal((2, SR))).astype(np.float32)
     mag = tf.abs(tf.signal.stft(w, 640, 320, 1024))

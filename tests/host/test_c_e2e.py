@@ -89,7 +89,6 @@ def _run_e2e(binary: Path, xs: list[np.ndarray], n_taps: int, tmp: Path) -> list
 
 
 def test_cgen_e2e_synthetic(tmp_path: Path) -> None:
-    pytest.importorskip("tflite_micro")
     tfl = ccore.cached_model("snapshape_v1", _snap_model)
     runner = ccore.build_binary("run_model_ref", ["run_model.c"])
     info, _ = ccore.run_model_c(runner, tfl, [])
@@ -176,7 +175,6 @@ def test_cgen_file_of_spec_v2_still_scores(tmp_path: Path) -> None:
     """A snapuq_model.c generated before the input tap (`.spec_version = 2`, no intap fields, as
     models/resnet8's) still passes snapuq_snap_check and scores as the spec says (v3 without an input
     tap is v2)."""
-    pytest.importorskip("tflite_micro")
     tfl = ccore.cached_model("snapshape_v1", _snap_model)
     info, _ = ccore.run_model_c(ccore.build_binary("run_model_ref", ["run_model.c"]), tfl, [])
     manifest = _synthetic_manifest(info)

@@ -4,13 +4,13 @@ added the heads is refused in one line naming the limit and the count, not at ex
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
 
 import snapuq.api as A
 from snapuq.cli import main
 
-keras = pytest.importorskip("keras")
 L = keras.layers
 
 

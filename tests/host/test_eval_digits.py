@@ -23,8 +23,6 @@ SHIPPED = ROOT / "models" / "digits"
 def digits_eval(tmp_path_factory):
     """Eval of the shipped digits model directory (trained by `snapuq train --dataset digits`), or of a
     short fresh training run when the checkout has none."""
-    pytest.importorskip("snapuq.modeldir")
-    pytest.importorskip("snapuq.data.corruptions")
     base = tmp_path_factory.mktemp("digits")
     d, r = SHIPPED, base / "R"
     if not (d / "baselines" / "ensemble_0.keras").exists():
