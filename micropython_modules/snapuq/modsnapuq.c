@@ -20,6 +20,7 @@
 
 #include "snapuq_blob.h"
 #include "snapuq_runtime.h"
+#include "snapuq_sha256.h" /* firmware/app: the digest the firmware reports as `profile` snap_sha256 */
 #include "snapuq_snap.h"
 #include "snapuq_status.h"
 
@@ -162,7 +163,8 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
     self->arena_bytes = need;
     check_model(self, snapuq_model_set_arena(self->model, self->arena, need));
     if (snapuq_model_input_count(self->model) != 1) {
-        raise_value("model must have exactly one input", "");
+        mp_raise_msg_varg(&mp_type_ValueError, MP_ERROR_TEXT("snapuq: model has %d inputs, expected 1"),
+                          (int)snapuq_model_input_count(self->model));
     }
     snapuq_tensor_info_t in;
     check_model(self, snapuq_model_input_info(self->model, 0, &in));
@@ -845,6 +847,12 @@ static void model_attr(mp_obj_t self_in, qstr attr, mp_obj_t *dest)
         case MP_QSTR_beta: dest[0] = beta_tuple(&self->params); return;
         case MP_QSTR_u_threshold: dest[0] = q16_float(self->params.u_threshold_q16); return;
         case MP_QSTR_kernels: dest[0] = mp_obj_new_str_from_cstr(snapuq_kernels_name()); return;
+        case MP_QSTR_snap_sha256: { /* of the blob's SNAP section, as the firmware reports it */
+            char hex[65];
+            snapuq_sha256_hex(self->blob.snap, self->blob.snap_len, hex);
+            dest[0] = mp_obj_new_str(hex, 64);
+            return;
+        }
         case MP_QSTR_class_names: {
             mp_obj_t t = mp_obj_new_tuple(self->blob.n_class_names, NULL);
             for (uint16_t c = 0; c < self->blob.n_class_names; c++) {

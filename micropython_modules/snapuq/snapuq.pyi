@@ -3,12 +3,15 @@
 Both implementations expose this API and return identical integers (the fixed-point SNAP path
 of docs/FIXED_POINT.md over the TFLite Micro int8 arithmetic). Values named ``*_q16`` are Q16
 integers (v / 65536); the float fields are those integers divided by 65536.
+
+Every public name here exists in both implementations, except those marked "twin only";
+tests/host/test_twin_parity.py checks this file against modsnapuq.c's tables and the twin.
 """
 
-from typing import Iterable, Iterator, NamedTuple, Sequence, Union
+from typing import Final, Iterable, Iterator, Literal, NamedTuple, Sequence, Union
 
-IMPLEMENTATION: str  # "c" (user C module) or "python" (twin)
-SPEC_VERSION: int    # FIXED_POINT.md version the scorer implements (1)
+IMPLEMENTATION: Literal["c", "python"]  # "c" (user C module) or "python" (twin)
+SPEC_VERSION: Final = 3  # docs/FIXED_POINT.md version the scorer implements (SNAPUQ_SNAP_SPEC_VERSION)
 
 Input = Union[bytes, bytearray, memoryview, "array", Sequence[float]]
 """int8 codes (len == Model.input_size; any 1-byte-item buffer is read as int8) or floats
@@ -95,7 +98,11 @@ class Model:
     outputs: tuple[str, ...]           # manifest output names, in model output order
     arena_bytes: int                   # C: exact arena of the runtime; twin: lifetime estimate
     kernels: str                       # "ref", "dsp" or "python"
-    manifest: dict
+    # sha256 (64 hex digits) of the blob's SNAP section: what the firmware reports as `profile`
+    # snap_sha256=... and snapuq.micropython.snap_sha256(manifest) gives on the host; the twin gives None
+    # for Model(tflite, manifest)
+    snap_sha256: str | None
+    manifest: dict                     # twin only: the manifest (as read from the blob's SNAP section)
     beta: tuple[float, float, float]   # settable
     u_threshold: float
 

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - very small ports
 
 __version__ = "0.1.0"
 IMPLEMENTATION = "python"
-SPEC_VERSION = 1
+SPEC_VERSION = 3  # SNAPUQ_SNAP_SPEC_VERSION: docs/FIXED_POINT.md v3 (v2 + the input tap, step 4b)
 
 BLOB_MAGIC = b"SNUQ"
 BLOB_VERSION = 2
@@ -1834,6 +1834,13 @@ else:  # pragma: no cover
         return a
 
 
+def _result_items(r, what):
+    """A Result (or any tuple of its 16 fields), else the C module's TypeError."""
+    if isinstance(r, tuple) and len(r) == len(_FIELDS):
+        return r
+    raise TypeError("snapuq: %s needs a Result from Model.infer" % what)
+
+
 def _is_path(x):
     return isinstance(x, str)
 
@@ -1849,6 +1856,56 @@ def _read(path):
             return f.read()
     except OSError as e:
         raise OSError(e.args[0] if e.args else 0, "can't open " + path) from None
+
+
+_K256 = None
+
+
+def _sha256_hex(data):
+    """SHA-256 of ``data`` as 64 lower-case hex digits: hashlib where the port has it, else FIPS 180-4
+    here (the firmware's snapuq_sha256.c in Python; ports without hashlib are the small ones)."""
+    try:
+        import hashlib
+
+        h = hashlib.sha256(data).digest()
+        return "".join("%02x" % b for b in h)
+    except (ImportError, AttributeError):
+        pass
+    global _K256
+    if _K256 is None:
+        _K256 = [int(v, 16) for v in (
+            "428a2f98 71374491 b5c0fbcf e9b5dba5 3956c25b 59f111f1 923f82a4 ab1c5ed5 d807aa98 12835b01 "
+            "243185be 550c7dc3 72be5d74 80deb1fe 9bdc06a7 c19bf174 e49b69c1 efbe4786 0fc19dc6 240ca1cc "
+            "2de92c6f 4a7484aa 5cb0a9dc 76f988da 983e5152 a831c66d b00327c8 bf597fc7 c6e00bf3 d5a79147 "
+            "06ca6351 14292967 27b70a85 2e1b2138 4d2c6dfc 53380d13 650a7354 766a0abb 81c2c92e 92722c85 "
+            "a2bfe8a1 a81a664b c24b8b70 c76c51a3 d192e819 d6990624 f40e3585 106aa070 19a4c116 1e376c08 "
+            "2748774c 34b0bcb5 391c0cb3 4ed8aa4a 5b9cca4f 682e6ff3 748f82ee 78a5636f 84c87814 8cc70208 "
+            "90befffa a4506ceb bef9a3f7 c67178f2").split()]
+    k = _K256
+    msk = 0xFFFFFFFF
+    n = len(data)
+    tail = bytes(data[n - n % 64:]) + b"\x80" + bytes((55 - n % 64) % 64) + struct.pack(">Q", 8 * n)
+    hs = [0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19]
+
+    def rotr(x, r):
+        return ((x >> r) | (x << (32 - r))) & msk
+
+    mv = memoryview(data)
+    for off in range(0, n - n % 64 + len(tail), 64):
+        blk = mv[off:off + 64] if off + 64 <= n - n % 64 else tail[off - (n - n % 64):][:64]
+        w = list(struct.unpack(">16I", bytes(blk)))
+        for i in range(16, 64):
+            a, b = w[i - 15], w[i - 2]
+            s0 = rotr(a, 7) ^ rotr(a, 18) ^ (a >> 3)
+            s1 = rotr(b, 17) ^ rotr(b, 19) ^ (b >> 10)
+            w.append((w[i - 16] + s0 + w[i - 7] + s1) & msk)
+        a, b, c, d, e, f, g, h = hs
+        for i in range(64):
+            t1 = (h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i]) & msk
+            t2 = ((rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c))) & msk
+            a, b, c, d, e, f, g, h = (t1 + t2) & msk, a, b, c, (d + t1) & msk, e, f, g
+        hs = [(x + y) & msk for x, y in zip(hs, (a, b, c, d, e, f, g, h))]
+    return "".join("%08x" % v for v in hs)
 
 
 def _dirname(path):
@@ -1901,6 +1958,7 @@ class Model:
         self._tflite = tfl
         self._it = Interpreter(tfl)
         self._sec = sec
+        self._sha = None
         if sec is not None:
             self.manifest = self._check_blob(sec)
         else:
@@ -1929,6 +1987,16 @@ class Model:
         c, outs = _manifest_config(man)
         _check_config(self._it, c, outs, lambda name: name, len(c["taps"]), c["intap"] is not None, 0)
         self._setup(man, (man.get("input") or {}).get("normalization"))
+
+    @property
+    def snap_sha256(self):
+        """sha256 (hex) of the blob's SNAP section, as the firmware reports it (`profile` snap_sha256=...) and
+        the host computes it (snapuq.micropython.snap_sha256); None for Model(tflite, manifest)."""
+        if self._sec is None:
+            return None
+        if self._sha is None:
+            self._sha = _sha256_hex(self._sec.sec)
+        return self._sha
 
     @property
     def class_names(self):
@@ -2057,6 +2125,8 @@ class Model:
         """int8 codes of output ``name`` from the last infer()/run() as bytes."""
         if self._last is None:
             raise ValueError("snapuq: no inference yet")
+        if not isinstance(name, str):
+            raise TypeError("snapuq: output name must be a str")
         if name not in self._last:
             raise ValueError("snapuq: no output named %r" % (name,))
         return bytes(self._last[name])
@@ -2137,37 +2207,40 @@ class Calibrator:
     module to float precision, not bit for bit)."""
 
     def __init__(self, capacity=256, nonneg=True, l2=1e-3, max_iter=25, tol=1e-5):
-        if capacity < 1 or max_iter < 1 or l2 < 0 or tol <= 0:
-            raise ValueError("snapuq: bad calibrator options")
+        if not (1 <= capacity <= 100000 and 1 <= max_iter <= 1000 and l2 >= 0 and tol > 0):
+            raise ValueError("snapuq: bad calibrator options")  # the C module's limits; NaN fails too
         self.capacity = capacity
-        self.samples = []
+        self._samples = []
         self._head = 0
-        self.nonneg = nonneg
-        self.l2 = l2
-        self.max_iter = max_iter
-        self.tol = tol
+        self._nonneg = nonneg
+        self._l2 = l2
+        self._max_iter = max_iter
+        self._tol = tol
 
     def push(self, s, m, wrong):
         """Add one (S', m, wrong) triple (floats as Result.f_q16 / 2**16, m_q16 / 2**16)."""
         smp = (float(s), float(m), 1 if wrong else 0)
-        if len(self.samples) < self.capacity:
-            self.samples.append(smp)
+        if not (-3.4028234e38 <= smp[0] <= 3.4028234e38 and -3.4028234e38 <= smp[1] <= 3.4028234e38):
+            raise ValueError("snapuq: calibration features must be finite")  # finite as float32, as in C
+        if len(self._samples) < self.capacity:
+            self._samples.append(smp)
         else:
-            self.samples[self._head] = smp
+            self._samples[self._head] = smp
         self._head = (self._head + 1) % self.capacity
 
     def add(self, result, label):
         """Add one scored inference with its true class."""
+        result = _result_items(result, "add()")
         self.push(result[8] / 65536, result[9] / 65536, result[0] != label)
 
     @property
     def count(self):
-        return len(self.samples)
+        return len(self._samples)
 
     def _objective(self, b):
         import math
-        f = 0.5 * self.l2 * (b[1] * b[1] + b[2] * b[2])
-        for s, m, y in self.samples:
+        f = 0.5 * self._l2 * (b[1] * b[1] + b[2] * b[2])
+        for s, m, y in self._samples:
             z = b[0] + b[1] * s + b[2] * m
             f += (z if z > 0 else 0.0) + math.log(1 + math.exp(-abs(z))) - (z if y else 0.0)
         return f
@@ -2175,14 +2248,14 @@ class Calibrator:
     def solve(self):
         """(beta, iterations); ValueError when the labels or the system do not allow a fit."""
         import math
-        sm = self.samples
+        sm = self._samples
         npos = sum(y for _, _, y in sm)
         if npos < 2 or len(sm) - npos < 2:
             raise ValueError("snapuq: calibration needs >= 2 correct and >= 2 wrong samples")
-        l2 = self.l2
+        l2 = self._l2
         b = [(npos / len(sm) - 0.5) * 4.0, 0.0, 0.0]
         f_old = self._objective(b)
-        for it in range(self.max_iter):
+        for it in range(self._max_iter):
             g = [0.0, 0.0, 0.0]
             H = [[0.0] * 3 for _ in range(3)]
             for s, m, y in sm:
@@ -2198,7 +2271,7 @@ class Calibrator:
             for j in (1, 2):
                 g[j] += l2 * b[j]
                 H[j][j] += l2
-            free = [j for j in range(3) if not (self.nonneg and j > 0 and b[j] <= 0 and g[j] > 0)]
+            free = [j for j in range(3) if not (self._nonneg and j > 0 and b[j] <= 0 and g[j] > 0)]
             xs = _solve(H, g, free)
             if xs is None:
                 raise ValueError("snapuq: calibration system is singular")
@@ -2209,7 +2282,7 @@ class Calibrator:
             maxstep = 0.0
             for _ in range(30):
                 nb = [b[j] - t * step[j] for j in range(3)]
-                if self.nonneg:
+                if self._nonneg:
                     nb[1] = max(0.0, nb[1])
                     nb[2] = max(0.0, nb[2])
                 f_new = self._objective(nb)
@@ -2219,9 +2292,9 @@ class Calibrator:
                     f_old = f_new
                     break
                 t *= 0.5
-            if maxstep < self.tol:
+            if maxstep < self._tol:
                 return tuple(b), it + 1
-        raise ValueError("snapuq: calibration did not converge in %d steps" % self.max_iter)
+        raise ValueError("snapuq: calibration did not converge in %d steps" % self._max_iter)
 
 
 def _solve(A, y, idx):
@@ -2250,7 +2323,7 @@ class Monitor:
     mean >= threshold, 2 = CUSUM >= h. Thresholds are Q16 integers (Model.monitor converts)."""
 
     def __init__(self, window=100, threshold=32768, cusum_ref=16384, cusum_h=327680):
-        if window < 1 or cusum_h <= 0:
+        if not 1 <= window <= 100000 or cusum_h <= 0:
             raise ValueError("snapuq: monitor needs window >= 1 and cusum_h > 0")
         self.window = window
         self.threshold = threshold
@@ -2269,7 +2342,7 @@ class Monitor:
 
     def push(self, u):
         if not isinstance(u, int):
-            u = u[5]  # Result.u_q16
+            u = _result_items(u, "push()")[5]  # Result.u_q16
         w = self.window
         if self.count == w:
             self._sum -= self._ring[self._head]
