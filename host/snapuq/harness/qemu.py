@@ -78,9 +78,10 @@ def firmware_path(spec: QemuBoardSpec, build_dir: Path, variant: str = "", budge
 
 
 def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path | None = None,
-                   force: bool = False, budget: str = "board", snap: bool = True, blob: Path | None = None,
+                   force: bool = False, budget: str = "board", snap: bool = True, tflite: Path | None = None,
                    variant: str = "", quiet: bool = True) -> Path:
-    """make -C firmware <board> MODEL=... (only when the image is stale). Returns the ELF path."""
+    """make -C firmware <board> MODEL=... (only when the image is stale). Returns the ELF path.
+    tflite: a plain .tflite linked into a SNAP=0 image (make's TFLITE=)."""
     # absolute before anything else: make runs in firmware/ (-C), so a relative BUILD= would land
     # under firmware/ while this process looks for the ELF and its stamp relative to its own cwd
     build_dir = Path(build_dir or ROOT / "build" / "firmware").resolve()
@@ -94,13 +95,13 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
            f"SNAP={1 if snap else 0}", f"VARIANT={variant}"]
     if model_dir is not None:
         cmd.append(f"MODEL={Path(model_dir).resolve()}")
-    if blob is not None:
-        cmd.append(f"BLOB={Path(blob).resolve()}")
+    if tflite is not None:
+        cmd.append(f"TFLITE={Path(tflite).resolve()}")
     build_dir.mkdir(parents=True, exist_ok=True)
     # the image records which model it was built for: an ELF of another model is rebuilt, however
     # new it is (an mtime check alone reused it, and every result mismatched)
     stamp = elf.parent / "model.sha256"
-    want = _model_key(model_dir if snap else None, blob)
+    want = _model_key(model_dir if snap else None, tflite)
     with open(build_dir / ".lock", "w") as lock:  # one make at a time per build dir (pytest -n)
         fcntl.flock(lock, fcntl.LOCK_EX)
         same_model = stamp.is_file() and stamp.read_text().strip() == want
@@ -120,15 +121,15 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
     return elf
 
 
-def _model_key(model_dir: Path | None, blob: Path | None) -> str:
+def _model_key(model_dir: Path | None, tflite: Path | None) -> str:
     import hashlib
 
     h = hashlib.sha256()
     if model_dir is not None:
         for p in (ModelPaths(model_dir).c_source, ModelPaths(model_dir).c_header):
             h.update(p.read_bytes() if p.is_file() else b"-")
-    if blob is not None:
-        h.update(Path(blob).read_bytes() if Path(blob).is_file() else b"-")
+    if tflite is not None:
+        h.update(Path(tflite).read_bytes() if Path(tflite).is_file() else b"-")
     return h.hexdigest()
 
 
@@ -280,7 +281,8 @@ def open_serial(url: str, baudrate: int = 115200, timeout: float = 0.05):
     try:
         return serial.serial_for_url(url, baudrate=baudrate, timeout=timeout)
     except (serial.SerialException, ValueError) as e:
-        raise DeviceError(f"cannot open serial port '{url}': {e}") from e
+        why = getattr(e, "strerror", None) or str(e).split(": [Errno")[0]
+        raise DeviceError(f"--port {url}: cannot open the serial port ({why})") from e
 
 
 def env_for_tools() -> dict[str, str]:

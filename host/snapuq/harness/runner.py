@@ -329,7 +329,7 @@ def run(opts: Options) -> dict[str, Any]:
     check_options(opts)
     if opts.port.startswith("qemu:"):
         board_spec(opts.port)  # an unknown board fails now, not after loading the data
-    elif opts.port.startswith("/dev/") and not Path(opts.port).exists():
+    elif "://" not in opts.port and not Path(opts.port).exists():  # a device path (URLs: socket://, loop://)
         raise DeviceError(f"--port {opts.port}: no such serial device")
     if opts.resume and (Path(opts.out) / "run.json").exists():
         read_json(Path(opts.out) / "run.json")  # unreadable: say so before any work
