@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from snapuq.errors import DeviceError
 from snapuq.harness.protocol import (
+    FIELDS,
     Device,
     DeviceReplyError,
     Reply,
@@ -118,21 +119,74 @@ def test_damaged_reply_is_the_original_or_a_transport_error(lines: list[str], fa
     assert (rep.lines, rep.errors) == (want.lines, want.errors)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(lines_st, min_size=4, max_size=4), st.binary(min_size=1, max_size=64))
-def test_input_reply_parser_only_raises_device_errors(replies: list[list[str]], data: bytes) -> None:
-    reps = [parse(reply_bytes(ls)) for ls in replies]
+TAGS = ("m-load-done", "m-infer", "m-results", "m-output")
+extra_st = st.lists(lines_st.map(lambda ls: [t for t in ls if t.startswith("m-") and not t.startswith(TAGS)]),
+                    min_size=4, max_size=4)
+
+
+@st.composite
+def pipelined(draw):
+    """The four replies of one input, each either the right one or a wrong one (other bytes loaded, a
+    damaged count, a reply of another command, an out-of-grammar value), plus unrelated lines:
+    (data, the lines of each reply, which slots are right, what a parser must return)."""
+    data = draw(st.binary(min_size=1, max_size=64))
+    crc = zlib.crc32(data)
+    m, s = draw(st.integers(0, 10**6)), draw(st.integers(0, 10**6))
+    logits = draw(st.lists(st.integers(-128, 127), min_size=1, max_size=12))
+    pred, u = draw(st.integers(0, len(logits) - 1)), draw(st.integers(-(2**31), 2**31 - 1))
+    out = draw(st.binary(min_size=1, max_size=16))
+    lg = ",".join(map(str, logits))
+    infer = "m-infer n={} w={} ticks={} model_ticks={} snap_ticks={}"
+    good = [f"m-load-done bytes={len(data)} crc={crc:08x}", infer.format(1, 0, m + s, m, s),
+            f"m-results pred={pred} logits={lg} u={u}", f"m-output idx=0 name=logits hex={out.hex()}"]
+    bit = 1 << draw(st.integers(0, 31))
+    bad = [[f"m-load-done bytes={len(data) + 1} crc={crc:08x}",
+            f"m-load-done bytes={len(data)} crc={crc ^ bit:08x}", "m-prof on=1"],
+           [infer.format(2, 0, m + s, m, s), infer.format(1, 1, m + s, m, s),
+            infer.format(1, 0, m + s + 1, m, s), good[2]],
+           [f"m-results pred={len(logits)} logits={lg}", f"m-results pred={pred} logits={lg},128",
+            "m-prof on=1"],
+           [good[3] + "0", good[3] + " idx=1", f"{good[3]}\n{good[3]}"]]
+    wrong = draw(st.integers(-1, 3))  # the one wrong reply, if any (a fault damages one reply at a time)
+    pick = [draw(st.integers(0, len(b) - 1)) if i == wrong else -1 for i, b in enumerate(bad)]
+    extra = draw(extra_st)
+    if draw(st.integers(0, 7)) == 0:  # now and then a clean e- answer in one of the replies
+        extra[draw(st.integers(0, 3))].append("e-" + draw(PRINTABLE).replace("*", "+"))
+    lines = [([good[i]] if k < 0 else bad[i][k].split("\n")) + extra[i] for i, k in enumerate(pick)]
+    want = ({"_tag": "m-infer", "n": 1, "w": 0, "ticks": m + s, "model_ticks": m, "snap_ticks": s},
+            {"_tag": "m-results", "pred": pred, "logits": logits, "u": u},
+            {0: [b - 256 if b > 127 else b for b in out]})
+    return data, lines, [k < 0 for k in pick], want
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pipelined())
+def test_input_reply_parser_accepts_exactly_the_right_replies(case) -> None:
+    """Whatever the four replies hold, parse_input_reply returns exactly what the device said when every
+    reply is the one the commands ask for, and raises DeviceReplyError (an ``e-`` line) or TransportError
+    otherwise -- never another exception, never a wrong reply taken for an answer."""
+    data, lines, right, want = case
+    reps = [parse(reply_bytes(ls)) for ls in lines]
+    errors = any(r.errors for r in reps)
     try:
-        parse_input_reply(reps, data, True)
-    except DeviceError:
-        pass
+        got = parse_input_reply(reps, data, True)
+    except DeviceReplyError:
+        assert errors
+        return
+    except TransportError:
+        assert not errors and not all(right), (lines, right)
+        return
+    assert not errors and all(right), (lines, right)
+    assert got == want
     for r in reps:
         for ln in r.lines:
-            parse_kv(ln)
+            kv = parse_kv(ln)
+            assert kv["_tag"] == ln.split()[0]
         try:
-            parse_outputs(r)
+            outs = parse_outputs(r)
         except TransportError:
-            pass
+            continue
+        assert len(outs) == sum(ln.startswith("m-output ") for ln in r.lines)
 
 
 def test_input_reply_checks_what_was_loaded() -> None:
@@ -222,11 +276,89 @@ def test_out_of_grammar_replies_are_refused(tag: str, line: str) -> None:
         Reply([line]).first(tag)
 
 
+@st.composite
+def typed_line(draw, tag: str):
+    """A line in the grammar of FIELDS[tag] (every required field, some optional ones, values in range
+    and the cross-checks held) and the dict parse_typed must return for it."""
+    want: dict = {"_tag": tag}
+    for k, f in FIELDS[tag].items():
+        if not (f.required or draw(st.booleans())):
+            continue
+        if f.kind == "int":
+            want[k] = draw(st.integers(f.lo, f.hi))
+        elif f.kind == "ints":
+            want[k] = draw(st.lists(st.integers(f.lo, f.hi), min_size=1, max_size=5))
+        elif f.kind in ("hex", "hexbytes"):
+            want[k] = draw(st.binary(min_size=1, max_size=16)).hex() if f.kind == "hexbytes" else \
+                draw(st.text("0123456789abcdef", min_size=f.digits, max_size=f.digits))
+        else:
+            want[k] = draw(st.text("abcdefghijklmnopqrstuvwxyz0123456789_.-", min_size=1, max_size=12))
+    if tag == "m-infer":
+        if want["model_ticks"] + want["snap_ticks"] > FIELDS[tag]["ticks"].hi:
+            want["model_ticks"] //= 2
+            want["snap_ticks"] //= 2
+        want["ticks"] = want["model_ticks"] + want["snap_ticks"]
+        if "ticks_min" in want and "ticks_max" in want:
+            want["ticks_min"], want["ticks_max"] = sorted((want["ticks_min"], want["ticks_max"]))
+    if tag == "m-results" and "pred" in want and "logits" in want and "psum" not in want:
+        want["pred"] %= len(want["logits"])
+    fmt = {k: ",".join(map(str, v)) if isinstance(v, list) else str(v)
+           for k, v in want.items() if k != "_tag"}
+    upper = draw(st.booleans())  # hex digits in either case; parse_typed returns them lower case
+    line = " ".join([tag] + [f"{k}={v.upper() if upper and FIELDS[tag][k].kind == 'hex' else v}"
+                             for k, v in fmt.items()])
+    if "crc" in want:
+        want["crc_hex"] = line.split("crc=")[1].split()[0]
+    return line, want
+
+
+TYPED = sorted(FIELDS)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(["m-profile", "m-stats", "m-infer", "m-results", "m-load-done", "m-output",
-                        "m-model-go", "m-model-loaded", "m-model-kept"]), PRINTABLE)
+@given(st.sampled_from(TYPED).flatmap(typed_line))
+def test_typed_replies_in_the_grammar_are_read_exactly(case) -> None:
+    line, want = case
+    assert Reply([line]).first(want["_tag"]) == want
+
+
+@st.composite
+def out_of_range_line(draw, tag: str) -> str:
+    """A line in the grammar but for one number just outside its field's range."""
+    line, want = draw(typed_line(tag))
+    ints = [k for k, f in FIELDS[tag].items() if f.kind in ("int", "ints")]
+    keys = [k for k in want if k in ints]
+    if not keys:  # only optional fields, none drawn
+        line, keys = f"{line} {ints[0]}=0", [ints[0]]
+    k = draw(st.sampled_from(keys))
+    f = FIELDS[tag][k]
+    v = draw(st.sampled_from([f.lo - 1, f.hi + 1]))
+    return " ".join(f"{k}={v}" if t.startswith(k + "=") else t for t in line.split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(TYPED).flatmap(out_of_range_line))
+def test_typed_replies_out_of_range_are_refused(line: str) -> None:
+    with pytest.raises(TransportError):
+        Reply([line]).first(line.split()[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(TYPED), PRINTABLE)
 def test_typed_replies_are_a_reply_or_a_transport_error(tag: str, body: str) -> None:
+    """Any body: either a TransportError or a dict whose every listed field has its type and range."""
     try:
-        Reply([f"{tag} {body}"]).first(tag)
+        got = Reply([f"{tag} {body}"]).first(tag)
     except TransportError:
-        pass
+        return
+    assert got["_tag"] == tag
+    for k, f in FIELDS[tag].items():
+        if k not in got:
+            assert not f.required, (k, got)
+            continue
+        v = got[k]
+        if f.kind in ("int", "ints"):
+            for x in v if f.kind == "ints" else [v]:
+                assert isinstance(x, int) and f.lo <= x <= f.hi, (k, got)
+        elif f.kind in ("hex", "hexbytes"):
+            assert isinstance(v, str) and all(c in "0123456789abcdef" for c in v), (k, got)
