@@ -175,7 +175,7 @@ def _size(elf: Path) -> dict[str, int]:
     return sec
 
 
-# what a path given to make (MODEL=, BUILD=, BLOB=) may hold: make splits its prerequisites at white space
+# what a path given to make (MODEL=, BUILD=, TFLITE=) may hold: make splits its prerequisites at white space
 # and reads ':' '%' '$' in them, and its recipes pass the value to the shell unquoted
 _MAKE_UNSAFE = re.compile(r"[^\w./+@,=~-]")
 
@@ -196,7 +196,7 @@ def make_args(method: str, model_dir: Path, files: list[Path], build: Path, vari
     a = [f"BUILD={make_safe_path(build, '--build-dir')}", f"VARIANT={variant}"]
     if method == "snap":
         return a + [f"MODEL={make_safe_path(model_dir, 'model directory')}", "SNAP=1"]
-    a += ["SNAP=0", "BLOB=" + " ".join(make_safe_path(f, "model file") for f in files)]
+    a += ["SNAP=0", "TFLITE=" + " ".join(make_safe_path(f, "model file") for f in files)]
     if method in ("ee", "deep"):
         a.append("ENSEMBLE=1")
     return a
@@ -474,7 +474,7 @@ def measure_cell(
                 "reason": f"no {method} variant (snapuq bench --export-variants {model_dir})",
             }
         files = variant_files(model_dir, variants, method)
-    # one build folder per cell (board in the name: cells run in parallel, blob.c included)
+    # one build folder per cell (board in the name: cells run in parallel, linked_tflite.c included)
     variant = f"_{board.key}_{model_dir.name}_{method}"
     cell: dict[str, Any] = {
         "members": len(files) if method == "deep" else 1,

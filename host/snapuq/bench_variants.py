@@ -7,7 +7,7 @@
 
 The SNAP variant is the model directory's own model_int8.tflite (`snapuq export`). Every variant is
 converted from the same training run (D/model.keras, D/baselines/*.keras) with the same representative
-train samples as `snapuq export`; the firmware links them (SNAP=0 BLOB=..., ENSEMBLE=1 for EE-ens / DEEP)
+train samples as `snapuq export`; the firmware links them (SNAP=0 TFLITE=..., ENSEMBLE=1 for EE-ens / DEEP)
 and averages the softmax outputs on the device. Only the int8 files ship; the Keras baselines may stay out
 of the repository once the variants exist.
 """

@@ -28,7 +28,7 @@ def _host_fw(files: list[Path], variant: str) -> Path:
         f"BUILD={BUILD}",
         "SNAP=0",
         "ENSEMBLE=1",
-        "BLOB=" + " ".join(str(f) for f in files),
+        "TFLITE=" + " ".join(str(f) for f in files),
         f"VARIANT={variant}",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -145,7 +145,7 @@ _STR = Field("str")
 _I32 = Field("int", *I32)
 _I32V = Field("ints", *I32)
 
-# the fields of every reply the harness reads (firmware/app/snapuq_app.c); keys not listed are kept
+# the fields of every reply the harness reads (firmware/app/snapuq_app*.c); keys not listed are kept
 # as parse_kv reads them
 FIELDS: dict[str, dict[str, Field]] = {
     "m-profile": {"fw": Field("str", required=True), "version": _STR, "board": _STR, "cpu": _STR,
