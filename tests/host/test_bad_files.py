@@ -141,11 +141,13 @@ def _model_copy(root: Path, name: str, calib=None, config=None) -> Path:
 
 
 def test_shipped_models_pass_the_validators() -> None:
-    for m in ("digits", "keywords", "resnet8"):
-        d = ROOT / "models" / m
-        if (d / "calib.json").exists():
-            cfg = read_config(d / "config.json", need=("dataset", "input_shape", "taps"))
-            read_calib(d / "calib.json", cfg)
+    shipped = sorted(p.parent for p in (ROOT / "models").glob("*/calib.json"))
+    assert {"digits", "keywords", "resnet8"} <= {d.name for d in shipped}, shipped  # tracked in git
+    for d in shipped:
+        raw = json.loads((d / "config.json").read_text())
+        cfg = read_config(d / "config.json", need=("dataset", "input_shape", "taps"))
+        assert cfg["dataset"] == raw["dataset"] and list(cfg["taps"]) == list(raw["taps"]), d
+        assert read_calib(d / "calib.json", cfg), d
 
 
 @pytest.mark.parametrize("case,edit,want", CALIB_CASES, ids=[c[0] for c in CALIB_CASES])
