@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/snapuq_blob.h"
+#include "../core/snapuq_input.h"
 #include "../core/snapuq_snap.h"
 #include "../port/snapuq_port.h"
 #include "snapuq_app_internal.h"
@@ -243,19 +244,18 @@ snapuq_status_t snapuq_app_run_once(uint64_t *model_ticks, uint64_t *snap_ticks)
 {
     snapuq_app_t *a = &snapuq_app;
     snapuq_status_t st;
+    int32_t none;
     uint64_t t0, t1, t2, tin = 0;
     t0 = snapuq_port_counter();
-    st = a->direct_input ? SNAPUQ_OK : snapuq_model_set_input(&a->model, a->in_index, a->staging, a->in_bytes);
-    /* the input tap reads the input before the inference (the arena may reuse the input's memory);
-       its time counts as SNAP's */
+    /* the input path of the core: the staged codes into the model's input (timed as the model's),
+       then the input tap, which reads them before the inference (the arena may reuse the input's
+       memory; timed as SNAP's) */
+    st = snapuq_input_from_int8(&a->model, a->direct_input ? NULL : (const int8_t *)a->staging, a->in_bytes,
+                                NULL, &none);
     snap.s_in16 = 0;
     if (st == SNAPUQ_OK && snap.ok && snap.cfg->has_intap) {
-        snapuq_tensor_info_t info;
         const uint64_t ti = snapuq_port_counter();
-        st = snapuq_model_input_info(&a->model, a->in_index, &info);
-        if (st == SNAPUQ_OK) {
-            st = snapuq_snap_input_tap(snap.cfg, (const int8_t *)info.data, info.elements, &snap.s_in16);
-        }
+        st = snapuq_input_from_int8(&a->model, NULL, a->in_bytes, snap.cfg, &snap.s_in16);
         tin = snapuq_port_counter() - ti;
     }
     if (st == SNAPUQ_OK) {

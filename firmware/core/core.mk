@@ -13,7 +13,8 @@
 #   SNAPUQ_CORE_DSP_SRC      Armv7E-M DSP kernels kernels/dsp/<op>.c, same-named alternatives of
 #                            kernels/ref/<op>.c (compiled everywhere; empty unless
 #                            -DSNAPUQ_KERNELS_DSP=1 selects them; ops without one use the reference)
-#   SNAPUQ_CORE_SNAP_SRC     SNAP-UQ score, calibration, stream monitor, model blob reader
+#   SNAPUQ_CORE_SNAP_SRC     SNAP-UQ score, calibration, stream monitor, model blob reader, the input
+#                            path (raw readings or codes -> the model's input + the input tap)
 #   SNAPUQ_CORE_TOKENS_SRC   Uncert token scoring (optional)
 
 SNAPUQ_CORE_RUNTIME_SRC += snapuq_runtime.c
@@ -55,6 +56,7 @@ SNAPUQ_CORE_SNAP_SRC += snapuq_snap.c
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap_calib.c
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap_monitor.c
 SNAPUQ_CORE_SNAP_SRC += snapuq_blob.c
+SNAPUQ_CORE_SNAP_SRC += snapuq_input.c
 
 SNAPUQ_CORE_TOKENS_SRC += snapuq_tokens.c
 

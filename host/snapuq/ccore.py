@@ -147,6 +147,7 @@ def library() -> ctypes.CDLL:
             "snapuq_host_snap_close": (None, [vp]),
             "snapuq_host_snap_row_len": (ctypes.c_int, [vp]),
             "snapuq_host_snap_normalize": (ctypes.c_int, [vp, vp, sz, vp]),
+            "snapuq_host_snap_quantize": (ctypes.c_int, [vp, vp, sz, vp]),
             "snapuq_host_snap_score": (ctypes.c_int, [vp, vp, sz, sz, vp, sz, vp]),
             "snapuq_host_status_str": (cp, [ctypes.c_int]),
             "snapuq_kernels_name": (cp, []),
@@ -393,6 +394,15 @@ class CoreSnap:
         if c < 0:
             raise ModelFormatError("C core: normalize_input failed")
         return x.reshape(np.shape(raw)), int(c)
+
+    def quantize_input(self, raw: np.ndarray) -> np.ndarray:
+        """Raw readings (N, ...) -> the model's int8 input codes (N, input elements) through the core's input
+        path (firmware/core/snapuq_input.h): the blob's normalization, then the input's quantization."""
+        r = np.ascontiguousarray(np.asarray(raw, np.float32).reshape(len(raw), -1))
+        q = np.empty(r.shape, np.int8)
+        if self._lib.snapuq_host_snap_quantize(self._h, _ptr(r), r.size, _ptr(q)) != 0:
+            raise ModelFormatError("C core: quantize_input failed")
+        return q
 
     def score_raw(self, raw: np.ndarray, offsets: np.ndarray) -> dict[str, np.ndarray]:
         """Score (N, record bytes) int8/uint8 records whose output j starts at offsets[j]."""

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "snapuq_blob.h"
+#include "snapuq_input.h"
 #include "snapuq_runtime.h"
 #include "snapuq_snap.h"
 
@@ -44,6 +45,8 @@ typedef struct {
     snapuq_model_t model;  /* the blob's .tflite, loaded so the section is checked against it */
     snapuq_snap_config_t cfg;
     snapuq_snap_params_t params;
+    double *norm;          /* the blob's input normalization, scale[C] then offset[C] (NULL: none) */
+    snapuq_input_map_t in_map; /* raw reading -> the model's int8 input code (the core's input path) */
 } host_snap_t;
 
 static void set_err(char *dst, size_t len, const char *what, const char *detail)
@@ -175,12 +178,14 @@ int snapuq_host_model_op(const void *handle, int index, const char **name)
     return snapuq_model_op_count(&h->model);
 }
 
+/* One inference: x holds every input's bytes (NULL: the inputs are set already), y receives every
+ * output's (NULL: none). */
 static int run_one(host_model_t *h, const uint8_t *x, uint8_t *y)
 {
     snapuq_status_t st;
     snapuq_tensor_info_t ti;
     uint16_t i, n_in = snapuq_model_input_count(&h->model), n_out = snapuq_model_output_count(&h->model);
-    for (i = 0; i < n_in; i++) {
+    for (i = 0; i < n_in && x != NULL; i++) {
         snapuq_model_input_info(&h->model, i, &ti);
         if ((st = snapuq_model_set_input(&h->model, i, x, ti.bytes)) != SNAPUQ_OK) {
             return (int)st;
@@ -278,6 +283,7 @@ void snapuq_host_snap_close(void *handle)
     host_snap_t *s = (host_snap_t *)handle;
     if (s != NULL) {
         free(s->blob);
+        free(s->norm);
         free(s);
     }
 }
@@ -312,6 +318,23 @@ void *snapuq_host_snap_open(const uint8_t *blob, size_t len, char *err, size_t e
         snapuq_host_snap_close(s);
         return NULL;
     }
+    if (s->reader.in_channels != 0u) {
+        uint16_t c, nc = s->reader.in_channels;
+        if ((s->norm = (double *)malloc(2u * sizeof(double) * nc)) == NULL) {
+            set_err(err, err_len, "out of memory", "");
+            snapuq_host_snap_close(s);
+            return NULL;
+        }
+        for (c = 0; c < nc; c++) {
+            (void)snapuq_blob_input_normalization(&s->reader, c, &s->norm[c], &s->norm[nc + c]);
+        }
+    }
+    if ((st = snapuq_input_map_init(&s->in_map, &s->model, s->reader.in_channels, s->norm,
+                                    s->norm != NULL ? s->norm + s->reader.in_channels : NULL)) != SNAPUQ_OK) {
+        set_err(err, err_len, snapuq_status_str(st), "the model's input is not an int8 tensor with a scale");
+        snapuq_host_snap_close(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -328,6 +351,19 @@ int snapuq_host_snap_normalize(const void *handle, const float *raw, size_t n, f
         x[i] = snapuq_blob_normalize_input(&s->reader, (uint32_t)i, raw[i]);
     }
     return (int)s->reader.in_channels;
+}
+
+/* n raw readings (records of the model's input elements, back to back) -> int8 codes through the core's
+ * input path (snapuq_input_codes: the blob's normalization, then the quantization of the model's input).
+ * Returns 0, or -1 for a NULL argument. */
+int snapuq_host_snap_quantize(const void *handle, const float *raw, size_t n, int8_t *codes)
+{
+    const host_snap_t *s = (const host_snap_t *)handle;
+    if (s == NULL || (n != 0 && (raw == NULL || codes == NULL))) {
+        return -1;
+    }
+    snapuq_input_codes(&s->in_map, raw, n, codes);
+    return 0;
 }
 
 int snapuq_host_snap_row_len(const void *handle)
@@ -408,13 +444,13 @@ int snapuq_host_model_run_snap(void *model, const void *snap, const uint8_t *x, 
     for (r = 0; r < n; r++) {
         snapuq_snap_result_t res;
         int32_t s_in16 = 0;
-        /* the input tap reads the input before the inference (the arena may reuse its memory) */
-        if (s->cfg.has_intap &&
-            (st = (int)snapuq_snap_input_tap(&s->cfg, (const int8_t *)(x + r * in_b), in_b, &s_in16)) !=
-                SNAPUQ_OK) {
+        /* the core's input path: the codes into the input, then the input tap, before the inference
+           (the arena may reuse the input's memory) */
+        if ((st = (int)snapuq_input_from_int8(&h->model, (const int8_t *)(x + r * in_b), in_b, &s->cfg,
+                                              &s_in16)) != SNAPUQ_OK) {
             return st;
         }
-        if ((st = run_one(h, x + r * in_b, y == NULL ? NULL : y + r * out_b)) != SNAPUQ_OK) {
+        if ((st = run_one(h, NULL, y == NULL ? NULL : y + r * out_b)) != SNAPUQ_OK) {
             return st;
         }
         if ((st = (int)snapuq_snap_score_model(&s->cfg, &s->params, &h->model, s_in16, &res)) != SNAPUQ_OK) {

@@ -19,6 +19,7 @@
 #include "py/runtime.h"
 
 #include "snapuq_blob.h"
+#include "snapuq_input.h"
 #include "snapuq_runtime.h"
 #include "snapuq_sha256.h" /* firmware/app: the digest the firmware reports as `profile` snap_sha256 */
 #include "snapuq_snap.h"
@@ -76,6 +77,8 @@ typedef struct {
     snapuq_snap_config_t *cfg;  /* GC heap; LUTs point into the blob */
     snapuq_snap_params_t params;
     int32_t s_in16;             /* input tap of the last input (FIXED_POINT.md step 4b), read before invoke */
+    snapuq_input_map_t in_map;  /* raw reading -> int8 code (the core's input path) */
+    double *in_norm;            /* GC heap: the blob's normalization, scale[C] then offset[C] */
 } model_obj_t;
 
 extern const mp_obj_type_t snapuq_type_Model;
@@ -174,6 +177,13 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
     self->in_scale = in.scale;
     self->in_zp = in.zero_point;
     self->in_bytes = in.bytes;
+    const uint16_t nc = self->blob.in_channels;
+    self->in_norm = nc != 0u ? m_new(double, 2u * (size_t)nc) : NULL;
+    for (uint16_t c = 0; c < nc; c++) {
+        (void)snapuq_blob_input_normalization(&self->blob, c, &self->in_norm[c], &self->in_norm[nc + c]);
+    }
+    check_model(self, snapuq_input_map_init(&self->in_map, self->model, nc, self->in_norm,
+                                            self->in_norm != NULL ? self->in_norm + nc : NULL));
     self->cfg = m_new0(snapuq_snap_config_t, 1);
     st = snapuq_blob_snap_config(&self->blob, self->model, self->cfg, &why);
     if (st != SNAPUQ_OK) {
@@ -187,33 +197,12 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
 
 /* ---- input conversion ---- */
 
-/* Element i of a float input as an int8 code: the blob's recorded input normalization (none: x as
- * it is), then quantize_one -- the generated snapuq_model_quantize_input's map (NaN: -128). */
-static int8_t quantize_at(const model_obj_t *self, size_t i, mp_obj_t v);
-
-/* roundf(float32(x) / float32(scale)) + zp, saturated to int8: TFLite AffineQuantize. A NaN reading gives
- * the zero point, as the generated snapuq_model_quantize_input (one rule on every device path). */
-static int8_t quantize_one(float x, float scale, int32_t zp)
-{
-    float q = x / scale;
-    if (q != q) {
-        q = 0.0f;
-    } else if (!(q > -1.0e6f && q < 1.0e6f)) {
-        q = (q > 0.0f) ? 1.0e6f : -1.0e6f;
-    }
-    float a = q < 0.0f ? -q : q;
-    int32_t r = (int32_t)a;     /* floor for a >= 0 */
-    if (a - (float)r >= 0.5f) {
-        r++;
-    }
-    int32_t v = (q < 0.0f ? -r : r) + zp;
-    return (int8_t)(v < -128 ? -128 : (v > 127 ? 127 : v));
-}
-
+/* Element i of a float input as an int8 code: the core's input path (snapuq_input.h: the blob's
+ * recorded normalization, then TFLite's quantization; a NaN reading gives the zero point), the rule
+ * of the generated snapuq_model_quantize_input and of the twin. */
 static int8_t quantize_at(const model_obj_t *self, size_t i, mp_obj_t v)
 {
-    const float x = snapuq_blob_normalize_input(&self->blob, (uint32_t)i, (float)mp_obj_get_float(v));
-    return quantize_one(x, self->in_scale, self->in_zp);
+    return snapuq_input_code(&self->in_map, (uint32_t)i, (float)mp_obj_get_float(v));
 }
 
 /* Put input x into the model: int8 bytes-like / array('b'), or floats (list, tuple, array('f'/'d')). */
@@ -273,13 +262,9 @@ static void set_input(model_obj_t *self, mp_obj_t x)
 
 static void run_model(model_obj_t *self, mp_obj_t x)
 {
-    set_input(self, x);
-    self->s_in16 = 0;
-    if (self->cfg != NULL && self->cfg->has_intap) { /* before invoke: the arena may reuse the input */
-        snapuq_tensor_info_t in;
-        check_model(self, snapuq_model_input_info(self->model, 0, &in));
-        check_model(self, snapuq_snap_input_tap(self->cfg, (const int8_t *)in.data, in.elements, &self->s_in16));
-    }
+    set_input(self, x); /* the codes, in the input tensor */
+    /* the input tap, before invoke (the arena may reuse the input) */
+    check_model(self, snapuq_input_from_int8(self->model, NULL, self->in_bytes, self->cfg, &self->s_in16));
     check_model(self, snapuq_model_invoke(self->model));
     self->have_run = 1;
 }

@@ -2048,7 +2048,9 @@ class Model:
 
     def quantize(self, x):
         """int8 codes (bytearray) of a float sequence: TFLite AffineQuantize (roundf(x/s) + zp), after the
-        model's recorded input normalization x * scale[c] + offset[c] in double when it has one."""
+        model's recorded input normalization x * scale[c] + offset[c] in double when it has one -- the rule
+        of the C core's input path (firmware/core/snapuq_input.h): NaN gives the zero point, +-inf and huge
+        readings saturate, ties round half away from zero (tests/host/test_input_path.py)."""
         n = self.input_size
         if len(x) != n:
             raise ValueError("snapuq: input has %d values, model needs %d" % (len(x), n))

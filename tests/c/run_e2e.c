@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "snapuq_input.h"
 #include "snapuq_model.h"
 #include "snapuq_runtime.h"
 #include "snapuq_snap.h"
@@ -59,13 +60,11 @@ int main(int argc, char **argv)
         if (fread(buf, 1, info.bytes, fi) != info.bytes) {
             return 65;
         }
-        s_in16 = 0;
-        if (snapuq_model_snap_config.has_intap &&
-            snapuq_snap_input_tap(&snapuq_model_snap_config, buf, info.bytes, &s_in16) != SNAPUQ_OK) {
+        /* the core's input path: the codes into the input, the input tap before the inference */
+        if (snapuq_input_from_int8(&g_model, buf, info.bytes, &snapuq_model_snap_config, &s_in16) != SNAPUQ_OK) {
             return 5;
         }
-        if (snapuq_model_set_input(&g_model, 0, buf, info.bytes) != SNAPUQ_OK ||
-            snapuq_model_invoke(&g_model) != SNAPUQ_OK) {
+        if (snapuq_model_invoke(&g_model) != SNAPUQ_OK) {
             return 3;
         }
         st = snapuq_snap_score_model(&snapuq_model_snap_config, &params, &g_model, s_in16, &res);

@@ -222,7 +222,8 @@ def test_generated_quantize_input_equals_the_host(tmp_path: Path, model: str) ->
     assert f"#define SNAPUQ_MODEL_INPUT_CHANNELS {3 if model == 'resnet8' else 1}u" in h
     out = tmp_path / "run_quantize"
     cmd = ["gcc", *ccore.CFLAGS, *ccore.SAN, f"-I{ccore.CORE}", f"-I{tmp_path / 'gen'}",
-           str(ccore.TESTS_C / "run_quantize.c"), str(tmp_path / "gen" / "snapuq_model.c"), "-o", str(out)]
+           str(ccore.TESTS_C / "run_quantize.c"), str(tmp_path / "gen" / "snapuq_model.c"),
+           *(str(ccore.CORE / s) for s in ccore.RUNTIME_SRC + ccore.SNAP_SRC), "-o", str(out)]  # input path
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     (tmp_path / "raw.bin").write_bytes(raw.astype("<f4").tobytes())
     subprocess.run([str(out), str(tmp_path / "raw.bin"), str(len(raw)), str(tmp_path / "codes.bin")],

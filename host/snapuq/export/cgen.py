@@ -280,7 +280,7 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
    x = raw * scale[c] + offset[c] (c = i % SNAPUQ_MODEL_INPUT_CHANNELS: the channel, last axis; in double,
    then rounded to float32, exactly as the host prepares the data), then TFLite's quantization
    clamp(round_half_away(x / SNAPUQ_MODEL_INPUT_SCALE) + zero point) in float32. A NaN reading gives the
-   zero point. */
+   zero point. The core's input path computes it (firmware/core/snapuq_input.h, snapuq_input_codes). */
 void snapuq_model_quantize_input(const float *raw, int8_t *codes);
 
 /* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
@@ -298,6 +298,8 @@ extern const char *const snapuq_model_class_names[];
     body = "\n".join("    " + ln.strip(",") + "," for ln in lines)
     write_text(path_c, f"""/* snapuq_model.c - {banner} */
 #include "snapuq_model.h"
+
+#include "snapuq_input.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SNAPUQ_MODEL_ALIGN __attribute__((aligned(16)))
@@ -341,28 +343,9 @@ static const double k_in_norm_offset[{len(n_offset)}] = {{{", ".join(_c_double(v
 
 void snapuq_model_quantize_input(const float *raw, int8_t *codes)
 {{
-    uint32_t i;
-    for (i = 0; i < SNAPUQ_MODEL_INPUT_BYTES; i++) {{
-        const uint32_t c = i % SNAPUQ_MODEL_INPUT_CHANNELS;
-        /* the affine map in double, as the host prepared the data (then float32, as TFLite's QUANTIZE);
-           the product is rounded before the add (volatile: no fused multiply-add, whatever the flags) */
-        volatile double prod = (double)raw[i] * k_in_norm_scale[c];
-        const float x = (float)(prod + k_in_norm_offset[c]);
-        float v = x / SNAPUQ_MODEL_INPUT_SCALE, t;
-        int32_t q;
-        if (!(v == v)) {{
-            v = 0.0f;
-        }}
-        v = v > 1024.0f ? 1024.0f : (v < -1024.0f ? -1024.0f : v);
-        t = (float)(int32_t)v; /* truncation, exact below 2^23; then half away from zero */
-        if (v - t >= 0.5f) {{
-            t += 1.0f;
-        }} else if (t - v >= 0.5f) {{
-            t -= 1.0f;
-        }}
-        q = (int32_t)t + SNAPUQ_MODEL_INPUT_ZERO_POINT;
-        codes[i] = (int8_t)(q > 127 ? 127 : (q < -128 ? -128 : q));
-    }}
+    static const snapuq_input_map_t map = {{SNAPUQ_MODEL_INPUT_SCALE, SNAPUQ_MODEL_INPUT_ZERO_POINT,
+                                           SNAPUQ_MODEL_INPUT_CHANNELS, k_in_norm_scale, k_in_norm_offset}};
+    snapuq_input_codes(&map, raw, SNAPUQ_MODEL_INPUT_BYTES, codes);
 }}
 """)
     return path_c, path_h

@@ -99,11 +99,13 @@ def relu6_as_relu(tflite: bytes) -> bytes:
 
 
 def quantize_input(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
-    """Float input -> int8 code exactly as the TFLite QUANTIZE kernel does (float32 division,
-    round half away from zero, clamp)."""
-    v = (np.asarray(x, dtype=np.float32) / np.float32(scale)).astype(np.float64)
+    """Float input -> int8 code by the device's one rule (firmware/core/snapuq_input.h, as the TFLite
+    QUANTIZE kernel): float32 division, round half away from zero, add the zero point, saturate (+-inf
+    too); a NaN quotient gives the zero point."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = (np.asarray(x, dtype=np.float32) / np.float32(scale)).astype(np.float64)
     r = np.sign(v) * np.floor(np.abs(v) + 0.5) + int(zero_point)
-    return np.clip(r, -128, 127).astype(np.int8)
+    return np.clip(np.where(np.isnan(v), float(zero_point), r), -128, 127).astype(np.int8)
 
 
 def quantize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
@@ -111,9 +113,7 @@ def quantize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
     x = float32(raw * scale[c] + offset[c]) in double with the manifest's input.normalization (c = i %
     channels), as `apply_normalization` prepares the data, then the TFLite quantization of
     `quantize_input`; NaN -> the zero point. raw (N, ...) -> int8 (N, input bytes)."""
-    x = normalize_raw(raw, inp)
-    x = np.where(np.isnan(x), np.float32(0.0), x)  # the device maps a NaN quotient to the zero point
-    return quantize_input(x, float(inp["scale"]), int(inp["zero_point"]))
+    return quantize_input(normalize_raw(raw, inp), float(inp["scale"]), int(inp["zero_point"]))
 
 
 def normalize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
