@@ -1,14 +1,19 @@
 """Measure the sizes of the C core's public structs and write them into docs/C_CORE.md.
 
 The table between ``<!-- sizes:begin -->`` and ``<!-- sizes:end -->`` in docs/C_CORE.md is this
-script's output, never typed. For each target a small C file is compiled (not linked, not run) that
-defines one ``char`` array per struct, ``sizeof(T)`` bytes long; the compiler's symbol table
+script's output, never typed; so is the code-size table between ``<!-- codesizes:begin -->`` and
+``<!-- codesizes:end -->`` (every core object compiled for Cortex-M0+/M4F/M7 at -Os, summed per core.mk
+group, as tests/host/test_c_cross.py builds them). ``--check`` compares the struct table only: code sizes
+move with every change to the core, struct sizes only with the public headers.
+
+Struct sizes: for each target a small C file is compiled (not linked, not run) that defines one ``char``
+array per struct, ``sizeof(T)`` bytes long; the compiler's symbol table
 (``nm --print-size``) then gives the sizes. One method for every target: host gcc (x86-64 here) and
 arm-none-eabi-gcc (Cortex-M4 with the firmware's flags; AAPCS, so M0+ / M7 lay out the same).
 A target whose compiler is missing is reported and left out, except in check mode.
 
     python tools/measure_c_sizes.py            # print the table
-    python tools/measure_c_sizes.py --write    # rewrite the marked table in docs/C_CORE.md
+    python tools/measure_c_sizes.py --write    # rewrite both marked tables in docs/C_CORE.md
     python tools/measure_c_sizes.py --check    # exit 1 if the docs table is not current
 """
 
@@ -27,6 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "firmware" / "core"
 DOC = ROOT / "docs" / "C_CORE.md"
 BEGIN, END = "<!-- sizes:begin -->", "<!-- sizes:end -->"
+CODE_BEGIN, CODE_END = "<!-- codesizes:begin -->", "<!-- codesizes:end -->"
+ARM_CPUS = {
+    "Cortex-M4F": ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"],
+    "Cortex-M7": ["-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16"],
+    "Cortex-M0+": ["-mcpu=cortex-m0plus", "-mthumb", "-mfloat-abi=soft"],
+}
 
 # (type, header, what it is for the caller)
 STRUCTS = (
@@ -146,30 +157,91 @@ def table(targets: list[Target], sizes: Sizes, per: Sizes) -> str:
     return "\n".join(rows)
 
 
+def core_groups() -> dict[str, list[str]]:
+    """core.mk's groups: {"RUNTIME": [file, ...], "DSP": ..., "SNAP": ..., "TOKENS": ...}."""
+    out: dict[str, list[str]] = {}
+    for g, f in re.findall(r"^SNAPUQ_CORE_([A-Z]+)_SRC \+= (\S+)", (CORE / "core.mk").read_text(), re.M):
+        out.setdefault(g, []).append(f)
+    return out
+
+
+def _object_sections(src: str, flags: list[str], obj: Path) -> dict[str, int]:
+    subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-Os", "-ffunction-sections", "-fdata-sections", *flags,
+                    f"-I{CORE}", "-c", str(CORE / src), "-o", str(obj)], check=True, capture_output=True)
+    out = subprocess.run(["arm-none-eabi-size", "-A", str(obj)], check=True, capture_output=True,
+                         text=True).stdout
+    res = {"text": 0, "rodata": 0, "data": 0, "bss": 0}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1].isdigit():
+            for key in res:
+                if parts[0].startswith("." + key):
+                    res[key] += int(parts[1])
+    return res
+
+
+def code_table() -> str:
+    """Per CPU and kernel set: .text / .rodata of core.mk's groups (objects summed before linking)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    groups = core_groups()
+    parts = {"runtime (loader, planner, operators, reference kernels)": groups["RUNTIME"],
+             "DSP kernels": groups["DSP"],
+             "SNAP score, calibration, monitor": [f for f in groups["SNAP"] if f.startswith("snapuq_snap")],
+             "blob reader": [f for f in groups["SNAP"] if not f.startswith("snapuq_snap")]}
+    configs = [(cpu, k) for cpu in ARM_CPUS for k in (("ref", "dsp") if cpu != "Cortex-M0+" else ("ref",))]
+    rows = ["Bytes (.text / .rodata), `arm-none-eabi-gcc -Os -ffunction-sections`, each core object compiled "
+            "alone and summed per group, before the linker drops what an image does not call; written by "
+            "`tools/measure_c_sizes.py --write`.", "",
+            "| group | " + " | ".join(f"{c} {k}" for c, k in configs) + " |",
+            "|---|" + "---:|" * len(configs)]
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
+        work = Path(tmp)
+        jobs = {}
+        for n, (c, k) in enumerate(configs):
+            flags = ARM_CPUS[c] + [f"-DSNAPUQ_KERNELS_DSP={int(k == 'dsp')}"]
+            for f in (f for files in parts.values() for f in files):
+                obj = work / f"{n}_{f.replace('/', '_')}.o"
+                jobs[(c, k, f)] = pool.submit(_object_sections, f, flags, obj)
+        got = {key: j.result() for key, j in jobs.items()}
+    for name, files in parts.items():
+        cells = []
+        for c, k in configs:
+            t = sum(got[(c, k, f)]["text"] for f in files)
+            r = sum(got[(c, k, f)]["rodata"] for f in files)
+            cells.append(f"{t:,} / {r:,}")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    writable = [sum(v["data"] + v["bss"] for key, v in got.items() if key[:2] == ck) for ck in configs]
+    rows.append("| .data + .bss, all objects | " + " | ".join(f"{w:,}" for w in writable) + " |")
+    return "\n".join(rows)
+
+
 def _per_unit(delta: int) -> str:
     return f"{delta // STEP:,}" if delta % STEP == 0 else f"{delta / STEP:,.1f}"
 
 
-def rewrite(doc: str, body: str) -> str:
-    i, j = doc.find(BEGIN), doc.find(END)
+def rewrite(doc: str, body: str, begin: str = BEGIN, end: str = END) -> str:
+    i, j = doc.find(begin), doc.find(end)
     if i < 0 or j < i:
-        raise SystemExit(f"measure_c_sizes: {DOC.relative_to(ROOT)} has no {BEGIN} ... {END} block")
-    return doc[: i + len(BEGIN)] + "\n" + body + "\n" + doc[j:]
+        raise SystemExit(f"measure_c_sizes: {DOC.relative_to(ROOT)} has no {begin} ... {end} block")
+    return doc[: i + len(begin)] + "\n" + body + "\n" + doc[j:]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--write", action="store_true", help="rewrite the marked table in docs/C_CORE.md")
+    g.add_argument("--write", action="store_true", help="rewrite the marked tables in docs/C_CORE.md")
     g.add_argument("--check", action="store_true", help="exit 1 if docs/C_CORE.md's table is not current")
     a = ap.parse_args(argv)
     targets, sizes, per = measure(require_all=a.write or a.check)
     body = table(targets, sizes, per)
     if not (a.write or a.check):
-        print(body)
+        print(body + "\n\n" + (code_table() if shutil.which("arm-none-eabi-gcc") else ""))
         return 0
     doc = DOC.read_text()
     new = rewrite(doc, body)
+    if a.write:
+        new = rewrite(new, code_table(), CODE_BEGIN, CODE_END)
     if a.check:
         if new != doc:
             print(f"measure_c_sizes: {DOC.relative_to(ROOT)}: the sizes table is not current; run "

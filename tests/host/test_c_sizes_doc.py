@@ -41,9 +41,11 @@ def test_check_fails_on_a_stale_table(tmp_path: Path, monkeypatch: pytest.Monkey
     stale = body.replace(f"| {n:,} |", f"| {n + 480:,} |", 1)  # e.g. a hand-typed 9,904 for 9,424
     assert stale != body
     doc = tmp_path / "C_CORE.md"
-    doc.write_text(f"x\n{mcs.BEGIN}\n{stale}\n{mcs.END}\n")
+    doc.write_text(f"x\n{mcs.BEGIN}\n{stale}\n{mcs.END}\n{mcs.CODE_BEGIN}\n{mcs.CODE_END}\n")
     monkeypatch.setattr(mcs, "DOC", doc)
+    monkeypatch.setattr(mcs, "code_table", lambda: "code sizes")  # --write's second table (slow)
     monkeypatch.setattr(mcs, "ROOT", tmp_path)
     assert mcs.main(["--check"]) == 1
     assert mcs.main(["--write"]) == 0 and mcs.main(["--check"]) == 0
-    assert f"| {n:,} |" in doc.read_text()
+    text = doc.read_text()
+    assert f"| {n:,} |" in text and f"{mcs.CODE_BEGIN}\ncode sizes\n{mcs.CODE_END}" in text
