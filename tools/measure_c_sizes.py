@@ -185,10 +185,13 @@ def code_table() -> str:
     from concurrent.futures import ThreadPoolExecutor
 
     groups = core_groups()
+    named = {"snapuq_blob.c": "blob reader", "snapuq_input.c": "input path"}
     parts = {"runtime (loader, planner, operators, reference kernels)": groups["RUNTIME"],
              "DSP kernels": groups["DSP"],
-             "SNAP score, calibration, monitor": [f for f in groups["SNAP"] if f.startswith("snapuq_snap")],
-             "blob reader": [f for f in groups["SNAP"] if not f.startswith("snapuq_snap")]}
+             "SNAP score, calibration, monitor": [f for f in groups["SNAP"] if f.startswith("snapuq_snap")]}
+    for f in groups["SNAP"]:
+        if not f.startswith("snapuq_snap"):
+            parts[f"`{f}`" + (f" ({named[f]})" if f in named else "")] = [f]
     configs = [(cpu, k) for cpu in ARM_CPUS for k in (("ref", "dsp") if cpu != "Cortex-M0+" else ("ref",))]
     rows = ["Bytes (.text / .rodata), `arm-none-eabi-gcc -Os -ffunction-sections`, each core object compiled "
             "alone and summed per group, before the linker drops what an image does not call; written by "
