@@ -158,3 +158,64 @@ int main(void)
     assert got == [(0, -128), (127, 127), (-128, -128), (127, 127), (127, 127), (127, 127), (127, 127),
                    (127, 127), (127, 127), (-128, -128), (127, 0), (-128, -128), (127, -1), (-128, -128),
                    (1, -127), (-1, -128), (3, -125), (-3, -128)]  # fmt: skip
+
+
+FROM_FLOAT = r"""
+#include <stdio.h>
+#include "snapuq_input.h"
+#include "snapuq_model.h"
+static snapuq_model_t model;
+static unsigned char arena[1 << 18] __attribute__((aligned(16)));
+int main(int argc, char **argv)
+{
+    static float raw[SNAPUQ_MODEL_INPUT_BYTES];
+    static int8_t want[SNAPUQ_MODEL_INPUT_BYTES];
+    snapuq_tensor_info_t in;
+    int32_t s_in16 = -1, tap = -2, none = -3;
+    FILE *f = fopen(argv[1], "rb");
+    size_t i, n = fread(raw, sizeof raw[0], SNAPUQ_MODEL_INPUT_BYTES, f);
+    (void)argc;
+    if (n != SNAPUQ_MODEL_INPUT_BYTES ||
+        snapuq_model_init(&model, snapuq_model_tflite, snapuq_model_tflite_len) ||
+        snapuq_model_set_arena(&model, arena, sizeof arena) || snapuq_model_input_info(&model, 0, &in)) {
+        return 2;
+    }
+    snapuq_model_quantize_input(raw, want);
+    const snapuq_input_map_t *map = &snapuq_model_input_map;
+    if (snapuq_input_from_float(&model, map, raw, n, &snapuq_model_snap_config, &s_in16) ||
+        snapuq_snap_input_tap(&snapuq_model_snap_config, want, n, &tap) ||
+        snapuq_input_from_float(&model, map, raw, n, NULL, &none)) {
+        return 3;
+    }
+    for (i = 0; i < n; i++) {
+        if (((const int8_t *)in.data)[i] != want[i]) {
+            return 4;
+        }
+    }
+    printf("%d %d %d %d\n", (int)s_in16, (int)tap, (int)none,
+           (int)snapuq_input_from_float(&model, map, raw, n - 1, NULL, &none));
+    return 0;
+}
+"""
+
+
+def test_from_float_fills_the_input_and_runs_the_tap(tmp_path: Path) -> None:
+    """snapuq_input_from_float with the generated snapuq_model_input_map: the input tensor holds
+    snapuq_model_quantize_input's codes, s_in16 is the input tap of those codes (digits has one), no config
+    gives 0, and a reading count other than the input's is SIZE."""
+    tfl, man = load_model_files(MODEL)
+    assert man["snap"].get("intap")
+    write_c_model(tmp_path / "gen", man, tfl)
+    (tmp_path / "ff.c").write_text(FROM_FLOAT)
+    exe = tmp_path / "ff"
+    core = [str(cc.CORE / s) for s in cc.RUNTIME_SRC + cc.SNAP_SRC]
+    gen = tmp_path / "gen"
+    subprocess.run(["gcc", *cc.CFLAGS, *cc.SAN, f"-I{cc.CORE}", f"-I{gen}", str(tmp_path / "ff.c"),
+                    str(gen / "snapuq_model.c"), *core, "-o", str(exe)], check=True, capture_output=True,
+                   text=True)  # fmt: skip
+    raw = np.random.default_rng(1).uniform(-0.1, 1.1, 64).astype(F32)
+    (tmp_path / "raw.bin").write_bytes(raw.astype("<f4").tobytes())
+    p = subprocess.run([str(exe), str(tmp_path / "raw.bin")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    s_in16, tap, none, size = map(int, p.stdout.split())
+    assert s_in16 == tap != 0 and none == 0 and size == 12  # SNAPUQ_ERR_SIZE

@@ -260,6 +260,7 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
 #include <stddef.h>
 #include <stdint.h>
 
+#include "snapuq_input.h"
 #include "snapuq_snap.h"
 
 #define SNAPUQ_MODEL_NAME {_c_string(name)}
@@ -282,6 +283,9 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
    clamp(round_half_away(x / SNAPUQ_MODEL_INPUT_SCALE) + zero point) in float32. A NaN reading gives the
    zero point. The core's input path computes it (firmware/core/snapuq_input.h, snapuq_input_codes). */
 void snapuq_model_quantize_input(const float *raw, int8_t *codes);
+/* the same map for the core's input path: snapuq_input_from_float(&model, &snapuq_model_input_map, raw,
+   SNAPUQ_MODEL_INPUT_BYTES, &snapuq_model_snap_config, &s_in16) fills the input and runs the input tap */
+extern const snapuq_input_map_t snapuq_model_input_map;
 
 /* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
 extern const uint8_t snapuq_model_tflite[];
@@ -298,8 +302,6 @@ extern const char *const snapuq_model_class_names[];
     body = "\n".join("    " + ln.strip(",") + "," for ln in lines)
     write_text(path_c, f"""/* snapuq_model.c - {banner} */
 #include "snapuq_model.h"
-
-#include "snapuq_input.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SNAPUQ_MODEL_ALIGN __attribute__((aligned(16)))
@@ -341,11 +343,13 @@ const char *const snapuq_model_class_names[{len(classes)}] = {{{", ".join(_c_str
 static const double k_in_norm_scale[{len(n_scale)}] = {{{", ".join(_c_double(v) for v in n_scale)}}};
 static const double k_in_norm_offset[{len(n_offset)}] = {{{", ".join(_c_double(v) for v in n_offset)}}};
 
+const snapuq_input_map_t snapuq_model_input_map = {{
+    SNAPUQ_MODEL_INPUT_SCALE, SNAPUQ_MODEL_INPUT_ZERO_POINT, SNAPUQ_MODEL_INPUT_CHANNELS, k_in_norm_scale,
+    k_in_norm_offset}};
+
 void snapuq_model_quantize_input(const float *raw, int8_t *codes)
 {{
-    static const snapuq_input_map_t map = {{SNAPUQ_MODEL_INPUT_SCALE, SNAPUQ_MODEL_INPUT_ZERO_POINT,
-                                           SNAPUQ_MODEL_INPUT_CHANNELS, k_in_norm_scale, k_in_norm_offset}};
-    snapuq_input_codes(&map, raw, SNAPUQ_MODEL_INPUT_BYTES, codes);
+    snapuq_input_codes(&snapuq_model_input_map, raw, SNAPUQ_MODEL_INPUT_BYTES, codes);
 }}
 """)
     return path_c, path_h
