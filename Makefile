@@ -8,7 +8,7 @@ export PLATFORMIO_DISABLE_UPGRADE_CHECK := true
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: setup demo test lint firmware qemu bench clean
+.PHONY: setup demo test test-fast lint firmware qemu bench clean
 
 setup:
 	@tools/setup.sh
@@ -19,8 +19,13 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check host tests tools
 
+# SNAPUQ_STRICT_SKIPS: a skip for a missing tool, oracle or shipped model is a failure (tests/conftest.py)
 test: setup lint
-	$(PY) -m pytest -n 2 -q tests
+	SNAPUQ_STRICT_SKIPS=1 $(PY) -m pytest -n 2 -q tests
+
+# unit + C core + MicroPython twin: everything not marked slow / qemu / train (tests/conftest.py)
+test-fast: setup lint
+	SNAPUQ_STRICT_SKIPS=1 $(PY) -m pytest -n 2 -q -m "not slow and not qemu and not train" tests
 
 firmware: setup
 	$(MAKE) -C firmware all

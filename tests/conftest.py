@@ -109,3 +109,54 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     out = yield
     _refuse_skip(out.get_result())
+
+
+# ---------------------------------------------------------------- lanes
+# `make test-fast` runs `-m "not slow and not qemu and not train"`: unit tests, the C core against TFLM
+# (host, sanitizers) and the MicroPython twin. The lane of the longer tests is kept here, by node id
+# prefix (path relative to tests/), so it stays one table (measured under load on 2 cores: a test over
+# ~10 s is slow). Tests may also carry the markers themselves.
+LANES = {
+    "qemu": (
+        "e2e/",
+        "host/test_vectors.py::test_core_on_qemu",
+        "host/test_c_kernels.py::test_dsp_kernels_equal_reference_on_qemu",
+    ),
+    "train": (
+        "host/test_reproduce.py", "host/test_recipe.py", "host/test_train.py", "host/test_model_classes.py",
+        "host/test_tokens_eval.py", "host/test_byom_e2e.py", "host/test_byom_eval.py",
+        "host/test_snap_lowrank.py", "host/test_eval_ood_sets.py", "host/test_model_transactions.py",
+        "host/test_keywords.py", "host/test_baselines.py", "host/test_capacity.py",
+        "host/test_byom_api.py::test_attach_fit_on_tf_dataset_and_explicit_taps",
+        "host/test_byom_api.py::test_binary_sigmoid_output_becomes_two_class_logits",
+        "host/test_byom_api.py::test_leading_rescaling_and_normalization_move_into_the_data_path",
+        "host/test_bad_inputs_more.py::test_train_model_holds_the_converter_dump",
+    ),
+    "slow": (
+        "host/test_shipped_real_models.py", "host/test_real_data.py", "host/test_c_fuzz.py",
+        "host/test_fuzz_blob.py", "host/test_tfquiet.py", "host/test_c_cross.py", "host/test_link_faults.py",
+        "host/test_firmware_sha256.py", "host/test_protocol.py", "host/test_c_e2e.py",
+        "host/test_eval_digits.py", "host/test_eval.py", "host/test_export.py", "host/test_bench_table.py",
+        "host/test_blob_cross.py", "host/test_c_sizes_doc.py", "host/test_input_path.py",
+        "host/test_energy_ppk2.py",
+        "host/test_bad_files.py::test_resume_keeps_only_lines_that_check_out",
+        "host/test_bad_inputs_more.py::test_refused_with_the_shipped_model[bench",
+        "host/test_vectors.py::test_twin_under_micropython",
+        "host/test_micropython_twin_kernels.py::test_twin_interpreter_matches_tflm[resnet8]",
+        "host/test_bad_inputs.py::test_bad_invocations_one_line_each",
+        "host/test_micropython_blob.py::test_c_blob_reader_under_sanitizers",
+        "host/test_micropython_blob.py::test_normalization_is_not_fused_whatever_the_compiler_flags",
+        "host/test_c_optable.py::test_restricted_host_image_refuses_another_operator_in_one_line",
+        "host/test_c_optable.py::test_resnet8_small_mcu_image_links_only_its_operators",
+    ),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    tests_dir = os.path.join(ROOT, "tests")
+    for item in items:
+        rel = os.path.relpath(str(item.path), tests_dir).replace(os.sep, "/")
+        node = rel + item.nodeid[item.nodeid.find("::"):] if "::" in item.nodeid else rel
+        for lane, prefixes in LANES.items():
+            if node.startswith(prefixes):
+                item.add_marker(lane)
