@@ -10,9 +10,10 @@
 #
 #   SNAPUQ_CORE_RUNTIME_SRC  int8 TFLite runtime: loader, planner, operators (ops/op_<name>.c),
 #                            reference kernels (kernels/ref/<op>.c, one file per operator family)
-#   SNAPUQ_CORE_DSP_SRC      Armv7E-M DSP kernels kernels/dsp/<op>.c, same-named alternatives of
-#                            kernels/ref/<op>.c (compiled everywhere; empty unless
-#                            -DSNAPUQ_KERNELS_DSP=1 selects them; ops without one use the reference)
+#   SNAPUQ_CORE_DSP_SRC      Armv7E-M DSP kernels kernels/dsp/<op>.c and the registrations that run
+#                            them, ops/dsp/op_<op>.c (replacing ops/op_<op>.c's reference ones);
+#                            compiled everywhere, empty unless -DSNAPUQ_KERNELS_DSP=1 selects them;
+#                            ops without one use the reference)
 #   SNAPUQ_CORE_SNAP_SRC     SNAP-UQ score, calibration, stream monitor, model blob reader, the input
 #                            path (raw readings or codes -> the model's input + the input tap)
 #   SNAPUQ_CORE_TOKENS_SRC   Uncert token scoring (optional)
@@ -51,6 +52,9 @@ SNAPUQ_CORE_DSP_SRC += kernels/dsp/depthwise_conv.c
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/fully_connected.c
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/mean.c
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/requant.c
+SNAPUQ_CORE_DSP_SRC += ops/dsp/op_conv.c
+SNAPUQ_CORE_DSP_SRC += ops/dsp/op_fc.c
+SNAPUQ_CORE_DSP_SRC += ops/dsp/op_mean.c
 
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap.c
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap_calib.c

@@ -9,6 +9,14 @@
  *   prepare  at snapuq_model_set_arena() (optional): fill the persistent region
  *            (md->arena + op->persist), e.g. per-channel multipliers;
  *   eval     at snapuq_model_invoke(): run the kernel.
+ * An optimized kernel set replaces the whole registration (TFLM's kernels/cmsis_nn/conv.cc over the
+ * shared kernels/conv_common.cc): ops/op_<op>.c holds the shared parse / prepare / argument building
+ * (snapuq_conv_parse, snapuq_conv_args, ...) and the reference registration; ops/dsp/op_<op>.c,
+ * built with -DSNAPUQ_KERNELS_DSP=1 instead of it, defines the same registration symbol. Its parse
+ * picks the kernel for the operator's shape (reported by `kernel`, snapuq_model_op_kernel); its
+ * `scratch` query (the kernel's snapuq_<op>_dsp_scratch_size()) sizes arena scratch, which the
+ * planner places among the activations for that operator's step only (op->scratch), so the model's
+ * arena size includes it; eval hands it to the kernel as a snapuq_context_t. Kernels return a status.
  * snapuq_ops.h lists the registrations (SNAPUQ_OPS_ALL; ops/op_table.c is the stock table of all
  * of them); adding an operator = one new file + one SNAPUQ_OPS_ALL line + its code below (+ its
  * name in core.mk).
@@ -62,6 +70,11 @@ typedef struct snapuq_op_reg {
     snapuq_status_t (*parse)(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts);
     snapuq_status_t (*prepare)(snapuq_model_t *md, uint16_t op); /* NULL: nothing to prepare */
     snapuq_status_t (*eval)(snapuq_model_t *md, uint16_t op);
+    /* arena scratch bytes its kernel needs during eval (NULL or 0: none); asked by the planner after
+     * parse, from the operator's shapes (the kernel's snapuq_<op>_dsp_scratch_size()) */
+    uint32_t (*scratch)(const snapuq_model_t *md, uint16_t op);
+    /* the kernel eval runs for this operator (NULL: "ref") */
+    const char *(*kernel)(const snapuq_model_t *md, uint16_t op);
 } snapuq_op_reg_t;
 
 /* snapuq_loader.c: registration of a builtin code in the image's op table (snapuq_ops.h), NULL when
@@ -87,6 +100,13 @@ snapuq_status_t snapuq_fail(snapuq_model_t *md, snapuq_status_t st, const char *
 /* ---- arena plan of a parsed model (snapuq_planner.c) ---- */
 snapuq_status_t snapuq_plan(snapuq_model_t *md);
 
+/* inlined into every caller (the per-eval argument builders: no call on the invoke path) */
+#if defined(__GNUC__)
+#define SNAPUQ_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define SNAPUQ_ALWAYS_INLINE inline
+#endif
+
 /* ---- helpers for operators (ops/op_common.c) ---- */
 static inline snapuq_priv_tensor_t *snapuq_t(snapuq_model_t *md, int16_t i)
 {
@@ -105,6 +125,53 @@ static inline int8_t *snapuq_tensor_ptr(const snapuq_model_t *md, int16_t ti)
 static inline int32_t *snapuq_op_persist(const snapuq_model_t *md, const snapuq_priv_op_t *o)
 {
     return (int32_t *)(void *)(md->arena + o->persist);
+}
+
+/* The operator's kernel scratch of `bytes` (its registration's scratch query; valid after set_arena). */
+static inline snapuq_context_t snapuq_op_context(const snapuq_model_t *md, const snapuq_priv_op_t *o,
+                                                 uint32_t bytes)
+{
+    snapuq_context_t c;
+    c.buf = bytes > 0 ? (void *)(md->arena + md->persist_bytes + o->scratch) : NULL;
+    c.size = bytes;
+    return c;
+}
+/* The (mult, shift) tables of the persistent region as kernel quantization parameters. */
+static inline snapuq_quant_params_t snapuq_op_quant(const snapuq_model_t *md, const snapuq_priv_op_t *o,
+                                                    uint16_t n_quant)
+{
+    snapuq_quant_params_t q;
+    q.mult = snapuq_op_persist(md, o);
+    q.shift = q.mult + n_quant;
+    q.step = n_quant > 1 ? 1 : 0;
+    return q;
+}
+/* A 4-D tensor's shape (NHWC; its operator's parse checked the rank) as kernel dims. */
+static inline snapuq_dims_t snapuq_dims_of(const snapuq_priv_tensor_t *t)
+{
+    snapuq_dims_t r;
+    r.n = t->dims[0];
+    r.h = t->dims[1];
+    r.w = t->dims[2];
+    r.c = t->dims[3];
+    return r;
+}
+
+/* shared parts of the CONV_2D / DEPTHWISE_CONV_2D registrations (ops/op_conv.c; the DSP ones in
+ * ops/dsp/op_conv.c use them too; the kernel arguments: ops/op_args.h) */
+snapuq_status_t snapuq_conv_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts);
+snapuq_status_t snapuq_conv_prepare(snapuq_model_t *md, uint16_t op);
+/* FULLY_CONNECTED (ops/op_fc.c) */
+snapuq_status_t snapuq_fc_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts);
+snapuq_status_t snapuq_fc_prepare(snapuq_model_t *md, uint16_t op);
+/* MEAN (ops/op_mean.c) */
+snapuq_status_t snapuq_mean_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts);
+/* A kernel's error status as the model's one-line message naming the operator (st != SNAPUQ_OK);
+ * snapuq_kernel_status passes SNAPUQ_OK through without a call. */
+snapuq_status_t snapuq_kernel_fail(snapuq_model_t *md, uint16_t op, snapuq_status_t st);
+static inline snapuq_status_t snapuq_kernel_status(snapuq_model_t *md, uint16_t op, snapuq_status_t st)
+{
+    return st == SNAPUQ_OK ? SNAPUQ_OK : snapuq_kernel_fail(md, op, st);
 }
 
 uint32_t snapuq_tensor_elems(const snapuq_priv_tensor_t *t);

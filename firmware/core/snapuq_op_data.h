@@ -10,6 +10,9 @@
 
 #include <stdint.h>
 
+/* which kernel a registration runs for one operator (snapuq_model_op_kernel names it) */
+enum { SNAPUQ_KERNEL_REF = 0, SNAPUQ_KERNEL_DSP = 1 };
+
 /* Sliding window of CONV_2D / DEPTHWISE_CONV_2D / pooling (ops/op_common.c validates it). */
 typedef struct {
     int16_t filter_h, filter_w;
@@ -27,6 +30,7 @@ typedef struct {
     int16_t depth_mult; /* DEPTHWISE_CONV_2D only; 1 for CONV_2D */
     uint16_t n_channels;
     uint16_t n_quant; /* n_channels (per-channel weights) or 1 (per-tensor) */
+    uint8_t kernel;   /* SNAPUQ_KERNEL_*: chosen by the registration's parse */
     int32_t act_min, act_max;
 } snapuq_conv_data_t;
 
@@ -55,6 +59,7 @@ typedef struct {
     int32_t mult, shift;
     uint8_t reduce_mask; /* bit i set: input axis i is reduced */
     uint8_t keep_dims;
+    uint8_t kernel; /* SNAPUQ_KERNEL_*: chosen by the registration's parse */
 } snapuq_mean_data_t;
 
 /* SOFTMAX (ops/op_softmax.c). */

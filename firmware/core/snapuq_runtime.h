@@ -116,13 +116,15 @@ typedef struct {
 struct snapuq_op_reg; /* operator registration (snapuq_op.h) */
 
 typedef struct {
-    int32_t builtin;        /* TFLite BuiltinOperator code */
-    const struct snapuq_op_reg *reg; /* parse / prepare / eval of this operator */
+    int16_t builtin;        /* TFLite BuiltinOperator code (one the op table knows: all fit) */
     int16_t in[3];          /* tensor indices, -1 = absent */
     int16_t out;
     uint8_t n_in;
+    const struct snapuq_op_reg *reg; /* parse / prepare / eval of this operator */
     uint32_t persist;       /* offset of this operator's persistent tables in the arena */
     uint32_t persist_bytes; /* their size ((mult, shift) pairs: per channel, or 1 per-tensor), 0 if none */
+    uint32_t scratch;       /* offset of its kernel's scratch among the activations, planned for its
+                               step only (size: its registration's scratch query), 0 if none */
     snapuq_op_data_t u;     /* typed per-operator data (snapuq_op_data.h) */
 } snapuq_priv_op_t;
 
@@ -217,6 +219,10 @@ snapuq_status_t snapuq_model_get_output_by_name(const snapuq_model_t *model, con
 /* Number of operators and the TFLite builtin code of operator `op` (e.g. 3 = CONV_2D). */
 uint16_t snapuq_model_op_count(const snapuq_model_t *model);
 snapuq_status_t snapuq_model_op_code(const snapuq_model_t *model, uint16_t op, int32_t *builtin);
+/* Which kernel operator `op` runs in this build ("ref", "dsp-direct", "dsp-patch", "dsp", or "ref"
+ * where the DSP set has no kernel for its shape): chosen at snapuq_model_init; NULL when op is out of
+ * range or no model is loaded. */
+const char *snapuq_model_op_kernel(const snapuq_model_t *model, uint16_t op);
 
 /* Name of a TFLite builtin operator code ("CONV_2D", ...; "UNKNOWN" otherwise); never NULL. */
 const char *snapuq_builtin_name(int32_t builtin_code);

@@ -4,16 +4,22 @@ For every operator of the model: its shapes, its multiply-accumulates (nominal, 
 count them, and valid: without the padding taps the project's kernels skip), the instructions it
 took on each QEMU board (the firmware's per-operator profiler, `-icount shift=0`, SysTick
 resolution 40 instructions), MACs per instruction and the percentage of the SMLAD limit (2 MACs per
-instruction: one SMLAD does two int8 x int8 products). The SNAP heads are split into MEAN,
-FULLY_CONNECTED and other operators plus the integer SNAP score, and related to the backbone.
-Writes JSON and a markdown table (same name, .md).
+instruction: one SMLAD does two int8 x int8 products), and which kernel it ran (the board's kernel
+set, `ref` or `dsp`, as the firmware reports it; the kernel within that set, e.g. `dsp-direct` /
+`dsp-patch` for CONV_2D or `ref` where the DSP set has none for the shape, from the C core built
+with that set on the host: the choice is made at model load from the model alone). The SNAP heads
+are split into MEAN, FULLY_CONNECTED and other operators plus the integer SNAP score, and related
+to the backbone. Writes JSON and a markdown table (same name, .md).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +80,74 @@ def read_graph(tflite: bytes) -> _Graph:
         outs = [int(t) for t in op.OutputsAsNumpy()] if op.OutputsLength() else []
         ops.append(_Op(k, name, ins, outs, opts))
     return _Graph(ops, tensors, [int(t) for t in sg.InputsAsNumpy()])
+
+
+# prints the kernel set, then one line per operator: its index and the kernel it runs
+_KERNEL_CHOICE_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "snapuq_runtime.h"
+static snapuq_model_t model;
+int main(int argc, char **argv)
+{
+    static unsigned char buf[4 << 20];
+    FILE *f = argc > 1 ? fopen(argv[1], "rb") : NULL;
+    size_t n;
+    uint16_t i;
+    if (f == NULL) {
+        return 2;
+    }
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    if (snapuq_model_init(&model, buf, n) != SNAPUQ_OK) {
+        fprintf(stderr, "%s\n", snapuq_model_error(&model));
+        return 1;
+    }
+    printf("%s\n", snapuq_kernels_name());
+    for (i = 0; i < snapuq_model_op_count(&model); i++) {
+        printf("%u %s\n", (unsigned)i, snapuq_model_op_kernel(&model, i));
+    }
+    return 0;
+}
+"""
+
+
+def op_kernels(tflite: bytes, kernel_set: str) -> list[str]:
+    """The kernel each operator runs with the C core's `kernel_set` ("ref" or "dsp"): the core built
+    for the host with that set (portable SIMD helpers, same choice as on the board) loads the model
+    and reports snapuq_model_op_kernel() per operator."""
+    from snapuq import ccore
+
+    if kernel_set not in ("ref", "dsp"):
+        raise SnapuqError(f"unknown kernel set {kernel_set!r} (ref or dsp)")
+    srcs = ccore.core_sources(ccore.CORE_DIR)
+    flags = ["-std=c99", "-O1", f"-DSNAPUQ_KERNELS_DSP={1 if kernel_set == 'dsp' else 0}"]
+    h = hashlib.sha256(repr(flags).encode() + _KERNEL_CHOICE_C.encode())
+    for src in srcs + sorted(ccore.CORE_DIR.rglob("*.h")):
+        h.update(str(src.relative_to(ccore.CORE_DIR)).encode() + b"\0" + src.read_bytes())
+    out_dir = ccore._build_dir()
+    exe = out_dir / f"kernel_choice_{kernel_set}-{h.hexdigest()[:16]}"
+    if not exe.is_file():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        main_c = out_dir / f"{exe.name}.c"
+        main_c.write_text(_KERNEL_CHOICE_C)
+        tmp = f"{exe}.{os.getpid()}.tmp"
+        cmd = [ccore._compiler(), *flags, *[f"-I{d}" for d in ccore._include_dirs(ccore.CORE_DIR)],
+               *map(str, srcs), str(main_c), "-o", tmp, "-lm"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SnapuqError(f"building the kernel report helper failed: {p.stderr.strip()[-300:]}")
+        os.replace(tmp, exe)
+    with tempfile.TemporaryDirectory() as td:
+        m = Path(td) / "m.tflite"
+        m.write_bytes(tflite)
+        p = subprocess.run([str(exe), str(m)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SnapuqError(f"kernel report: the C core refused the model: {p.stderr.strip()}")
+    lines = p.stdout.split("\n")
+    if lines[0] != kernel_set:
+        raise SnapuqError(f"kernel report: helper built for {lines[0]!r}, wanted {kernel_set!r}")
+    return [ln.split(" ", 1)[1] for ln in lines[1:] if ln]
 
 
 def _valid_taps(out_n: int, stride: int, pad: int, dil: int, k: int, in_n: int) -> int:
@@ -137,9 +211,12 @@ def _input(model_dir: Path, ref: Any, data_dir: str | None = None) -> np.ndarray
         return np.random.default_rng(0).integers(-128, 128, size=tuple(shape), dtype=np.int8)
 
 
-def kernel_report(g: Any, split: dict[str, Any], boards: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Rows per operator and the SNAP head split from the per-board measurements."""
+def kernel_report(g: Any, split: dict[str, Any], boards: dict[str, dict[str, Any]],
+                  kernels: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Rows per operator and the SNAP head split from the per-board measurements; `kernels`: board ->
+    the kernel of each operator (op_kernels for the board's kernel set)."""
     rows: list[dict[str, Any]] = []
+    kernels = kernels or {}
     per_board = {b: {int(d["op"]): int(d["instructions"]) for d in r["per_op_profiled"]}
                  for b, r in boards.items()}
     heads = set(split["head_ops"])
@@ -149,7 +226,8 @@ def kernel_report(g: Any, split: dict[str, Any], boards: dict[str, dict[str, Any
             "op": op.index, "name": op.name, "part": "snap_heads" if op.index in heads else "backbone",
             "inputs": [list(g.tensors[i].shape) for i in op.inputs if i >= 0],
             "output": list(g.tensors[op.outputs[0]].shape), **m, "instructions": {},
-            "macs_per_instruction": {}, "smlad_limit_pct": {}, "instructions_per_element": {}}
+            "macs_per_instruction": {}, "smlad_limit_pct": {}, "instructions_per_element": {},
+            "kernel": {b: k[op.index] for b, k in kernels.items() if op.index < len(k)}}
         for b, counts in per_board.items():
             n = counts.get(op.index)
             row["instructions"][b] = n
@@ -195,17 +273,19 @@ def _fmt(v: Any, nd: int = 2) -> str:
 
 def markdown(model: str, rep: dict[str, Any]) -> str:
     boards = list(rep["summary"])
-    head = ["#", "op", "part", "input", "output", "MACs", "valid MACs"]
+    head = ["#", "op", "kernel", "part", "input", "output", "MACs", "valid MACs"]
     for b in boards:
         head += [f"instr {b}", f"MAC/instr {b}", f"% SMLAD {b}"]
     lines = [f"# Kernel cost per operator: {model}", "",
              "Instructions: QEMU `-icount shift=0`, firmware per-operator profiler (resolution 40). "
+             "Kernel: the one the board's kernel set runs for the operator (chosen at model load). "
              "% SMLAD: valid MACs / 2 per instruction (one SMLAD = 2 MACs). MEAN / pooling / ADD rows "
              "give instructions per input element in the MAC/instr column.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rep["rows"]:
         shape_in = "x".join(map(str, r["inputs"][0])) if r["inputs"] else "-"
-        cells = [str(r["op"]), r["name"], r["part"], shape_in, "x".join(map(str, r["output"])),
+        kern = " / ".join(dict.fromkeys(r.get("kernel", {}).values())) or "-"
+        cells = [str(r["op"]), r["name"], kern, r["part"], shape_in, "x".join(map(str, r["output"])),
                  _fmt(r["macs"]), _fmt(r["macs_valid"])]
         for b in boards:
             cells.append(_fmt(r["instructions"].get(b)))
@@ -248,7 +328,8 @@ def run_kernels(args: argparse.Namespace) -> int:
     boards: dict[str, Any] = {}
     for key in keys:
         boards["qemu_" + key] = measure_board(key, model_dir, x, max(1, args.repeats), split, args.build_dir)
-    rep = kernel_report(g, split, boards)
+    kernels = {b: op_kernels(ref.tflite, str(r.get("kernels") or "ref")) for b, r in boards.items()}
+    rep = kernel_report(g, split, boards, kernels)
     out = Path(args.out) if args.out else Path("build") / "bench" / f"kernels_{model_dir.name}.json"
     report = {"model": str(model_dir), "split": split, **rep,
               "boards": {b: {k: v for k, v in r.items() if k in ("board", "cpu", "kernels", "instructions")}

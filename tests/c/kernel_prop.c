@@ -16,7 +16,12 @@
  * Host build: the SIMD helpers are portable C (tests the blocking, tap ranges and chunking).
  * Cortex-M build (tests/c/qemu_semihost/): the inline-assembly paths themselves, run on QEMU.
  *
- *   kernel_prop [cases] [seed]   prints "kernel_prop: ok <cases>" or the first difference
+ * CONV_2D with in_c % 4 != 0 runs the DSP patch path on arena-style scratch of exactly
+ * snapuq_conv_dsp_scratch_size() bytes (4 bytes less is refused with SNAPUQ_ERR_ARENA), including
+ * patches above the 192 elements the old stack buffer held (counted as patch_k_over_192).
+ *
+ *   kernel_prop [cases] [seed]   prints "kernel_prop: ok <cases> patch_k_over_192=<n>" or the first
+ *                                difference
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,6 +64,11 @@ static int32_t range(int32_t lo, int32_t hi) /* inclusive */
 #define MAX_C 96
 
 static int8_t in_buf[MAX_IN], f_buf[MAX_F], out_ref[MAX_OUT], out_dsp[MAX_OUT];
+/* the DSP conv's arena scratch (its patch path); big_k counts the patches above the old 192-element
+ * stack limit, which now run the same patch path */
+#define MAX_SCRATCH 4096
+static uint32_t scratch[MAX_SCRATCH / 4];
+static int32_t big_k;
 static int32_t bias[MAX_C], mult[MAX_C], shift[MAX_C], mult_b[MAX_C], shift_b[MAX_C];
 
 static void fill(int8_t *p, int32_t n)
@@ -159,73 +169,92 @@ static int report(const char *what, int32_t case_no, const int32_t *dims, int nd
     return 1;
 }
 
+static int status_fail(const char *what, int32_t case_no, snapuq_status_t st)
+{
+    const int32_t dims[] = {(int32_t)st};
+    out_ref[0] = 0;
+    out_dsp[0] = 1; /* report() prints the case with the status */
+    return report(what, case_no, dims, 1, 1);
+}
+
 static int conv_case(int32_t case_no, int depthwise)
 {
     snapuq_conv_args_t a;
     int32_t in_n, f_n, out_n, eff_h, eff_w;
     memset(&a, 0, sizeof a);
-    a.batches = range(1, 2);
-    a.in_h = range(1, 10);
-    a.in_w = range(1, 10);
-    a.k_h = range(1, 5);
-    a.k_w = range(1, 5);
-    a.stride_h = range(1, 3);
-    a.stride_w = range(1, 3);
-    a.dil_h = range(0, 3) == 0 ? range(2, 3) : 1;
-    a.dil_w = range(0, 3) == 0 ? range(2, 3) : 1;
+    a.in_dims.n = range(1, 2);
+    a.in_dims.h = range(1, 10);
+    a.in_dims.w = range(1, 10);
+    a.filter_dims.h = range(1, 5);
+    a.filter_dims.w = range(1, 5);
+    a.conv.stride.h = range(1, 3);
+    a.conv.stride.w = range(1, 3);
+    a.conv.dilation.h = range(0, 3) == 0 ? range(2, 3) : 1;
+    a.conv.dilation.w = range(0, 3) == 0 ? range(2, 3) : 1;
     if (depthwise) {
-        a.depth_mult = range(0, 4) == 0 ? 2 : 1;
-        a.in_c = range(0, 1) ? 4 * range(1, 24) : range(1, 40);
-        if (a.in_c * a.depth_mult > MAX_C) {
-            a.in_c = MAX_C / a.depth_mult;
+        a.conv.depth_mult = range(0, 4) == 0 ? 2 : 1;
+        a.in_dims.c = range(0, 1) ? 4 * range(1, 24) : range(1, 40);
+        if (a.in_dims.c * a.conv.depth_mult > MAX_C) {
+            a.in_dims.c = MAX_C / a.conv.depth_mult;
         }
-        a.out_c = a.in_c * a.depth_mult;
+        a.out_dims.c = a.in_dims.c * a.conv.depth_mult;
     } else {
-        a.depth_mult = 1;
-        switch (range(0, 3)) {
+        a.conv.depth_mult = 1;
+        switch (range(0, 4)) {
         case 0:
-            a.in_c = range(1, 3);
+            a.in_dims.c = range(1, 3);
+            break;
+        case 3:
+            /* in_c % 4 != 0 with a patch of more than 192 elements (9x9x3 .. 11x11x7) */
+            a.in_dims.c = range(0, 1) ? 3 : range(5, 7);
+            a.filter_dims.h = range(9, 11);
+            a.filter_dims.w = range(9, 11);
+            a.in_dims.h = range(4, 14);
+            a.in_dims.w = range(4, 14);
             break;
         case 1:
-            a.in_c = range(1, 24);
+            a.in_dims.c = range(1, 24);
             break;
         default:
-            a.in_c = 4 * range(1, 16);
+            a.in_dims.c = 4 * range(1, 16);
             break;
         }
-        a.out_c = range(0, 2) == 0 ? range(33, 80) : range(1, 40);
+        a.out_dims.c = range(0, 2) == 0 ? range(33, 80) : range(1, 40);
     }
-    eff_h = (a.k_h - 1) * a.dil_h + 1;
-    eff_w = (a.k_w - 1) * a.dil_w + 1;
-    a.pad_h = range(0, eff_h - 1);
-    a.pad_w = range(0, eff_w - 1);
-    if (a.in_h + 2 * a.pad_h < eff_h) {
-        a.pad_h = (eff_h - a.in_h + 1) / 2;
+    a.filter_dims.n = depthwise ? 1 : a.out_dims.c;
+    a.filter_dims.c = depthwise ? a.out_dims.c : a.in_dims.c;
+    a.out_dims.n = a.in_dims.n;
+    eff_h = (a.filter_dims.h - 1) * a.conv.dilation.h + 1;
+    eff_w = (a.filter_dims.w - 1) * a.conv.dilation.w + 1;
+    a.conv.padding.h = range(0, eff_h - 1);
+    a.conv.padding.w = range(0, eff_w - 1);
+    if (a.in_dims.h + 2 * a.conv.padding.h < eff_h) {
+        a.conv.padding.h = (eff_h - a.in_dims.h + 1) / 2;
     }
-    if (a.in_w + 2 * a.pad_w < eff_w) {
-        a.pad_w = (eff_w - a.in_w + 1) / 2;
+    if (a.in_dims.w + 2 * a.conv.padding.w < eff_w) {
+        a.conv.padding.w = (eff_w - a.in_dims.w + 1) / 2;
     }
-    a.out_h = (a.in_h + 2 * a.pad_h - eff_h) / a.stride_h + 1;
-    a.out_w = (a.in_w + 2 * a.pad_w - eff_w) / a.stride_w + 1;
-    in_n = a.batches * a.in_h * a.in_w * a.in_c;
-    f_n = depthwise ? a.k_h * a.k_w * a.out_c : a.out_c * a.k_h * a.k_w * a.in_c;
-    out_n = a.batches * a.out_h * a.out_w * a.out_c;
-    if (in_n > MAX_IN || f_n > MAX_F || out_n > MAX_OUT || a.out_h < 1 || a.out_w < 1) {
+    a.out_dims.h = (a.in_dims.h + 2 * a.conv.padding.h - eff_h) / a.conv.stride.h + 1;
+    a.out_dims.w = (a.in_dims.w + 2 * a.conv.padding.w - eff_w) / a.conv.stride.w + 1;
+    in_n = a.in_dims.n * a.in_dims.h * a.in_dims.w * a.in_dims.c;
+    f_n = depthwise ? a.filter_dims.h * a.filter_dims.w * a.out_dims.c : a.out_dims.c * a.filter_dims.h * a.filter_dims.w * a.in_dims.c;
+    out_n = a.in_dims.n * a.out_dims.h * a.out_dims.w * a.out_dims.c;
+    if (in_n > MAX_IN || f_n > MAX_F || out_n > MAX_OUT || a.out_dims.h < 1 || a.out_dims.w < 1) {
         return -1; /* skipped, drawn again */
     }
     fill(in_buf, in_n);
     fill(f_buf, f_n);
-    quant(a.out_c);
+    quant(a.out_dims.c);
     a.in = in_buf;
     a.filter = f_buf;
     a.bias = range(0, 5) == 0 ? NULL : bias;
-    a.mult = mult;
-    a.shift = shift;
-    a.q_step = draw_q_step(a.out_c);
-    a.in_offset = range(-127, 128);
-    a.out_offset = range(-128, 127);
-    a.act_min = range(0, 1) ? -128 : range(-128, 0);
-    a.act_max = range(0, 1) ? 127 : range(a.act_min, 127);
+    a.quant.mult = mult;
+    a.quant.shift = shift;
+    a.quant.step = draw_q_step(a.out_dims.c);
+    a.conv.in_offset = range(-127, 128);
+    a.conv.out_offset = range(-128, 127);
+    a.conv.activation.min = range(0, 1) ? -128 : range(-128, 0);
+    a.conv.activation.max = range(0, 1) ? 127 : range(a.conv.activation.min, 127);
     memset(out_ref, 0x55, (size_t)out_n);
     memset(out_dsp, 0x2A, (size_t)out_n);
     a.out = out_ref;
@@ -236,21 +265,50 @@ static int conv_case(int32_t case_no, int depthwise)
     }
     a.out = out_dsp;
     if (depthwise) {
-        snapuq_dwconv_dsp(&a);
+        const snapuq_status_t st = snapuq_dwconv_dsp(&a);
+        if (a.conv.depth_mult != 1) {
+            /* not a DSP shape: refused (the registration runs the reference), output untouched */
+            return st == SNAPUQ_ERR_UNSUPPORTED_TYPE && out_dsp[0] == 0x2A ? 0 : status_fail("dwconv", case_no, st);
+        }
+        if (st != SNAPUQ_OK) {
+            return status_fail("dwconv", case_no, st);
+        }
     } else {
-        snapuq_conv_dsp(&a);
+        const uint32_t need = snapuq_conv_dsp_scratch_size(&a.in_dims, &a.filter_dims);
+        snapuq_status_t st;
+        if (need > MAX_SCRATCH) {
+            return -1;
+        }
+        if (need > 0) {
+            /* too little scratch is refused, never a silent other path */
+            a.ctx.buf = scratch;
+            a.ctx.size = need - 4u;
+            st = snapuq_conv_dsp(&a);
+            if (st != SNAPUQ_ERR_ARENA || out_dsp[0] != 0x2A) {
+                return status_fail("conv-scratch", case_no, st);
+            }
+        }
+        a.ctx.buf = need > 0 ? scratch : NULL;
+        a.ctx.size = need;
+        st = snapuq_conv_dsp(&a);
+        if (st != SNAPUQ_OK) {
+            return status_fail("conv", case_no, st);
+        }
+        if (a.filter_dims.h * a.filter_dims.w * a.in_dims.c > 192 && need > 0) {
+            big_k++;
+        }
     }
     {
-        const int32_t dims[] = {a.batches, a.in_h, a.in_w, a.in_c, a.out_c, a.k_h, a.k_w, a.stride_h,
-                                a.stride_w, a.dil_h, a.dil_w, a.pad_h, a.pad_w, a.depth_mult, a.q_step};
+        const int32_t dims[] = {a.in_dims.n, a.in_dims.h, a.in_dims.w, a.in_dims.c, a.out_dims.c, a.filter_dims.h, a.filter_dims.w, a.conv.stride.h,
+                                a.conv.stride.w, a.conv.dilation.h, a.conv.dilation.w, a.conv.padding.h, a.conv.padding.w, a.conv.depth_mult, a.quant.step};
         const int r = report(depthwise ? "dwconv" : "conv", case_no, dims, 15, out_n);
-        if (r != 0 || a.q_step != 0) {
+        if (r != 0 || a.quant.step != 0) {
             return r;
         }
         /* per-tensor == the reference on the broadcast per-channel tables */
-        a.mult = mult_b;
-        a.shift = shift_b;
-        a.q_step = 1;
+        a.quant.mult = mult_b;
+        a.quant.shift = shift_b;
+        a.quant.step = 1;
         a.out = out_dsp;
         if (depthwise) {
             snapuq_dwconv_ref(&a);
@@ -266,41 +324,43 @@ static int fc_case(int32_t case_no)
     snapuq_fc_args_t a;
     int32_t out_n;
     memset(&a, 0, sizeof a);
-    a.batches = range(1, 3);
-    a.depth = range(0, 1) ? 4 * range(1, 64) : range(1, 300);
-    a.out_c = range(1, MAX_C);
-    out_n = a.batches * a.out_c;
-    if (a.batches * a.depth > MAX_IN || a.depth * a.out_c > MAX_F) {
+    a.in_dims.n = range(1, 3);
+    a.filter_dims.c = range(0, 1) ? 4 * range(1, 64) : range(1, 300);
+    a.out_dims.c = range(1, MAX_C);
+    out_n = a.in_dims.n * a.out_dims.c;
+    if (a.in_dims.n * a.filter_dims.c > MAX_IN || a.filter_dims.c * a.out_dims.c > MAX_F) {
         return -1;
     }
-    fill(in_buf, a.batches * a.depth);
-    fill(f_buf, a.depth * a.out_c);
-    quant(a.out_c);
+    fill(in_buf, a.in_dims.n * a.filter_dims.c);
+    fill(f_buf, a.filter_dims.c * a.out_dims.c);
+    quant(a.out_dims.c);
     a.in = in_buf;
     a.filter = f_buf;
     a.bias = range(0, 5) == 0 ? NULL : bias;
-    a.mult = mult;
-    a.shift = shift;
-    a.q_step = draw_q_step(a.out_c);
-    a.in_offset = range(-127, 128);
-    a.out_offset = range(-128, 127);
-    a.act_min = range(0, 1) ? -128 : range(-128, 0);
-    a.act_max = range(0, 1) ? 127 : range(a.act_min, 127);
+    a.quant.mult = mult;
+    a.quant.shift = shift;
+    a.quant.step = draw_q_step(a.out_dims.c);
+    a.fc.in_offset = range(-127, 128);
+    a.fc.out_offset = range(-128, 127);
+    a.fc.activation.min = range(0, 1) ? -128 : range(-128, 0);
+    a.fc.activation.max = range(0, 1) ? 127 : range(a.fc.activation.min, 127);
     memset(out_ref, 0x55, (size_t)out_n);
     memset(out_dsp, 0x2A, (size_t)out_n);
     a.out = out_ref;
     snapuq_fc_ref(&a);
     a.out = out_dsp;
-    snapuq_fc_dsp(&a);
+    if (snapuq_fc_dsp(&a) != SNAPUQ_OK) {
+        return status_fail("fc", case_no, SNAPUQ_ERR_STATE);
+    }
     {
-        const int32_t dims[] = {a.batches, a.depth, a.out_c, a.q_step};
+        const int32_t dims[] = {a.in_dims.n, a.filter_dims.c, a.out_dims.c, a.quant.step};
         const int r = report("fc", case_no, dims, 4, out_n);
-        if (r != 0 || a.q_step != 0) {
+        if (r != 0 || a.quant.step != 0) {
             return r;
         }
-        a.mult = mult_b;
-        a.shift = shift_b;
-        a.q_step = 1;
+        a.quant.mult = mult_b;
+        a.quant.shift = shift_b;
+        a.quant.step = 1;
         a.out = out_dsp;
         snapuq_fc_ref(&a);
         return report("fc-per-tensor", case_no, dims, 4, out_n);
@@ -368,7 +428,15 @@ static int mean_case(int32_t case_no)
             return 1;
         }
         memset(out_dsp, 0x2A, (size_t)out_n);
-        snapuq_mean_dsp(&a); /* the DSP kernel */
+        if (!snapuq_mean_dsp_supported(&a)) {
+            /* a requantization the DSP kernel declines: refused, output untouched (the MEAN
+             * registration runs the reference then) */
+            const snapuq_status_t st = snapuq_mean_dsp(&a);
+            return st == SNAPUQ_ERR_UNSUPPORTED_TYPE && out_dsp[0] == 0x2A ? 0 : status_fail("mean-dsp", case_no, st);
+        }
+        if (snapuq_mean_dsp(&a) != SNAPUQ_OK) { /* the DSP kernel */
+            return status_fail("mean-dsp", case_no, SNAPUQ_ERR_STATE);
+        }
         return report("mean-dsp", case_no, dims, 6, out_n);
     }
 }
@@ -421,7 +489,7 @@ int kernel_prop_main(int32_t cases, uint32_t seed);
 int kernel_prop_main(int32_t cases, uint32_t seed)
 {
     int32_t i = 0, fails = 0;
-    char line[64];
+    char line[96];
     char *p = line;
     rng_state = seed != 0u ? seed : 1u;
     while (i < cases) {
@@ -443,6 +511,9 @@ int kernel_prop_main(int32_t cases, uint32_t seed)
     memcpy(p, fails ? "kernel_prop: failed " : "kernel_prop: ok ", fails ? 20 : 16);
     p += fails ? 20 : 16;
     p = put_int(p, fails ? fails : i);
+    memcpy(p, " patch_k_over_192=", 18);
+    p += 18;
+    p = put_int(p, big_k);
     *p++ = '\n';
     *p = 0;
     kp_puts(line);

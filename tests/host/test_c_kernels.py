@@ -1,10 +1,12 @@
 """DSP kernels == reference kernels, byte for byte, on random CONV_2D / DEPTHWISE_CONV_2D /
-FULLY_CONNECTED cases (tests/c/kernel_prop.c): on the host (portable SIMD helpers, ASan+UBSan)
-and on QEMU Cortex-M4 / M7 (the inline-assembly paths). The reference kernels are checked
-against tflite-micro by test_c_runtime.py, so both kernel sets are TFLM bit-exact."""
+FULLY_CONNECTED cases (tests/c/kernel_prop.c; CONV_2D patches of any size, above the old
+192-element limit too, on the arena-style scratch its size query asks for): on the host (portable
+SIMD helpers, ASan+UBSan) and on QEMU Cortex-M4 / M7 (the inline-assembly paths). The reference
+kernels are checked against tflite-micro by test_c_runtime.py, so both kernel sets are TFLM bit-exact."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +24,12 @@ BOARDS = {"m4": ("mps2-an386", ["-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16"]),
           "m7": ("mps2-an500", ["-mcpu=cortex-m7", "-mfpu=fpv5-d16"])}
 
 
+def _assert_big_patches(out: str) -> None:
+    """CONV_2D patches above the old 192-element stack buffer ran the DSP patch path (arena scratch)."""
+    m = re.search(r"patch_k_over_192=(\d+)", out)
+    assert m and int(m.group(1)) >= 10, out
+
+
 def test_dsp_kernels_equal_reference_on_host(tmp_path: Path) -> None:
     exe = tmp_path / "kernel_prop"
     cmd = ["gcc", *ccore.CFLAGS, *ccore.SAN, "-DSNAPUQ_KERNELS_DSP=1", f"-I{ccore.CORE}",
@@ -29,6 +37,7 @@ def test_dsp_kernels_equal_reference_on_host(tmp_path: Path) -> None:
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     p = subprocess.run([str(exe), "2000", "1"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "kernel_prop: ok 2000" in p.stdout, p.stdout + p.stderr
+    _assert_big_patches(p.stdout)
 
 
 @pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
@@ -47,3 +56,4 @@ def test_dsp_kernels_equal_reference_on_qemu(board: str, tmp_path: Path) -> None
             "-kernel", str(elf), "-monitor", "none", "-serial", "none"]
     p = subprocess.run(qemu, capture_output=True, text=True, timeout=120)  # semihosting writes to stderr
     assert p.returncode == 0 and "kernel_prop: ok 1200" in p.stdout + p.stderr, p.stdout + p.stderr
+    _assert_big_patches(p.stdout + p.stderr)

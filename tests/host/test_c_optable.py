@@ -71,6 +71,11 @@ def test_every_list_of_operators_is_the_op_table() -> None:
         pat = r"const snapuq_op_reg_t snapuq_reg_(\w+) = \{\s*SNAPUQ_OP_(\w+),"
         regs.update(re.findall(pat, p.read_text()))
     assert {(c, r) for r, c in regs.items()} == set(ops)
+    # the DSP build's registrations (ops/dsp/) replace some of them: same names, same codes
+    dsp = {}
+    for p in sorted((CORE / "ops" / "dsp").glob("op_*.c")):
+        dsp.update(re.findall(pat, p.read_text()))
+    assert dsp and all(regs.get(r) == c for r, c in dsp.items()), dsp
     codes = dict(re.findall(r"\bSNAPUQ_OP_(\w+) = (\d+)", (CORE / "snapuq_op.h").read_text()))
     assert names <= set(codes) and set(codes) - names == {"CUSTOM"}
     # the names the core prints are TFLite's for the same codes

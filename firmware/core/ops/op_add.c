@@ -72,8 +72,7 @@ static snapuq_status_t eval_add(snapuq_model_t *md, uint16_t op)
     a.out_shift = d->out_shift;
     a.act_min = d->act_min;
     a.act_max = d->act_max;
-    snapuq_add_ref(&a);
-    return SNAPUQ_OK;
+    return snapuq_kernel_status(md, op, snapuq_add_ref(&a));
 }
 
-const snapuq_op_reg_t snapuq_reg_add = {SNAPUQ_OP_ADD, SNAPUQ_OPF_INT8_IO, parse_add, NULL, eval_add};
+const snapuq_op_reg_t snapuq_reg_add = {SNAPUQ_OP_ADD, SNAPUQ_OPF_INT8_IO, parse_add, NULL, eval_add, NULL, NULL};

@@ -6,6 +6,21 @@
 
 #include "snapuq_op.h"
 
+snapuq_status_t snapuq_kernel_fail(snapuq_model_t *md, uint16_t op, snapuq_status_t st)
+{
+    return snapuq_fail(md, st, "operator ", op, ": its kernel refused the arguments");
+}
+
+const char *snapuq_model_op_kernel(const snapuq_model_t *md, uint16_t op)
+{
+    const snapuq_op_reg_t *reg;
+    if (md == NULL || md->state == 0 || op >= md->n_ops) {
+        return NULL;
+    }
+    reg = md->ops[op].reg;
+    return reg->kernel != NULL ? reg->kernel(md, op) : "ref";
+}
+
 uint32_t snapuq_tensor_elems(const snapuq_priv_tensor_t *t)
 {
     uint32_t n = 1;

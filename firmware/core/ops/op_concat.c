@@ -94,4 +94,4 @@ static snapuq_status_t eval_concat(snapuq_model_t *md, uint16_t op)
 }
 
 const snapuq_op_reg_t snapuq_reg_concatenation = {
-    SNAPUQ_OP_CONCATENATION, SNAPUQ_OPF_INT8_IO, parse_concat, NULL, eval_concat};
+    SNAPUQ_OP_CONCATENATION, SNAPUQ_OPF_INT8_IO, parse_concat, NULL, eval_concat, NULL, NULL};

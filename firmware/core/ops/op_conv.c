@@ -1,12 +1,15 @@
 /*
- * op_conv.c - CONV_2D and DEPTHWISE_CONV_2D (int8, per-channel or per-tensor weights).
- * Kernels: SNAPUQ_CONV / SNAPUQ_DWCONV (reference or DSP, snapuq_kernels.h).
+ * op_conv.c - CONV_2D and DEPTHWISE_CONV_2D (int8, per-channel or per-tensor weights): the shared
+ * parse / prepare / kernel arguments (TFLM's conv_common.cc) and the reference registrations. With
+ * -DSNAPUQ_KERNELS_DSP=1, ops/dsp/op_conv.c defines the registrations instead (DSP kernels, arena
+ * scratch).
  */
 #include <stdint.h>
 
+#include "op_args.h"
 #include "snapuq_op.h"
 
-static snapuq_status_t parse_conv(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
+snapuq_status_t snapuq_conv_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
 {
     snapuq_priv_op_t *o = &md->ops[op];
     snapuq_conv_data_t *d = &o->u.conv;
@@ -22,6 +25,7 @@ static snapuq_status_t parse_conv(snapuq_model_t *md, uint16_t op, const snapuq_
     }
     w = snapuq_t(md, o->in[1]);
     d->depth_mult = 1;
+    d->kernel = SNAPUQ_KERNEL_REF;
     /* Conv2DOptions: padding, stride_w, stride_h, activation, dilation_w, dilation_h;
      * DepthwiseConv2DOptions: padding, stride_w, stride_h, depth_multiplier, activation, ... */
     SNAPUQ_TRY(snapuq_opt_u8(md, op, opts, 0, 0, &d->win.padding));
@@ -62,62 +66,28 @@ static snapuq_status_t parse_conv(snapuq_model_t *md, uint16_t op, const snapuq_
     return snapuq_act_range(md, op, activation, out, &d->act_min, &d->act_max);
 }
 
-static snapuq_status_t prepare_conv(snapuq_model_t *md, uint16_t op)
+snapuq_status_t snapuq_conv_prepare(snapuq_model_t *md, uint16_t op)
 {
     return snapuq_prepare_per_channel(md, op, md->ops[op].u.conv.n_quant);
 }
 
-static void conv_args(const snapuq_model_t *md, const snapuq_priv_op_t *o, snapuq_conv_args_t *a)
-{
-    const snapuq_conv_data_t *d = &o->u.conv;
-    const snapuq_priv_tensor_t *in = snapuq_tc(md, o->in[0]);
-    const snapuq_priv_tensor_t *out = snapuq_tc(md, o->out);
-    a->in = snapuq_tensor_ptr(md, o->in[0]);
-    a->filter = (const int8_t *)snapuq_tc(md, o->in[1])->data;
-    a->bias = (o->n_in > 2 && o->in[2] >= 0) ? (const int32_t *)(const void *)snapuq_tc(md, o->in[2])->data : NULL;
-    a->out = snapuq_tensor_ptr(md, o->out);
-    a->mult = snapuq_op_persist(md, o);
-    a->shift = a->mult + d->n_quant;
-    a->q_step = d->n_quant > 1 ? 1 : 0;
-    a->batches = in->dims[0];
-    a->in_h = in->dims[1];
-    a->in_w = in->dims[2];
-    a->in_c = in->dims[3];
-    a->out_h = out->dims[1];
-    a->out_w = out->dims[2];
-    a->out_c = out->dims[3];
-    a->k_h = d->win.filter_h;
-    a->k_w = d->win.filter_w;
-    a->stride_h = d->win.stride_h;
-    a->stride_w = d->win.stride_w;
-    a->dil_h = d->win.dil_h;
-    a->dil_w = d->win.dil_w;
-    a->pad_h = d->win.pad_h;
-    a->pad_w = d->win.pad_w;
-    a->depth_mult = d->depth_mult;
-    a->in_offset = -in->zero_point;
-    a->out_offset = out->zero_point;
-    a->act_min = d->act_min;
-    a->act_max = d->act_max;
-}
-
+#if !SNAPUQ_KERNELS_DSP
 static snapuq_status_t eval_conv(snapuq_model_t *md, uint16_t op)
 {
     snapuq_conv_args_t a;
-    conv_args(md, &md->ops[op], &a);
-    SNAPUQ_CONV(&a);
-    return SNAPUQ_OK;
+    snapuq_conv_args(md, &md->ops[op], &a);
+    return snapuq_kernel_status(md, op, snapuq_conv_ref(&a));
 }
 
 static snapuq_status_t eval_dwconv(snapuq_model_t *md, uint16_t op)
 {
     snapuq_conv_args_t a;
-    conv_args(md, &md->ops[op], &a);
-    SNAPUQ_DWCONV(&a);
-    return SNAPUQ_OK;
+    snapuq_conv_args(md, &md->ops[op], &a);
+    return snapuq_kernel_status(md, op, snapuq_dwconv_ref(&a));
 }
 
 const snapuq_op_reg_t snapuq_reg_conv_2d = {
-    SNAPUQ_OP_CONV_2D, SNAPUQ_OPF_INT8_IO, parse_conv, prepare_conv, eval_conv};
+    SNAPUQ_OP_CONV_2D, SNAPUQ_OPF_INT8_IO, snapuq_conv_parse, snapuq_conv_prepare, eval_conv, NULL, NULL};
 const snapuq_op_reg_t snapuq_reg_depthwise_conv_2d = {
-    SNAPUQ_OP_DEPTHWISE_CONV_2D, SNAPUQ_OPF_INT8_IO, parse_conv, prepare_conv, eval_dwconv};
+    SNAPUQ_OP_DEPTHWISE_CONV_2D, SNAPUQ_OPF_INT8_IO, snapuq_conv_parse, snapuq_conv_prepare, eval_dwconv, NULL, NULL};
+#endif

@@ -1,12 +1,14 @@
 /*
  * op_fc.c - FULLY_CONNECTED (int8, per-channel or per-tensor weights, any batch count).
- * Kernel: SNAPUQ_FC (reference or DSP, snapuq_kernels.h).
+ * Shared parse / prepare / kernel arguments and the reference registration; with
+ * -DSNAPUQ_KERNELS_DSP=1 ops/dsp/op_fc.c defines the registration instead.
  */
 #include <stdint.h>
 
+#include "op_args.h"
 #include "snapuq_op.h"
 
-static snapuq_status_t parse_fc(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
+snapuq_status_t snapuq_fc_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
 {
     snapuq_priv_op_t *o = &md->ops[op];
     snapuq_fc_data_t *d = &o->u.fc;
@@ -49,35 +51,19 @@ static snapuq_status_t parse_fc(snapuq_model_t *md, uint16_t op, const snapuq_op
     return snapuq_act_range(md, op, activation, out, &d->act_min, &d->act_max);
 }
 
-static snapuq_status_t prepare_fc(snapuq_model_t *md, uint16_t op)
+snapuq_status_t snapuq_fc_prepare(snapuq_model_t *md, uint16_t op)
 {
     return snapuq_prepare_per_channel(md, op, md->ops[op].u.fc.n_quant);
 }
 
+#if !SNAPUQ_KERNELS_DSP
 static snapuq_status_t eval_fc(snapuq_model_t *md, uint16_t op)
 {
-    const snapuq_priv_op_t *o = &md->ops[op];
-    const snapuq_fc_data_t *d = &o->u.fc;
-    const snapuq_priv_tensor_t *in = snapuq_tc(md, o->in[0]);
-    const snapuq_priv_tensor_t *w = snapuq_tc(md, o->in[1]);
     snapuq_fc_args_t a;
-    a.in = snapuq_tensor_ptr(md, o->in[0]);
-    a.filter = (const int8_t *)w->data;
-    a.bias = (o->n_in > 2 && o->in[2] >= 0) ? (const int32_t *)(const void *)snapuq_tc(md, o->in[2])->data : NULL;
-    a.out = snapuq_tensor_ptr(md, o->out);
-    a.mult = snapuq_op_persist(md, o);
-    a.shift = a.mult + d->n_quant;
-    a.q_step = d->n_quant > 1 ? 1 : 0;
-    a.depth = w->dims[1];
-    a.out_c = w->dims[0];
-    a.batches = (int32_t)(snapuq_tensor_elems(in) / (uint32_t)a.depth);
-    a.in_offset = -in->zero_point;
-    a.out_offset = snapuq_tc(md, o->out)->zero_point;
-    a.act_min = d->act_min;
-    a.act_max = d->act_max;
-    SNAPUQ_FC(&a);
-    return SNAPUQ_OK;
+    snapuq_fc_args(md, &md->ops[op], &a);
+    return snapuq_kernel_status(md, op, snapuq_fc_ref(&a));
 }
 
 const snapuq_op_reg_t snapuq_reg_fully_connected = {
-    SNAPUQ_OP_FULLY_CONNECTED, SNAPUQ_OPF_INT8_IO, parse_fc, prepare_fc, eval_fc};
+    SNAPUQ_OP_FULLY_CONNECTED, SNAPUQ_OPF_INT8_IO, snapuq_fc_parse, snapuq_fc_prepare, eval_fc, NULL, NULL};
+#endif

@@ -51,9 +51,8 @@ static snapuq_status_t eval_logistic(snapuq_model_t *md, uint16_t op)
     a.range_radius = o->u.logistic.input_radius;
     a.mult = o->u.logistic.mult;
     a.left_shift = o->u.logistic.left_shift;
-    snapuq_logistic_ref(&a);
-    return SNAPUQ_OK;
+    return snapuq_kernel_status(md, op, snapuq_logistic_ref(&a));
 }
 
 const snapuq_op_reg_t snapuq_reg_logistic = {
-    SNAPUQ_OP_LOGISTIC, SNAPUQ_OPF_INT8_IO, parse_logistic, NULL, eval_logistic};
+    SNAPUQ_OP_LOGISTIC, SNAPUQ_OPF_INT8_IO, parse_logistic, NULL, eval_logistic, NULL, NULL};

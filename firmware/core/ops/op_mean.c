@@ -1,12 +1,14 @@
 /*
  * op_mean.c - MEAN of an int8 tensor over a constant set of axes (TFLM reference arithmetic).
- * Kernel: SNAPUQ_MEAN (reference or DSP, snapuq_kernels.h).
+ * Shared parse / kernel arguments and the reference registration; with -DSNAPUQ_KERNELS_DSP=1
+ * ops/dsp/op_mean.c defines the registration instead.
  */
 #include <stdint.h>
 
+#include "op_args.h"
 #include "snapuq_op.h"
 
-static snapuq_status_t parse_mean(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
+snapuq_status_t snapuq_mean_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
 {
     snapuq_priv_op_t *o = &md->ops[op];
     snapuq_mean_data_t *d = &o->u.mean;
@@ -29,6 +31,7 @@ static snapuq_status_t parse_mean(snapuq_model_t *md, uint16_t op, const snapuq_
         return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": MEAN over no axis");
     }
     d->reduce_mask = 0;
+    d->kernel = SNAPUQ_KERNEL_REF;
     for (i = 0; i < n; i++) {
         int32_t a = snapuq_rd_i32(ax->data + 4u * i);
         if (a < 0) {
@@ -53,25 +56,14 @@ static snapuq_status_t parse_mean(snapuq_model_t *md, uint16_t op, const snapuq_
     return SNAPUQ_OK;
 }
 
+#if !SNAPUQ_KERNELS_DSP
 static snapuq_status_t eval_mean(snapuq_model_t *md, uint16_t op)
 {
-    const snapuq_priv_op_t *o = &md->ops[op];
-    const snapuq_mean_data_t *d = &o->u.mean;
-    const snapuq_priv_tensor_t *in = snapuq_tc(md, o->in[0]);
     snapuq_mean_args_t a;
-    uint8_t k, pad = (uint8_t)(4 - in->ndim);
-    a.in = snapuq_tensor_ptr(md, o->in[0]);
-    a.out = snapuq_tensor_ptr(md, o->out);
-    for (k = 0; k < 4; k++) { /* dims padded with 1 in front to 4-D */
-        a.dims[k] = k < pad ? 1 : in->dims[k - pad];
-        a.reduce[k] = (uint8_t)(k < pad ? 0 : ((d->reduce_mask >> (k - pad)) & 1u));
-    }
-    a.in_zp = in->zero_point;
-    a.out_zp = snapuq_tc(md, o->out)->zero_point;
-    a.mult = d->mult;
-    a.shift = d->shift;
-    SNAPUQ_MEAN(&a);
-    return SNAPUQ_OK;
+    snapuq_mean_args(md, &md->ops[op], &a);
+    return snapuq_kernel_status(md, op, snapuq_mean_ref(&a));
 }
 
-const snapuq_op_reg_t snapuq_reg_mean = {SNAPUQ_OP_MEAN, SNAPUQ_OPF_INT8_IO, parse_mean, NULL, eval_mean};
+const snapuq_op_reg_t snapuq_reg_mean = {
+    SNAPUQ_OP_MEAN, SNAPUQ_OPF_INT8_IO, snapuq_mean_parse, NULL, eval_mean, NULL, NULL};
+#endif

@@ -35,8 +35,7 @@ static snapuq_status_t eval_quantize(snapuq_model_t *md, uint16_t op)
     a.out_zp = snapuq_tc(md, o->out)->zero_point;
     a.mult = o->u.quantize.mult;
     a.shift = o->u.quantize.shift;
-    snapuq_requant_ref(&a);
-    return SNAPUQ_OK;
+    return snapuq_kernel_status(md, op, snapuq_requant_ref(&a));
 }
 
 static snapuq_status_t parse_dequantize(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
@@ -73,6 +72,6 @@ static snapuq_status_t eval_dequantize(snapuq_model_t *md, uint16_t op)
 }
 
 const snapuq_op_reg_t snapuq_reg_quantize = {
-    SNAPUQ_OP_QUANTIZE, SNAPUQ_OPF_INT8_IO, parse_quantize, NULL, eval_quantize};
+    SNAPUQ_OP_QUANTIZE, SNAPUQ_OPF_INT8_IO, parse_quantize, NULL, eval_quantize, NULL, NULL};
 const snapuq_op_reg_t snapuq_reg_dequantize = {
-    SNAPUQ_OP_DEQUANTIZE, 0, parse_dequantize, NULL, eval_dequantize};
+    SNAPUQ_OP_DEQUANTIZE, 0, parse_dequantize, NULL, eval_dequantize, NULL, NULL};

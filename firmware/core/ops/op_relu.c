@@ -98,5 +98,5 @@ static snapuq_status_t eval_relu(snapuq_model_t *md, uint16_t op)
     return SNAPUQ_OK;
 }
 
-const snapuq_op_reg_t snapuq_reg_relu = {SNAPUQ_OP_RELU, SNAPUQ_OPF_INT8_IO, parse_relu, NULL, eval_relu};
-const snapuq_op_reg_t snapuq_reg_relu6 = {SNAPUQ_OP_RELU6, SNAPUQ_OPF_INT8_IO, parse_relu6, NULL, eval_relu};
+const snapuq_op_reg_t snapuq_reg_relu = {SNAPUQ_OP_RELU, SNAPUQ_OPF_INT8_IO, parse_relu, NULL, eval_relu, NULL, NULL};
+const snapuq_op_reg_t snapuq_reg_relu6 = {SNAPUQ_OP_RELU6, SNAPUQ_OPF_INT8_IO, parse_relu6, NULL, eval_relu, NULL, NULL};

@@ -125,7 +125,7 @@ static snapuq_status_t eval_copy(snapuq_model_t *md, uint16_t op)
     return SNAPUQ_OK;
 }
 
-const snapuq_op_reg_t snapuq_reg_reshape = {SNAPUQ_OP_RESHAPE, SNAPUQ_OPF_ALIAS, parse_reshape, NULL, eval_copy};
+const snapuq_op_reg_t snapuq_reg_reshape = {SNAPUQ_OP_RESHAPE, SNAPUQ_OPF_ALIAS, parse_reshape, NULL, eval_copy, NULL, NULL};
 const snapuq_op_reg_t snapuq_reg_expand_dims = {
-    SNAPUQ_OP_EXPAND_DIMS, SNAPUQ_OPF_ALIAS, parse_expand_dims, NULL, eval_copy};
-const snapuq_op_reg_t snapuq_reg_squeeze = {SNAPUQ_OP_SQUEEZE, SNAPUQ_OPF_ALIAS, parse_squeeze, NULL, eval_copy};
+    SNAPUQ_OP_EXPAND_DIMS, SNAPUQ_OPF_ALIAS, parse_expand_dims, NULL, eval_copy, NULL, NULL};
+const snapuq_op_reg_t snapuq_reg_squeeze = {SNAPUQ_OP_SQUEEZE, SNAPUQ_OPF_ALIAS, parse_squeeze, NULL, eval_copy, NULL, NULL};

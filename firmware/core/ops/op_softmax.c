@@ -48,9 +48,8 @@ static snapuq_status_t eval_softmax(snapuq_model_t *md, uint16_t op)
     a.mult = o->u.softmax.mult;
     a.left_shift = o->u.softmax.left_shift;
     a.diff_min = o->u.softmax.diff_min;
-    snapuq_softmax_ref(&a);
-    return SNAPUQ_OK;
+    return snapuq_kernel_status(md, op, snapuq_softmax_ref(&a));
 }
 
 const snapuq_op_reg_t snapuq_reg_softmax = {
-    SNAPUQ_OP_SOFTMAX, SNAPUQ_OPF_INT8_IO, parse_softmax, NULL, eval_softmax};
+    SNAPUQ_OP_SOFTMAX, SNAPUQ_OPF_INT8_IO, parse_softmax, NULL, eval_softmax, NULL, NULL};

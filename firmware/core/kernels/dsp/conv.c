@@ -11,9 +11,11 @@
  *    MACs), im2col-free, and never a padding tap: for each output row/pixel only the valid kernel
  *    rows and the valid run of kernel columns are visited (one contiguous run of (kx1 - kx0) * in_c
  *    bytes per kernel row in NHWC, in both input and filter);
- *  - a first-layer path for in_c % 4 != 0 (in_c = 1 or 3): the pixel's patch is gathered once,
- *    offset added, into a small int16 buffer on the stack in SMLAD lane order, zeros at padding
- *    taps, then every output channel is a straight SMLAD dot product over the filter row.
+ *  - a patch path for every in_c % 4 != 0 (first layers: in_c = 1 or 3), any kernel size: the
+ *    pixel's patch is gathered once, offset added, into an int16 buffer in SMLAD lane order, zeros
+ *    at padding taps, then every output channel is a straight SMLAD dot product over the filter
+ *    row. The buffer is arena scratch (a->ctx), sized by snapuq_conv_dsp_scratch_size() and
+ *    planned with the arena: no stack buffer, no size limit, no scalar fallback.
  *
  * On a host (no __ARM_FEATURE_DSP) snapuq_simd.h is portable C with the instructions' exact
  * semantics, so the same code and the same tests run everywhere.
@@ -23,43 +25,6 @@
 #include "dsp_common.h"
 
 #if SNAPUQ_KERNELS_DSP
-
-/* largest gathered patch (int16 elements) of the first-layer path: 3x3x3 = 27, 5x5x3 = 75,
- * 7x7x1 = 49; 192 elements = 384 bytes of stack */
-#define PATCH_MAX 192
-
-/* one output channel's requantization, prepared once and applied to each of its outputs */
-typedef struct {
-    int32_t m, left, right, mask, half, out_off, lo, hi, exact;
-} rq_t;
-
-static inline void rq_prepare(rq_t *q, int32_t m, int32_t s, int32_t out_off, int32_t lo, int32_t hi)
-{
-    q->m = m;
-    q->left = s > 0 ? s : 0;
-    q->right = s > 0 ? 0 : -s;
-    q->mask = (int32_t)(((uint32_t)1 << q->right) - 1u);
-    q->half = q->mask >> 1;
-    q->out_off = out_off;
-    q->lo = lo;
-    q->hi = hi;
-    q->exact = m == INT32_MIN; /* the one case where SMLAL rounding differs: saturate like the reference */
-}
-
-static inline int8_t rq_apply(const rq_t *q, int32_t acc)
-{
-    int32_t v;
-    if (q->exact) {
-        v = snapuq_mbqm(acc, q->m, q->left - q->right);
-    } else {
-        const int64_t p = (int64_t)snapuq_shl_wrap(acc, q->left) * q->m + ((int64_t)1 << 30);
-        const int32_t y = (int32_t)(p >> 31); /* arithmetic shift on every supported compiler */
-        v = (y >> q->right) + ((y & q->mask) > q->half + (y < 0 ? 1 : 0) ? 1 : 0);
-    }
-    v += q->out_off;
-    return (int8_t)(v < q->lo ? q->lo : (v > q->hi ? q->hi : v));
-}
-
 
 /* where one block's valid taps lie: `rows` runs of n bytes (n % 4 == 0, n > 0, rows > 0); after a
  * run the input pointers advance by xskip and the filter pointers by fskip (row stride minus n) */
@@ -233,17 +198,6 @@ static inline void dot_1x2(const int8_t *x, const int8_t *f0, const int8_t *f1, 
     acc[1] = a1;
 }
 
-/* valid kernel taps [k0, k1) along one axis for output position o */
-static void conv_store(const snapuq_conv_args_t *a, int8_t *out, int32_t oc, int32_t acc)
-{
-    rq_t q;
-    if (a->bias != NULL) {
-        acc = snapuq_add_wrap(acc, a->bias[oc]);
-    }
-    rq_prepare(&q, a->mult[oc * a->q_step], a->shift[oc * a->q_step], a->out_offset, a->act_min, a->act_max);
-    out[oc] = rq_apply(&q, acc);
-}
-
 /* one pixel block of CONV_2D: the valid taps of one pixel (xb == NULL) or of two pixels with the
  * same valid taps, `cols` groups of runs (one per valid kernel column under column dilation,
  * else one) `xcol` / `fcol` bytes apart */
@@ -258,7 +212,7 @@ static void conv_block(const conv_ctx_t *k, const int8_t *xa, const int8_t *xb, 
                        const runs_t *g, size_t f_off, int32_t cols, ptrdiff_t xcol, ptrdiff_t fcol)
 {
     const snapuq_conv_args_t *a = k->a;
-    const int32_t out_c = a->out_c;
+    const int32_t out_c = a->out_dims.c;
     const int32_t live = g->rows > 0 && g->n > 0;
     const int fast = k->fast;
     int32_t accA[CONV_CHUNK], accB[CONV_CHUNK];
@@ -287,10 +241,10 @@ static void conv_block(const conv_ctx_t *k, const int8_t *xa, const int8_t *xb, 
             accB[oc - ch0] = acc[2];
             accB[oc1 - ch0] = acc[3];
         }
-        snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+        snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset, a->conv.activation.min, a->conv.activation.max,
                                fast, accA, outa, ch0, ch1 - ch0);
         if (xb != NULL) {
-            snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+            snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset, a->conv.activation.min, a->conv.activation.max,
                                    fast, accB, outb, ch0, ch1 - ch0);
         }
     }
@@ -302,46 +256,46 @@ static void conv_block(const conv_ctx_t *k, const int8_t *xa, const int8_t *xb, 
  * agree); the rest run one pixel at a time. */
 static void conv_c4(const snapuq_conv_args_t *a)
 {
-    const int32_t C = a->in_c, KW = a->k_w;
-    const size_t row_bytes = (size_t)a->in_w * C;
+    const int32_t C = a->in_dims.c, KW = a->filter_dims.w;
+    const size_t row_bytes = (size_t)a->in_dims.w * C;
     conv_ctx_t k;
     runs_t g;
     int32_t b, oy, ox;
     k.a = a;
-    k.fstride = (size_t)a->k_h * (size_t)KW * (size_t)C;
-    k.off2 = snapuq_dup16(a->in_offset);
-    k.fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->q_step != 0 ? a->out_c : 1);
-    for (b = 0; b < a->batches; b++) {
-        const int8_t *in_b = a->in + (size_t)b * a->in_h * row_bytes;
-        int8_t *out_b = a->out + (size_t)b * a->out_h * a->out_w * a->out_c;
-        for (oy = 0; oy < a->out_h;) {
+    k.fstride = (size_t)a->filter_dims.h * (size_t)KW * (size_t)C;
+    k.off2 = snapuq_dup16(a->conv.in_offset);
+    k.fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? a->out_dims.c : 1);
+    for (b = 0; b < a->in_dims.n; b++) {
+        const int8_t *in_b = a->in + (size_t)b * a->in_dims.h * row_bytes;
+        int8_t *out_b = a->out + (size_t)b * a->out_dims.h * a->out_dims.w * a->out_dims.c;
+        for (oy = 0; oy < a->out_dims.h;) {
             int32_t ky0, ky1, ky0n = -1, ky1n = -1, vert;
-            tap_range(oy, a->stride_h, a->pad_h, a->dil_h, a->k_h, a->in_h, &ky0, &ky1);
-            if (oy + 1 < a->out_h) {
-                tap_range(oy + 1, a->stride_h, a->pad_h, a->dil_h, a->k_h, a->in_h, &ky0n, &ky1n);
+            tap_range(oy, a->conv.stride.h, a->conv.padding.h, a->conv.dilation.h, a->filter_dims.h, a->in_dims.h, &ky0, &ky1);
+            if (oy + 1 < a->out_dims.h) {
+                tap_range(oy + 1, a->conv.stride.h, a->conv.padding.h, a->conv.dilation.h, a->filter_dims.h, a->in_dims.h, &ky0n, &ky1n);
             }
             vert = ky0n == ky0 && ky1n == ky1;
-            for (ox = 0; ox < a->out_w;) {
-                const int32_t iy = oy * a->stride_h - a->pad_h + a->dil_h * ky0;
-                const int32_t ix = ox * a->stride_w - a->pad_w;
-                int8_t *outa = out_b + ((size_t)oy * a->out_w + ox) * a->out_c;
+            for (ox = 0; ox < a->out_dims.w;) {
+                const int32_t iy = oy * a->conv.stride.h - a->conv.padding.h + a->conv.dilation.h * ky0;
+                const int32_t ix = ox * a->conv.stride.w - a->conv.padding.w;
+                int8_t *outa = out_b + ((size_t)oy * a->out_dims.w + ox) * a->out_dims.c;
                 int32_t kx0, kx1, kx0b = -1, kx1b = -1, cols, step;
                 ptrdiff_t xcol, fcol;
                 const int8_t *xa, *xb;
                 int8_t *outb;
-                tap_range(ox, a->stride_w, a->pad_w, a->dil_w, KW, a->in_w, &kx0, &kx1);
-                xa = in_b + (size_t)iy * row_bytes + (size_t)(ix + a->dil_w * kx0) * C;
+                tap_range(ox, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, KW, a->in_dims.w, &kx0, &kx1);
+                xa = in_b + (size_t)iy * row_bytes + (size_t)(ix + a->conv.dilation.w * kx0) * C;
                 if (vert) {
-                    xb = xa + (size_t)a->stride_h * row_bytes;
-                    outb = outa + (size_t)a->out_w * a->out_c;
+                    xb = xa + (size_t)a->conv.stride.h * row_bytes;
+                    outb = outa + (size_t)a->out_dims.w * a->out_dims.c;
                     step = 1;
                 } else {
-                    if (ox + 1 < a->out_w) {
-                        tap_range(ox + 1, a->stride_w, a->pad_w, a->dil_w, KW, a->in_w, &kx0b, &kx1b);
+                    if (ox + 1 < a->out_dims.w) {
+                        tap_range(ox + 1, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, KW, a->in_dims.w, &kx0b, &kx1b);
                     }
                     if (kx0b == kx0 && kx1b == kx1) {
-                        xb = xa + (size_t)a->stride_w * C;
-                        outb = outa + a->out_c;
+                        xb = xa + (size_t)a->conv.stride.w * C;
+                        outb = outa + a->out_dims.c;
                         step = 2;
                     } else {
                         xb = NULL;
@@ -350,7 +304,7 @@ static void conv_c4(const snapuq_conv_args_t *a)
                     }
                 }
                 g.rows = ky1 - ky0;
-                if (a->dil_w == 1) {
+                if (a->conv.dilation.w == 1) {
                     /* a kernel row's valid columns: one contiguous run in input and filter */
                     cols = 1;
                     g.n = (kx1 - kx0) * C;
@@ -358,10 +312,10 @@ static void conv_c4(const snapuq_conv_args_t *a)
                 } else {
                     cols = kx1 - kx0;
                     g.n = C;
-                    xcol = (ptrdiff_t)a->dil_w * C;
+                    xcol = (ptrdiff_t)a->conv.dilation.w * C;
                     fcol = C;
                 }
-                g.xskip = (ptrdiff_t)a->dil_h * (ptrdiff_t)row_bytes - g.n;
+                g.xskip = (ptrdiff_t)a->conv.dilation.h * (ptrdiff_t)row_bytes - g.n;
                 g.fskip = (ptrdiff_t)KW * C - g.n;
                 if (kx1 <= kx0) {
                     g.rows = 0;
@@ -378,6 +332,20 @@ static void conv_c4(const snapuq_conv_args_t *a)
 static inline int32_t lane_pos(int32_t k)
 {
     return (k & ~3) + ((k & 1) << 1) + ((k >> 1) & 1);
+}
+
+/* int16 lane i of the patch words (memcpy: the words are also read as uint32) */
+static inline void patch_st(uint32_t *pw, int32_t i, int32_t v)
+{
+    const int16_t h = (int16_t)v;
+    memcpy((int16_t *)(void *)pw + i, &h, sizeof h);
+}
+
+static inline int32_t patch_ld(const uint32_t *pw, int32_t i)
+{
+    int16_t h;
+    memcpy(&h, (const int16_t *)(const void *)pw + i, sizeof h);
+    return h;
 }
 
 /* a0 += f0 . patch, a1 += f1 . patch over n4 int8 (n4 % 4 == 0, n4 > 0), patch in SMLAD lane order */
@@ -423,8 +391,7 @@ static inline void patch_pair(const int8_t *f0, const int8_t *f1, const uint32_t
 
 /* n channels' dot products with one gathered patch (K int16, zero-padded to a multiple of 4 and
  * packed in SMLAD lane order), two channels per pass sharing the patch loads */
-static void patch_dot(const int8_t *f0, const int8_t *fend, const int32_t *bias, const uint32_t *patch,
-                      const int16_t *lin, int32_t K, int32_t n, int32_t *acc)
+static void patch_dot(const int8_t *f0, const int8_t *fend, const int32_t *bias, const uint32_t *patch, int32_t K, int32_t n, int32_t *acc)
 {
     const int32_t K4 = K & ~3, Kp = (K + 3) & ~3;
     static const int32_t zero = 0;
@@ -451,8 +418,8 @@ static void patch_dot(const int8_t *f0, const int8_t *fend, const int32_t *bias,
             patch_pair(f0, f1, patch, n4, &a0, &a1);
         }
         for (i = n4; i < K; i++) {
-            a0 = snapuq_add_wrap(a0, (int32_t)f0[i] * lin[lane_pos(i)]);
-            a1 = snapuq_add_wrap(a1, (int32_t)f1[i] * lin[lane_pos(i)]);
+            a0 = snapuq_add_wrap(a0, (int32_t)f0[i] * patch_ld(patch, lane_pos(i)));
+            a1 = snapuq_add_wrap(a1, (int32_t)f1[i] * patch_ld(patch, lane_pos(i)));
         }
         acc[j] = a0;
         if (two) {
@@ -463,58 +430,60 @@ static void patch_dot(const int8_t *f0, const int8_t *fend, const int32_t *bias,
     }
 }
 
-/* in_c % 4 != 0 with a small kernel (first layers: in_c = 1 or 3): gather the pixel's patch once,
- * offset added, in SMLAD lane order [k0, k2 | k1, k3] per group of 4, zeros at padding taps */
-static void conv_patch(const snapuq_conv_args_t *a)
+/* in_c % 4 != 0, any kernel size (first layers: in_c = 1 or 3): gather the pixel's patch once into
+ * the arena scratch pw (snapuq_conv_dsp_scratch_size), offset added, in SMLAD lane order [k0, k2 | k1, k3] per group of 4, zeros at padding taps */
+SNAPUQ_NOINLINE static void conv_patch(const snapuq_conv_args_t *args, uint32_t *pw)
 {
-    const int32_t C = a->in_c, K = a->k_h * a->k_w * C, Kp = (K + 3) & ~3;
-    const int8_t *fend = a->filter + (size_t)a->out_c * K;
-    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->q_step != 0 ? a->out_c : 1);
-    union {
-        uint32_t w[PATCH_MAX / 2];
-        int16_t h[PATCH_MAX];
-    } pt; /* the patch in SMLAD lane order: word 2g = (k0, k2), word 2g + 1 = (k1, k3) of group g */
+    /* a local copy of the arguments: the patch stores into the arena scratch cannot alias it, so its
+     * fields stay in registers across them */
+    const snapuq_conv_args_t la = *args;
+    const snapuq_conv_args_t *const a = &la;
+    const int32_t C = a->in_dims.c, K = a->filter_dims.h * a->filter_dims.w * C, Kp = (K + 3) & ~3;
+    const int8_t *fend = a->filter + (size_t)a->out_dims.c * K;
+    const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? a->out_dims.c : 1);
+    /* pw: the patch in SMLAD lane order, word 2g = (k0, k2), word 2g + 1 = (k1, k3) of group g;
+     * its int16 lanes are written and read by patch_st / patch_ld (memcpy: no type punning) */
     int32_t accs[CONV_CHUNK];
     int32_t b, oy, ox, oc, ky, kx, c, i;
-    for (b = 0; b < a->batches; b++) {
-        for (oy = 0; oy < a->out_h; oy++) {
-            const int32_t iy0 = oy * a->stride_h - a->pad_h;
+    for (b = 0; b < a->in_dims.n; b++) {
+        for (oy = 0; oy < a->out_dims.h; oy++) {
+            const int32_t iy0 = oy * a->conv.stride.h - a->conv.padding.h;
             int32_t ky0, ky1;
-            tap_range(oy, a->stride_h, a->pad_h, a->dil_h, a->k_h, a->in_h, &ky0, &ky1);
-            for (ox = 0; ox < a->out_w; ox++) {
-                const int32_t ix0 = ox * a->stride_w - a->pad_w;
-                int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * a->out_c;
+            tap_range(oy, a->conv.stride.h, a->conv.padding.h, a->conv.dilation.h, a->filter_dims.h, a->in_dims.h, &ky0, &ky1);
+            for (ox = 0; ox < a->out_dims.w; ox++) {
+                const int32_t ix0 = ox * a->conv.stride.w - a->conv.padding.w;
+                int8_t *out = a->out + (((size_t)b * a->out_dims.h + oy) * a->out_dims.w + ox) * a->out_dims.c;
                 int32_t kx0, kx1;
                 for (i = 0; i < Kp / 2; i++) {
-                    pt.w[i] = 0; /* padding taps and the pad to a multiple of 4: x + offset = 0 */
+                    pw[i] = 0; /* padding taps and the pad to a multiple of 4: x + offset = 0 */
                 }
-                tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);
+                tap_range(ox, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, a->filter_dims.w, a->in_dims.w, &kx0, &kx1);
                 for (ky = ky0; ky < ky1; ky++) {
-                    const int8_t *xrow = a->in + ((size_t)b * a->in_h + iy0 + a->dil_h * ky) * a->in_w * C;
+                    const int8_t *xrow = a->in + ((size_t)b * a->in_dims.h + iy0 + a->conv.dilation.h * ky) * a->in_dims.w * C;
                     if (C == 1) {
                         /* grayscale first layer: one element per tap */
-                        const int8_t *x = xrow + ix0 + a->dil_w * kx0;
-                        int32_t k = ky * a->k_w + kx0;
+                        const int8_t *x = xrow + ix0 + a->conv.dilation.w * kx0;
+                        int32_t k = ky * a->filter_dims.w + kx0;
                         for (kx = kx0; kx < kx1; kx++) {
-                            pt.h[lane_pos(k)] = (int16_t)(*x + a->in_offset);
-                            x += a->dil_w;
+                            patch_st(pw, lane_pos(k), *x + a->conv.in_offset);
+                            x += a->conv.dilation.w;
                             k++;
                         }
                         continue;
                     }
                     for (kx = kx0; kx < kx1; kx++) {
-                        const int8_t *x = xrow + (size_t)(ix0 + a->dil_w * kx) * C;
-                        const int32_t k = (ky * a->k_w + kx) * C;
+                        const int8_t *x = xrow + (size_t)(ix0 + a->conv.dilation.w * kx) * C;
+                        const int32_t k = (ky * a->filter_dims.w + kx) * C;
                         for (c = 0; c < C; c++) {
-                            pt.h[lane_pos(k + c)] = (int16_t)(x[c] + a->in_offset);
+                            patch_st(pw, lane_pos(k + c), x[c] + a->conv.in_offset);
                         }
                     }
                 }
-                for (oc = 0; oc < a->out_c; oc += CONV_CHUNK) {
-                    const int32_t n = a->out_c - oc < CONV_CHUNK ? a->out_c - oc : CONV_CHUNK;
-                    patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, pt.w, pt.h, K,
+                for (oc = 0; oc < a->out_dims.c; oc += CONV_CHUNK) {
+                    const int32_t n = a->out_dims.c - oc < CONV_CHUNK ? a->out_dims.c - oc : CONV_CHUNK;
+                    patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, pw, K,
                               n, accs);
-                    snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+                    snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset, a->conv.activation.min, a->conv.activation.max,
                                            fast, accs, out, oc, n);
                 }
             }
@@ -522,49 +491,34 @@ static void conv_patch(const snapuq_conv_args_t *a)
     }
 }
 
-/* anything else (in_c % 4 != 0 with a large kernel): scalar over the valid taps */
-static void conv_scalar(const snapuq_conv_args_t *a)
+static int32_t patch_elems(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims)
 {
-    int32_t b, oy, ox, oc, ky, kx, ic;
-    const int32_t C = a->in_c;
-    for (b = 0; b < a->batches; b++) {
-        for (oy = 0; oy < a->out_h; oy++) {
-            const int32_t iy0 = oy * a->stride_h - a->pad_h;
-            int32_t ky0, ky1;
-            tap_range(oy, a->stride_h, a->pad_h, a->dil_h, a->k_h, a->in_h, &ky0, &ky1);
-            for (ox = 0; ox < a->out_w; ox++) {
-                const int32_t ix0 = ox * a->stride_w - a->pad_w;
-                int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * a->out_c;
-                int32_t kx0, kx1;
-                tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);
-                for (oc = 0; oc < a->out_c; oc++) {
-                    int32_t acc = 0;
-                    for (ky = ky0; ky < ky1; ky++) {
-                        const int32_t iy = iy0 + a->dil_h * ky;
-                        for (kx = kx0; kx < kx1; kx++) {
-                            const int8_t *x = a->in + (((size_t)b * a->in_h + iy) * a->in_w + ix0 + a->dil_w * kx) * C;
-                            const int8_t *f = a->filter + (((size_t)oc * a->k_h + ky) * a->k_w + kx) * C;
-                            for (ic = 0; ic < C; ic++) {
-                                acc = snapuq_add_wrap(acc, (int32_t)f[ic] * ((int32_t)x[ic] + a->in_offset));
-                            }
-                        }
-                    }
-                    conv_store(a, out, oc, acc);
-                }
-            }
-        }
-    }
+    return (filter_dims->h * filter_dims->w * in_dims->c + 3) & ~3;
 }
 
-void snapuq_conv_dsp(const snapuq_conv_args_t *a)
+uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims)
 {
-    if (a->in_c % 4 == 0 && a->in_c > 0) {
+    /* the patch path's int16 patch; the direct path needs none */
+    return in_dims->c % 4 == 0 && in_dims->c > 0 ? 0u : 2u * (uint32_t)patch_elems(in_dims, filter_dims);
+}
+
+const char *snapuq_conv_dsp_kernel(const snapuq_dims_t *in_dims)
+{
+    return in_dims->c % 4 == 0 && in_dims->c > 0 ? "dsp-direct" : "dsp-patch";
+}
+
+snapuq_status_t snapuq_conv_dsp(const snapuq_conv_args_t *a)
+{
+    const uint32_t need = snapuq_conv_dsp_scratch_size(&a->in_dims, &a->filter_dims);
+    if (need == 0) {
         conv_c4(a);
-    } else if (a->k_h * a->k_w * a->in_c <= PATCH_MAX) {
-        conv_patch(a);
-    } else {
-        conv_scalar(a);
+        return SNAPUQ_OK;
     }
+    if (a->ctx.buf == NULL || a->ctx.size < need || ((uintptr_t)a->ctx.buf & 3u) != 0) {
+        return SNAPUQ_ERR_ARENA;
+    }
+    conv_patch(a, (uint32_t *)a->ctx.buf);
+    return SNAPUQ_OK;
 }
 
 

@@ -1,6 +1,7 @@
 /*
  * kernels/dsp/depthwise_conv.c - DEPTHWISE_CONV_2D for cores with the Armv7E-M DSP extension; the
- * same-named kernels/ref/depthwise_conv.c is the reference (and runs depth_mult != 1 here).
+ * same-named kernels/ref/depthwise_conv.c is the reference (the registration, ops/dsp/op_conv.c, runs
+ * it for depth multipliers other than 1 and reports that choice).
  *
  * Depth multiplier 1: 4 channels per word; SXTAB16 / SXTB16 (and their ROR #8 forms) split each
  * input and filter word into even/odd channel lanes (input offset folded in), SMLABB / SMLATT
@@ -32,36 +33,35 @@
         [t2] "=&r"(t2), [t3] "=&r"(t3)
 #define DW_ASM_IN [x] "r"(xr), [f] "r"(fr), [xs] "r"(xstep), [fs] "r"((ptrdiff_t)C), [off] "r"(off2)
 
-void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
+snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
 {
-    const int32_t C = a->out_c, C4 = C & ~3;
-    const uint32_t off2 = snapuq_dup16(a->in_offset);
-    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->q_step != 0 ? a->out_c : 1);
+    const int32_t C = a->out_dims.c, C4 = C & ~3;
+    const uint32_t off2 = snapuq_dup16(a->conv.in_offset);
+    const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? a->out_dims.c : 1);
     const int32_t *bias = a->bias;
     static const int32_t zero4[4] = {0, 0, 0, 0};
     const int8_t *xr0, *fr0;
     int32_t acc[CONV_CHUNK];
     int32_t b, oy, ox, c, ky, kx, ch0;
-    if (a->depth_mult != 1) {
-        snapuq_dwconv_ref(a);
-        return;
+    if (a->conv.depth_mult != 1) {
+        return SNAPUQ_ERR_UNSUPPORTED_TYPE; /* the registration runs the reference then */
     }
-    for (b = 0; b < a->batches; b++) {
-        const int8_t *in_b = a->in + (size_t)b * a->in_h * a->in_w * C;
-        for (oy = 0; oy < a->out_h; oy++) {
-            const int32_t iy0 = oy * a->stride_h - a->pad_h;
+    for (b = 0; b < a->in_dims.n; b++) {
+        const int8_t *in_b = a->in + (size_t)b * a->in_dims.h * a->in_dims.w * C;
+        for (oy = 0; oy < a->out_dims.h; oy++) {
+            const int32_t iy0 = oy * a->conv.stride.h - a->conv.padding.h;
             int32_t ky0, ky1;
-            tap_range(oy, a->stride_h, a->pad_h, a->dil_h, a->k_h, a->in_h, &ky0, &ky1);
-            for (ox = 0; ox < a->out_w; ox++) {
-                const int32_t ix0 = ox * a->stride_w - a->pad_w;
-                int8_t *out = a->out + (((size_t)b * a->out_h + oy) * a->out_w + ox) * C;
-                const ptrdiff_t xstep = (ptrdiff_t)a->dil_w * C, xrow = (ptrdiff_t)a->dil_h * a->in_w * C;
-                const ptrdiff_t frow = (ptrdiff_t)a->k_w * C;
+            tap_range(oy, a->conv.stride.h, a->conv.padding.h, a->conv.dilation.h, a->filter_dims.h, a->in_dims.h, &ky0, &ky1);
+            for (ox = 0; ox < a->out_dims.w; ox++) {
+                const int32_t ix0 = ox * a->conv.stride.w - a->conv.padding.w;
+                int8_t *out = a->out + (((size_t)b * a->out_dims.h + oy) * a->out_dims.w + ox) * C;
+                const ptrdiff_t xstep = (ptrdiff_t)a->conv.dilation.w * C, xrow = (ptrdiff_t)a->conv.dilation.h * a->in_dims.w * C;
+                const ptrdiff_t frow = (ptrdiff_t)a->filter_dims.w * C;
                 int32_t kx0, kx1, ntap;
-                tap_range(ox, a->stride_w, a->pad_w, a->dil_w, a->k_w, a->in_w, &kx0, &kx1);
+                tap_range(ox, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, a->filter_dims.w, a->in_dims.w, &kx0, &kx1);
                 ntap = kx1 - kx0;
-                xr0 = in_b + ((size_t)(iy0 + a->dil_h * ky0) * a->in_w + ix0 + a->dil_w * kx0) * C;
-                fr0 = a->filter + ((size_t)ky0 * a->k_w + kx0) * C;
+                xr0 = in_b + ((size_t)(iy0 + a->conv.dilation.h * ky0) * a->in_dims.w + ix0 + a->conv.dilation.w * kx0) * C;
+                fr0 = a->filter + ((size_t)ky0 * a->filter_dims.w + kx0) * C;
                 for (ch0 = 0; ch0 < C; ch0 += CONV_CHUNK) {
                     const int32_t ch1 = ch0 + CONV_CHUNK < C ? ch0 + CONV_CHUNK : C;
                     const int32_t ch1_4 = ch1 < C4 ? ch1 : C4;
@@ -128,21 +128,22 @@ void snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
                     for (; c < ch1; c++) {
                         int32_t s = a->bias != NULL ? a->bias[c] : 0;
                         for (ky = ky0; ky < ky1; ky++) {
-                            const int32_t iy = iy0 + a->dil_h * ky;
+                            const int32_t iy = iy0 + a->conv.dilation.h * ky;
                             for (kx = kx0; kx < kx1; kx++) {
-                                const int32_t ix = ix0 + a->dil_w * kx;
-                                s = snapuq_add_wrap(s, (int32_t)a->filter[((size_t)ky * a->k_w + kx) * C + c] *
-                                                           ((int32_t)in_b[((size_t)iy * a->in_w + ix) * C + c] + a->in_offset));
+                                const int32_t ix = ix0 + a->conv.dilation.w * kx;
+                                s = snapuq_add_wrap(s, (int32_t)a->filter[((size_t)ky * a->filter_dims.w + kx) * C + c] *
+                                                           ((int32_t)in_b[((size_t)iy * a->in_dims.w + ix) * C + c] + a->conv.in_offset));
                             }
                         }
                         acc[c - ch0] = s;
                     }
-                    snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+                    snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset, a->conv.activation.min, a->conv.activation.max,
                                            fast, acc, out, ch0, ch1 - ch0);
                 }
             }
         }
     }
+    return SNAPUQ_OK;
 }
 
 

@@ -11,6 +11,13 @@
 #include "snapuq_kernels.h"
 #include "snapuq_simd.h"
 
+/* keeps a kernel's large paths out of line (their register allocation stays their own) */
+#if defined(__GNUC__)
+#define SNAPUQ_NOINLINE __attribute__((noinline))
+#else
+#define SNAPUQ_NOINLINE
+#endif
+
 #define CONV_CHUNK 32 /* output channels accumulated before requantizing (2 x 128 B of stack) */
 
 /* valid kernel taps [*k0, *k1) of output position o along one axis (none outside the input) */

@@ -8,17 +8,17 @@
 #if SNAPUQ_KERNELS_DSP
 
 
-void snapuq_fc_dsp(const snapuq_fc_args_t *a)
+snapuq_status_t snapuq_fc_dsp(const snapuq_fc_args_t *a)
 {
-    const int32_t D = a->depth, D4 = D & ~3;
-    const uint32_t off2 = snapuq_dup16(a->in_offset);
-    const int fast = snapuq_dsp_requant_fast_ok(a->mult, a->shift, a->q_step != 0 ? a->out_c : 1);
+    const int32_t D = a->filter_dims.c, D4 = D & ~3;
+    const uint32_t off2 = snapuq_dup16(a->fc.in_offset);
+    const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? a->out_dims.c : 1);
     int32_t acc[CONV_CHUNK];
     int32_t b, oc, d;
-    for (b = 0; b < a->batches; b++) {
+    for (b = 0; b < a->in_dims.n; b++) {
         const int8_t *in = a->in + (size_t)b * D;
-        int8_t *out = a->out + (size_t)b * a->out_c;
-        for (oc = 0; oc + 4 <= a->out_c; oc += 4) {
+        int8_t *out = a->out + (size_t)b * a->out_dims.c;
+        for (oc = 0; oc + 4 <= a->out_dims.c; oc += 4) {
             const int8_t *f0 = a->filter + (size_t)oc * D;
             const int8_t *f1 = f0 + D, *f2 = f1 + D, *f3 = f2 + D;
             const int8_t *x = in;
@@ -46,7 +46,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
                 a3 = snapuq_smlad(snapuq_sxtb16_ror8(w), xo, a3);
             }
             for (; d < D; d++) {
-                const int32_t xv = (int32_t)in[d] + a->in_offset;
+                const int32_t xv = (int32_t)in[d] + a->fc.in_offset;
                 a0 = snapuq_add_wrap(a0, f0[d] * xv);
                 a1 = snapuq_add_wrap(a1, f1[d] * xv);
                 a2 = snapuq_add_wrap(a2, f2[d] * xv);
@@ -57,11 +57,11 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
             acc[oc % CONV_CHUNK + 2] = a2;
             acc[oc % CONV_CHUNK + 3] = a3;
             if (oc % CONV_CHUNK == CONV_CHUNK - 4) {
-                snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+                snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->fc.out_offset, a->fc.activation.min, a->fc.activation.max,
                                        fast, acc, out, oc - (CONV_CHUNK - 4), CONV_CHUNK);
             }
         }
-        if (oc + 2 <= a->out_c) {
+        if (oc + 2 <= a->out_dims.c) {
             const int8_t *f0 = a->filter + (size_t)oc * D, *f1 = f0 + D;
             int32_t a0 = 0, a1 = 0;
             if (a->bias != NULL) {
@@ -79,7 +79,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
                 a1 = snapuq_smlad(snapuq_sxtb16_ror8(w), xo, a1);
             }
             for (; d < D; d++) {
-                const int32_t xv = (int32_t)in[d] + a->in_offset;
+                const int32_t xv = (int32_t)in[d] + a->fc.in_offset;
                 a0 = snapuq_add_wrap(a0, f0[d] * xv);
                 a1 = snapuq_add_wrap(a1, f1[d] * xv);
             }
@@ -87,7 +87,7 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
             acc[oc % CONV_CHUNK + 1] = a1;
             oc += 2;
         }
-        for (; oc < a->out_c; oc++) {
+        for (; oc < a->out_dims.c; oc++) {
             const int8_t *f = a->filter + (size_t)oc * D;
             int32_t s = a->bias != NULL ? a->bias[oc] : 0;
             for (d = 0; d < D4; d += 4) {
@@ -96,16 +96,17 @@ void snapuq_fc_dsp(const snapuq_fc_args_t *a)
                 s = snapuq_smlad(snapuq_sxtb16_ror8(w), snapuq_sxtab16_ror8(off2, xv), s);
             }
             for (; d < D; d++) {
-                s = snapuq_add_wrap(s, f[d] * ((int32_t)in[d] + a->in_offset));
+                s = snapuq_add_wrap(s, f[d] * ((int32_t)in[d] + a->fc.in_offset));
             }
             acc[oc % CONV_CHUNK] = s;
         }
         if (oc % CONV_CHUNK != 0) {
             const int32_t oc0 = (oc - 1) - (oc - 1) % CONV_CHUNK;
-            snapuq_dsp_requant_run(a->mult, a->shift, a->q_step, a->out_offset, a->act_min, a->act_max,
+            snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->fc.out_offset, a->fc.activation.min, a->fc.activation.max,
                                    fast, acc, out, oc0, oc - oc0);
         }
     }
+    return SNAPUQ_OK;
 }
 
 #else

@@ -1,7 +1,8 @@
 /*
  * kernels/dsp/mean.c - MEAN over H and W of an NHWC tensor (global average pooling, the SNAP heads'
  * input) for cores with the Armv7E-M DSP extension; the same-named kernels/ref/mean.c is the
- * reference and runs every other set of axes (and the rare requantizations handled below by it).
+ * reference; the MEAN registration (ops/dsp/op_mean.c) runs it for every other set of axes and
+ * the rare requantizations snapuq_mean_dsp_supported() declines, and reports that choice.
  *
  *  - 4 channels per word: SXTAB16 and its ROR #8 form add channels (0, 2) and (1, 3) of one pixel
  *    into two words of 16-bit lanes, 3 instructions per 4 elements, 8 channels per pixel step;
@@ -139,7 +140,7 @@ static void mean_short(const mean_rq_t *q, const int8_t *in, int8_t *out, int32_
 }
 
 /* H*W > 128: lane passes of up to 128 pixels flushed into int32 sums */
-static void mean_long(const mean_rq_t *q, const int8_t *in, int8_t *out, int32_t HW, int32_t C)
+SNAPUQ_NOINLINE static void mean_long(const mean_rq_t *q, const int8_t *in, int8_t *out, int32_t HW, int32_t C)
 {
     int32_t c = 0, p, j;
     for (; c + 4 <= C; c += C - c >= 8 ? 8 : 4) {
@@ -170,19 +171,30 @@ static void mean_long(const mean_rq_t *q, const int8_t *in, int8_t *out, int32_t
     }
 }
 
-void snapuq_mean_dsp(const snapuq_mean_args_t *a)
+int snapuq_mean_dsp_supported(const snapuq_mean_args_t *a)
+{
+    const int32_t HW = a->dims[1] * a->dims[2];
+    int32_t m, shift;
+    if (a->reduce[0] || !a->reduce[1] || !a->reduce[2] || a->reduce[3] || HW < 1 || HW > (1 << 22)) {
+        return 0;
+    }
+    snapuq_mean_fold(a->mult, a->shift, HW, &m, &shift);
+    /* a left shift or no right shift: the reference's general requantization */
+    return m != INT32_MIN && shift <= -1 && shift >= -31;
+}
+
+snapuq_status_t snapuq_mean_dsp(const snapuq_mean_args_t *a)
 {
     const int32_t B = a->dims[0], HW = a->dims[1] * a->dims[2], C = a->dims[3];
     mean_rq_t q;
     int32_t b, shift;
+    /* snapuq_mean_dsp_supported(), with the fold computed once */
     if (a->reduce[0] || !a->reduce[1] || !a->reduce[2] || a->reduce[3] || HW < 1 || HW > (1 << 22)) {
-        snapuq_mean_ref(a);
-        return;
+        return SNAPUQ_ERR_UNSUPPORTED_TYPE;
     }
     snapuq_mean_fold(a->mult, a->shift, HW, &q.m, &shift);
     if (q.m == INT32_MIN || shift > -1 || shift < -31) {
-        snapuq_mean_ref(a); /* a left shift or no right shift: the reference's general requantization */
-        return;
+        return SNAPUQ_ERR_UNSUPPORTED_TYPE;
     }
     q.right = -shift;
     q.out_zp = a->out_zp;
@@ -196,6 +208,7 @@ void snapuq_mean_dsp(const snapuq_mean_args_t *a)
             mean_long(&q, in, out, HW, C);
         }
     }
+    return SNAPUQ_OK;
 }
 
 #else

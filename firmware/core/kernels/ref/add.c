@@ -22,7 +22,7 @@ static inline int32_t mbqm_split(int32_t x, int32_t m, int left, int right)
     return right > 0 ? snapuq_rshift_round(y, right) : y;
 }
 
-void snapuq_add_ref(const snapuq_add_args_t *a)
+snapuq_status_t snapuq_add_ref(const snapuq_add_args_t *a)
 {
     int32_t i;
     if (a->in1_mult != INT32_MIN && a->in2_mult != INT32_MIN && a->out_mult != INT32_MIN) {
@@ -37,7 +37,7 @@ void snapuq_add_ref(const snapuq_add_args_t *a)
             const int32_t raw = mbqm_split((int32_t)((uint32_t)s1 + (uint32_t)s2), a->out_mult, lo, ro) + a->out_offset;
             a->out[i] = (int8_t)snapuq_clamp_i32(raw, a->act_min, a->act_max);
         }
-        return;
+        return SNAPUQ_OK;
     }
     for (i = 0; i < a->n; i++) {
         const int32_t x1 = snapuq_shl_wrap(a->in1_offset + a->in1[i], a->left_shift);
@@ -48,4 +48,5 @@ void snapuq_add_ref(const snapuq_add_args_t *a)
                             a->out_offset;
         a->out[i] = (int8_t)snapuq_clamp_i32(raw, a->act_min, a->act_max);
     }
+    return SNAPUQ_OK;
 }

@@ -101,7 +101,7 @@ void snapuq_mean_fold(int32_t mult, int32_t shift, int32_t n_red, int32_t *mult_
     *shift_n = shift - sh;
 }
 
-void snapuq_mean_ref(const snapuq_mean_args_t *a)
+snapuq_status_t snapuq_mean_ref(const snapuq_mean_args_t *a)
 {
     /* output element = sum over the reduced axes; output layout = input layout with reduced
      * axes of size 1 (keep_dims or not: same flat order) */
@@ -118,7 +118,7 @@ void snapuq_mean_ref(const snapuq_mean_args_t *a)
     snapuq_mean_fold(a->mult, a->shift, n_red, &mult, &shift);
     if (!a->reduce[0] && a->reduce[1] && a->reduce[2] && !a->reduce[3]) {
         mean_hw(a, mult, shift, n_red);
-        return;
+        return SNAPUQ_OK;
     }
     for (k = 0; k < n_out; k++) {
         a->out[k] = 0;
@@ -148,4 +148,5 @@ void snapuq_mean_ref(const snapuq_mean_args_t *a)
             }
         }
     }
+    return SNAPUQ_OK;
 }

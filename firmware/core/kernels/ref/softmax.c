@@ -75,7 +75,7 @@ static int32_t one_over_one_plus_x(int32_t a)
     return snapuq_mul_pot(x, 1);
 }
 
-void snapuq_softmax_ref(const snapuq_softmax_args_t *a)
+snapuq_status_t snapuq_softmax_ref(const snapuq_softmax_args_t *a)
 {
     int32_t i, c;
     for (i = 0; i < a->outer; i++) {
@@ -109,9 +109,10 @@ void snapuq_softmax_ref(const snapuq_softmax_args_t *a)
             }
         }
     }
+    return SNAPUQ_OK;
 }
 
-void snapuq_logistic_ref(const snapuq_logistic_args_t *a)
+snapuq_status_t snapuq_logistic_ref(const snapuq_logistic_args_t *a)
 {
     int32_t i;
     for (i = 0; i < a->n; i++) {
@@ -139,4 +140,5 @@ void snapuq_logistic_ref(const snapuq_logistic_args_t *a)
             a->out[i] = (int8_t)snapuq_clamp_i32(v, -128, 127);
         }
     }
+    return SNAPUQ_OK;
 }
