@@ -74,7 +74,8 @@ ALLOWED_SKIPS = (
     re.compile(r"real data sets? not present"),         # ../shared/data (never committed)
     re.compile(r"tfds installed"),                        # the no-tfds error path
     re.compile(r"the interpreter's snapuq is the C module"),  # twin-only tests under a C-module build
-    re.compile(r"the CPU has no FMA unit|needs gcc on x86-64"),  # the FMA contraction check
+    re.compile(r"the CPU has no FMA unit|x86-64"),      # checks of x86-64 code generation
+    re.compile(r"SNAPUQ_MICROPYTHON_C .* not set"),       # a MicroPython build from outside the checkout
 )
 
 
