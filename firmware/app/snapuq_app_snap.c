@@ -38,11 +38,13 @@ static struct {
 
 static void use_snap_config(const snapuq_snap_config_t *cfg)
 {
+    char why[SNAPUQ_ERROR_LEN];
     snap.cfg = cfg;
-    if (snapuq_snap_check(cfg) == SNAPUQ_OK && snapuq_snap_params_init(cfg, &snap.params) == SNAPUQ_OK) {
+    if (snapuq_snap_check(cfg, why, sizeof why) == SNAPUQ_OK &&
+        snapuq_snap_params_init(cfg, &snap.params) == SNAPUQ_OK) {
         snap.ok = 1u;
     } else {
-        snapuq_proto_error(&snapuq_app_proto, "snap", "SNAP config rejected by snapuq_snap_check");
+        snapuq_proto_error(&snapuq_app_proto, "snap", why);
     }
 }
 
@@ -50,8 +52,8 @@ static void use_snap_config(const snapuq_snap_config_t *cfg)
 static void load_blob(const uint8_t *blob, size_t len, size_t lo, size_t hi)
 {
     snapuq_blob_t b;
-    const char *why = "";
-    snapuq_status_t st = snapuq_blob_open(&b, blob, len, &why);
+    char why[SNAPUQ_ERROR_LEN];
+    snapuq_status_t st = snapuq_blob_open(&b, blob, len, why, sizeof why);
     if (st != SNAPUQ_OK) {
         snapuq_proto_error(&snapuq_app_proto, "blob", why);
         return;
@@ -61,7 +63,7 @@ static void load_blob(const uint8_t *blob, size_t len, size_t lo, size_t hi)
         return;
     }
     snapuq_app.model_bytes = len;
-    st = snapuq_blob_snap_config(&b, &snapuq_app.model, &snap.blob_cfg, &why);
+    st = snapuq_blob_snap_config(&b, &snapuq_app.model, &snap.blob_cfg, why, sizeof why);
     if (st != SNAPUQ_OK) {
         snapuq_app.loaded = 0u;
         snapuq_proto_error(&snapuq_app_proto, "blob", why);

@@ -5,15 +5,17 @@
  * host/snapuq/micropython.py writes it, the firmware's `model` upload, the MicroPython C
  * module and the pure-MicroPython twin read it.
  *
- *   snapuq_blob_t b;  const char *why;
- *   snapuq_blob_open(&b, bytes, len, &why);            // header, bounds, CRC, SNAP section
- *   snapuq_model_init(&model, b.tflite, b.tflite_len); // ... set_arena
- *   snapuq_blob_snap_config(&b, &model, &cfg, &why);   // cfg's LUT pointers point into the blob
+ *   snapuq_blob_t b;  char msg[SNAPUQ_ERROR_LEN];
+ *   snapuq_blob_open(&b, bytes, len, msg, sizeof msg);          // header, bounds, CRC, SNAP section
+ *   snapuq_model_init(&model, b.tflite, b.tflite_len);          // ... set_arena
+ *   snapuq_blob_snap_config(&b, &model, &cfg, msg, sizeof msg); // cfg's LUT pointers point into the blob
  *
  * Everything is read in place (the blob may live in flash) and must stay unchanged while the
  * model and config are used. The blob must start on a 4-byte boundary (its LUTs are int32
  * arrays used where they lie). No allocation; every length and offset is checked, so any byte
- * string either opens or returns an error status with a one-line reason (`*why`, static text).
+ * string either opens or returns an error status with a one-line reason in the caller's message
+ * buffer (snapuq_status.h: msg may be NULL; "" on success). The section's layout is
+ * snapuq_snap_section.h.
  */
 #ifndef SNAPUQ_BLOB_H
 #define SNAPUQ_BLOB_H
@@ -53,8 +55,8 @@ uint32_t snapuq_crc32(const uint8_t *p, size_t n);
 /* Check the header, the section bounds, the CRC and the SNAP section's tables (every offset,
  * count, string and LUT inside the section). Statuses: OK, ARG (NULL or unaligned blob),
  * FORMAT (bad magic, truncated, offsets, CRC), VERSION (blob or section version unknown). */
-snapuq_status_t snapuq_blob_open(snapuq_blob_t *blob, const void *bytes, size_t len,
-                                 const char **why);
+snapuq_status_t snapuq_blob_open(snapuq_blob_t *blob, const void *bytes, size_t len, char *msg,
+                                 size_t msg_len);
 
 /* Fill *cfg (spec_version, variant, taps, output indices, LUT pointers into the blob, default
  * calibration) from the SNAP section and check it against a loaded model: every output index
@@ -64,7 +66,7 @@ snapuq_status_t snapuq_blob_open(snapuq_blob_t *blob, const void *bytes, size_t 
  * snapuq_snap_check(): a config this returns scores every inference. Statuses: OK, ARG, STATE (model not loaded), FORMAT, LIMIT
  * (more taps than SNAPUQ_MAX_TAPS), SIZE, QUANT (zero point differs from the model). */
 snapuq_status_t snapuq_blob_snap_config(const snapuq_blob_t *blob, const snapuq_model_t *model,
-                                        snapuq_snap_config_t *cfg, const char **why);
+                                        snapuq_snap_config_t *cfg, char *msg, size_t msg_len);
 
 /* Named output i (0..n_outputs-1): its name and model output index. Statuses: OK, ARG. */
 snapuq_status_t snapuq_blob_output(const snapuq_blob_t *blob, uint16_t i, const char **name,

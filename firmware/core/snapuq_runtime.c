@@ -36,6 +36,20 @@ const char *snapuq_status_str(snapuq_status_t status)
     return "unknown status";
 }
 
+snapuq_status_t snapuq_message(char *msg, size_t msg_len, snapuq_status_t st, const char *text)
+{
+    size_t n = 0;
+    if (msg == NULL || msg_len == 0) {
+        return st;
+    }
+    while (text != NULL && text[n] != '\0' && n + 1 < msg_len) {
+        msg[n] = text[n];
+        n++;
+    }
+    msg[n] = '\0';
+    return st;
+}
+
 const char *snapuq_kernels_name(void)
 {
     return SNAPUQ_KERNELS_DSP ? "dsp" : "ref";

@@ -66,7 +66,6 @@ extern "C" {
 #define SNAPUQ_MAX_IO 16 /* model inputs and outputs, each */
 #endif
 #define SNAPUQ_MAX_DIMS 4
-#define SNAPUQ_ERROR_LEN 96
 #define SNAPUQ_ARENA_ALIGN 16 /* set_arena wants the arena aligned to this many bytes */
 
 /* Element types (values equal TFLite's TensorType enum). */

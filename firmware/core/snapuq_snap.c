@@ -38,15 +38,33 @@ static int64_t abs64(int64_t a)
     return a < 0 ? -a : a;
 }
 
-static snapuq_status_t check_core(const snapuq_snap_config_t *cfg)
+/* the one-line messages of the checks (snapuq_status.h): written only on failure, msg may be NULL */
+#define FAIL(text) snapuq_message(msg, msg_len, SNAPUQ_ERR_ARG, "SNAP config: " text)
+#define FAIL_PARAMS(text) snapuq_message(msg, msg_len, SNAPUQ_ERR_ARG, "SNAP parameters: " text)
+
+static snapuq_status_t check_core(const snapuq_snap_config_t *cfg, char *msg, size_t msg_len)
 {
     uint8_t l;
-    if (cfg == NULL || cfg->spec_version < 1 || cfg->spec_version > SNAPUQ_SNAP_SPEC_VERSION || cfg->n_taps < 1 ||
-        cfg->n_taps > SNAPUQ_MAX_TAPS || cfg->n_classes < 2 || cfg->sigmoid_lut == NULL ||
-        cfg->conf_a_q16 < 0 || cfg->conf_a_q16 > 65536 || cfg->variant > SNAPUQ_SNAP_LITERAL ||
-        cfg->combine > SNAPUQ_COMBINE_PERR_ALARM ||
-        (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && cfg->perr_lut == NULL)) {
-        return SNAPUQ_ERR_ARG;
+    if (cfg == NULL) {
+        return FAIL("NULL");
+    }
+    if (cfg->spec_version < 1 || cfg->spec_version > SNAPUQ_SNAP_SPEC_VERSION) {
+        return FAIL("fixed-point spec version not supported");
+    }
+    if (cfg->n_taps < 1 || cfg->n_taps > SNAPUQ_MAX_TAPS) {
+        return FAIL("tap count outside 1..SNAPUQ_MAX_TAPS");
+    }
+    if (cfg->n_classes < 2) {
+        return FAIL("fewer than 2 classes");
+    }
+    if (cfg->conf_a_q16 < 0 || cfg->conf_a_q16 > 65536) {
+        return FAIL("conf a_q16 outside 0..65536");
+    }
+    if (cfg->variant > SNAPUQ_SNAP_LITERAL || cfg->combine > SNAPUQ_COMBINE_PERR_ALARM) {
+        return FAIL("unknown variant or combine");
+    }
+    if (cfg->sigmoid_lut == NULL || (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && cfg->perr_lut == NULL)) {
+        return FAIL("sigmoid or p_err LUT missing");
     }
 
     if (cfg->has_intap) {
@@ -54,39 +72,47 @@ static snapuq_status_t check_core(const snapuq_snap_config_t *cfg)
         const uint32_t rows = it->rows, cols = it->cols;
         const uint32_t j = cols + rows + (rows > 1 ? cols : 0) + (cols > 1 ? rows : 0);
         if (rows < 1 || cols < 1 || it->n_feat != j || j > 16384 || it->g_m == NULL || it->g_n == NULL ||
-            it->h_q12 == NULL || it->p_n < 0 || it->p_n > 62 || it->w_q16 < 0 || it->w_q16 >= (1 << 30)) {
-            return SNAPUQ_ERR_ARG;
+            it->h_q12 == NULL) {
+            return FAIL("input tap rows, cols, n_feat or tables do not fit");
+        }
+        if (it->p_n < 0 || it->p_n > 62 || it->w_q16 < 0 || it->w_q16 >= (1 << 30)) {
+            return FAIL("input tap p_n outside 0..62 or w_q16 outside [0, 2^30)");
         }
     }
     for (l = 0; l < cfg->n_taps; l++) {
         const snapuq_snap_tap_t *t = &cfg->taps[l];
-        if (t->d < 1 || t->d > 16384 || t->inv_sigma_lut == NULL || t->lut_shift < 0 || t->lut_shift > 62 ||
-            t->k_a < 0 || t->k_a > (1 << 20) || t->k_mu < 0 || t->k_mu > (1 << 20) || t->p_n < 0 ||
-            t->p_n > 62 || t->q_n < 0 || t->q_n > 62) {
-            return SNAPUQ_ERR_ARG;
+        if (t->d < 1 || t->d > 16384 || t->inv_sigma_lut == NULL) {
+            return FAIL("tap size d outside 1..16384 or its LUT missing");
+        }
+        if (t->lut_shift < 0 || t->lut_shift > 62 || t->p_n < 0 || t->p_n > 62 || t->q_n < 0 || t->q_n > 62) {
+            return FAIL("tap lut_shift, p_n or q_n outside 0..62");
+        }
+        if (t->k_a < 0 || t->k_a > (1 << 20) || t->k_mu < 0 || t->k_mu > (1 << 20)) {
+            return FAIL("tap k_a or k_mu outside 0..2^20");
         }
     }
     return SNAPUQ_OK;
 }
 
 /* what snapuq_snap_score_model checks on every call (its cost is part of the measured score) */
-static snapuq_status_t check_tables(const snapuq_snap_config_t *cfg)
+static snapuq_status_t check_tables(const snapuq_snap_config_t *cfg, char *msg, size_t msg_len)
 {
     uint16_t k;
-    if (check_core(cfg) != SNAPUQ_OK) {
-        return SNAPUQ_ERR_ARG;
+    snapuq_status_t st;
+    if ((st = check_core(cfg, msg, msg_len)) != SNAPUQ_OK) {
+        return st;
     }
     if (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM) {
         for (k = 0; k < SNAPUQ_PERR_LUT_LEN; k++) {
             if (cfg->perr_lut[k] < 0 || cfg->perr_lut[k] > 65536) {
-                return SNAPUQ_ERR_ARG;
+                return FAIL("p_err LUT entry outside 0..65536");
             }
         }
     }
     /* the input tap's per-statistic shifts: once here (at load), not in every score's check_core */
     for (k = 0; cfg->has_intap && k < cfg->intap.n_feat; k++) {
         if (cfg->intap.g_n[k] < 0 || cfg->intap.g_n[k] > 62) {
-            return SNAPUQ_ERR_ARG;
+            return FAIL("input tap g_n shift outside 0..62");
         }
     }
     return SNAPUQ_OK;
@@ -97,37 +123,39 @@ static int zero_point_ok(int32_t z)
     return z >= -128 && z <= 127;
 }
 
-snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg)
+snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg, char *msg, size_t msg_len)
 {
     uint16_t k;
     uint8_t l;
-    if (check_tables(cfg) != SNAPUQ_OK) {
-        return SNAPUQ_ERR_ARG;
+    snapuq_status_t st;
+    (void)snapuq_message(msg, msg_len, SNAPUQ_OK, "");
+    if ((st = check_tables(cfg, msg, msg_len)) != SNAPUQ_OK) {
+        return st;
     }
     /* Once, at load: what the score's arithmetic relies on without checking it on every call (the
      * int8 zero points keep (q - z) * k and the logvar sum in int32; L in [0, 2^30) keeps t >= 0 and
      * t * t in int64; a sigmoid table in 0..65536 keeps U in 0..65536), and the default calibration
      * parameters, which snapuq_snap_score would otherwise refuse on every inference. */
     if (cfg->has_intap && !zero_point_ok(cfg->intap.z_x)) {
-        return SNAPUQ_ERR_ARG;
+        return FAIL("input tap zero point outside int8");
     }
     for (k = 0; k < SNAPUQ_SIGMOID_LUT_LEN; k++) {
         if (cfg->sigmoid_lut[k] < 0 || cfg->sigmoid_lut[k] > 65536) {
-            return SNAPUQ_ERR_ARG;
+            return FAIL("sigmoid LUT entry outside 0..65536");
         }
     }
     for (l = 0; l < cfg->n_taps; l++) {
         const snapuq_snap_tap_t *t = &cfg->taps[l];
         if (!zero_point_ok(t->z_a) || !zero_point_ok(t->z_mu) || !zero_point_ok(t->z_v)) {
-            return SNAPUQ_ERR_ARG;
+            return FAIL("tap zero point outside int8");
         }
         for (k = 0; k < SNAPUQ_SNAP_LUT_LEN; k++) {
             if (t->inv_sigma_lut[k] < 0 || t->inv_sigma_lut[k] >= (1 << 30)) {
-                return SNAPUQ_ERR_ARG;
+                return FAIL("inverse-sigma LUT entry outside [0, 2^30)");
             }
         }
     }
-    return snapuq_snap_params_check(cfg, &cfg->defaults);
+    return snapuq_snap_params_check(cfg, &cfg->defaults, msg, msg_len);
 }
 
 snapuq_status_t snapuq_snap_params_init(const snapuq_snap_config_t *cfg, snapuq_snap_params_t *params)
@@ -144,22 +172,27 @@ static int32_t clamp_u16p(int32_t v)
     return v < 0 ? 0 : (v > 65536 ? 65536 : v);
 }
 
-snapuq_status_t snapuq_snap_params_check(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *p)
+snapuq_status_t snapuq_snap_params_check(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *p,
+                                         char *msg, size_t msg_len)
 {
     uint8_t l;
     if (cfg == NULL || p == NULL || cfg->n_taps > SNAPUQ_MAX_TAPS) {
-        return SNAPUQ_ERR_ARG;
+        return FAIL_PARAMS("NULL or a config with too many taps");
     }
     for (l = 0; l < cfg->n_taps; l++) {
         if (p->w_q16[l] < 0 || p->w_q16[l] >= (1 << 30)) {
-            return SNAPUQ_ERR_ARG;
+            return FAIL_PARAMS("tap weight w_q16 outside [0, 2^30)");
         }
     }
+    if (p->hinge_n < 0 || p->hinge_n > 62 || p->b1_n < 0 || p->b1_n > 62 || p->b2_n < 0 || p->b2_n > 62) {
+        return FAIL_PARAMS("hinge_n, b1_n or b2_n outside 0..62");
+    }
     /* hinge_m >= 0: F = max(0, (S - q) / sd) stays >= 0 (perr_alarm divides by F + k) */
-    if (p->hinge_n < 0 || p->hinge_n > 62 || p->b1_n < 0 || p->b1_n > 62 || p->b2_n < 0 || p->b2_n > 62 ||
-        p->alarm_k_q16 < 0 || (cfg->hinge && p->hinge_m < 0) ||
-        (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && p->alarm_k_q16 < 1)) {
-        return SNAPUQ_ERR_ARG;
+    if (cfg->hinge && p->hinge_m < 0) {
+        return FAIL_PARAMS("hinge_m below 0");
+    }
+    if (p->alarm_k_q16 < 0 || (cfg->combine == SNAPUQ_COMBINE_PERR_ALARM && p->alarm_k_q16 < 1)) {
+        return FAIL_PARAMS("alarm_k_q16 below 1 (perr_alarm) or below 0");
     }
     return SNAPUQ_OK;
 }
@@ -275,7 +308,8 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_
     int64_t acc = 0, s_cap;
     int32_t p1 = -1, p2 = -1, best;
     if (cfg == NULL || params == NULL || in == NULL || out == NULL || in->logits == NULL ||
-        in->probs == NULL || check_core(cfg) != SNAPUQ_OK || snapuq_snap_params_check(cfg, params) != SNAPUQ_OK ||
+        in->probs == NULL || check_core(cfg, NULL, 0) != SNAPUQ_OK ||
+        snapuq_snap_params_check(cfg, params, NULL, 0) != SNAPUQ_OK ||
         (cfg->has_intap && (in->s_in16 < 0 || in->s_in16 > CAP30))) {
         return SNAPUQ_ERR_ARG;
     }
@@ -373,7 +407,7 @@ snapuq_status_t snapuq_snap_score_model(const snapuq_snap_config_t *cfg, const s
     snapuq_snap_inputs_t in;
     snapuq_status_t st;
     uint8_t l;
-    if (cfg == NULL || model == NULL || check_tables(cfg) != SNAPUQ_OK) {
+    if (cfg == NULL || model == NULL || check_tables(cfg, NULL, 0) != SNAPUQ_OK) {
         return SNAPUQ_ERR_ARG;
     }
     memset(&in, 0, sizeof in);

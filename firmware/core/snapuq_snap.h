@@ -138,13 +138,17 @@ snapuq_status_t snapuq_snap_params_init(const snapuq_snap_config_t *cfg,
 
 /* Validate a config once, at load (tap count, d > 0, LUTs present and in range, shifts in range, int8
  * zero points, and its default calibration parameters by snapuq_snap_params_check): a config that
- * passes scores without error with its defaults. Statuses: OK, ARG. */
-snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg);
+ * passes scores without error with its defaults. Statuses: OK, ARG, with the one line naming the
+ * constant ("SNAP config: sigmoid LUT entry outside 0..65536") in msg (msg_len bytes; may be NULL;
+ * snapuq_status.h). */
+snapuq_status_t snapuq_snap_check(const snapuq_snap_config_t *cfg, char *msg, size_t msg_len);
 
 /* Calibration parameters usable with cfg (what snapuq_snap_score checks on every call): tap weights
  * 0 <= w < 2^30, shifts hinge_n / b1_n / b2_n in 0..62, hinge_m >= 0 with the hinge, alarm_k_q16 >= 0
- * (>= 1 for perr_alarm). Statuses: OK, ARG. */
-snapuq_status_t snapuq_snap_params_check(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *params);
+ * (>= 1 for perr_alarm). Statuses: OK, ARG, with the one line naming the parameter in msg (may be
+ * NULL; snapuq_snap_score passes none). */
+snapuq_status_t snapuq_snap_params_check(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *params,
+                                         char *msg, size_t msg_len);
 
 /* Score one inference. Statuses: OK, ARG. */
 snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg,

@@ -292,7 +292,7 @@ void snapuq_host_snap_close(void *handle)
 void *snapuq_host_snap_open(const uint8_t *blob, size_t len, char *err, size_t err_len)
 {
     host_snap_t *s = (host_snap_t *)calloc(1, sizeof(host_snap_t));
-    const char *why = "";
+    char why[SNAPUQ_ERROR_LEN];
     snapuq_status_t st;
     if (s == NULL || (s->blob = (uint8_t *)malloc(len ? len : 1)) == NULL) {
         set_err(err, err_len, "out of memory", "");
@@ -302,7 +302,7 @@ void *snapuq_host_snap_open(const uint8_t *blob, size_t len, char *err, size_t e
     if (blob != NULL) {
         memcpy(s->blob, blob, len); /* malloc's alignment satisfies the reader's 4 bytes */
     }
-    if ((st = snapuq_blob_open(&s->reader, s->blob, len, &why)) != SNAPUQ_OK) {
+    if ((st = snapuq_blob_open(&s->reader, s->blob, len, why, sizeof why)) != SNAPUQ_OK) {
         set_err(err, err_len, snapuq_status_str(st), why);
         snapuq_host_snap_close(s);
         return NULL;
@@ -312,7 +312,7 @@ void *snapuq_host_snap_open(const uint8_t *blob, size_t len, char *err, size_t e
         snapuq_host_snap_close(s);
         return NULL;
     }
-    if ((st = snapuq_blob_snap_config(&s->reader, &s->model, &s->cfg, &why)) != SNAPUQ_OK ||
+    if ((st = snapuq_blob_snap_config(&s->reader, &s->model, &s->cfg, why, sizeof why)) != SNAPUQ_OK ||
         (st = snapuq_snap_params_init(&s->cfg, &s->params)) != SNAPUQ_OK) {
         set_err(err, err_len, snapuq_status_str(st), why);
         snapuq_host_snap_close(s);

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from snapuq import snap_section as snap_layout
 from snapuq.errors import DeviceError, ModelFormatError, SnapuqError
 from snapuq.modeldir import ModelPaths
 
@@ -39,23 +40,18 @@ BLOB_NAME = ModelPaths.BLOB
 TWIN_PATH = Path(__file__).resolve().parents[2] / "micropython_modules" / "twin" / "snapuq.py"
 
 # SNAP section v3 (docs/BLOB.md): header, tap record and output record sizes (v2 = v1 + the input-tap
-# record offset at header byte 108; v3 = v2 + the input-normalization record offset at byte 112)
+# record offset at header byte 108; v3 = v2 + the input-normalization record offset at byte 112), all
+# from the one layout description (firmware/core/snapuq_snap_section.h, read by snapuq.snap_section)
 SNAP_MAGIC = b"SNAP"
 SNAP_VERSION = 3
-SNAP_HEADER = 116
-INTAP_RECORD = 40
-TAP_RECORD = 64
-OUT_RECORD = 8
+SNAP_HEADER = snap_layout.size("HEADER", SNAP_VERSION)
+INTAP_RECORD = snap_layout.size("INTAP")
+TAP_RECORD = snap_layout.size("TAP")
+OUT_RECORD = snap_layout.size("OUTPUT")
 SIGMOID_LEN = 513
 LUT_LEN = 256
 PERR_LEN = 257
 PERR_STEP_SHIFT = 8
-_HDR = struct.Struct("<4sHHHHBBBBHHHHHBB12i6IiIII")
-_INTAP = struct.Struct("<HHHH5i3I")
-_TAP = struct.Struct("<HHHH12iII")
-_OUT = struct.Struct("<HhI")
-assert _HDR.size == SNAP_HEADER and _TAP.size == TAP_RECORD and _OUT.size == OUT_RECORD
-assert _INTAP.size == INTAP_RECORD
 
 
 def snap_section(manifest: dict[str, Any]) -> bytes:
@@ -75,7 +71,8 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
             return offsets[text]
 
         names = sorted(outs, key=lambda n: outs[n]["index"])
-        out_recs = b"".join(_OUT.pack(int(outs[n]["index"]), int(outs[n].get("zero_point", 0)), sref(n))
+        out_recs = b"".join(snap_layout.pack("OUTPUT", {"index": int(outs[n]["index"]), "name": sref(n),
+                                                        "zero_point": int(outs[n].get("zero_point", 0))})
                             for n in names)
         classes = [str(c) for c in manifest.get("class_names", [])]
         class_refs = b"".join(struct.pack("<I", sref(c)) for c in classes)
@@ -100,11 +97,12 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
         for k, t in enumerate(taps):
             if len(t["inv_sigma_lut"]) != LUT_LEN:
                 raise ModelFormatError(f"manifest tap {k}: inv_sigma_lut must have {LUT_LEN} entries")
-            tap_recs += _TAP.pack(int(t["d"]), int(outs[t["a"]]["index"]), int(outs[t["mu"]]["index"]),
-                                  int(outs[t["logvar"]]["index"]),
-                                  *(int(t[f]) for f in ("z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift",
-                                                        "p_m", "p_n", "q_m", "q_n", "r_q16", "w_q16")),
-                                  lut_off + 4 * LUT_LEN * k, sref(str(t.get("name", f"tap{k}"))))
+            rec = {f: int(t[f]) for f in ("d", "z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n",
+                                          "q_m", "q_n", "r_q16", "w_q16")}
+            rec.update(out_a=int(outs[t["a"]]["index"]), out_mu=int(outs[t["mu"]]["index"]),
+                       out_logvar=int(outs[t["logvar"]]["index"]), name=sref(str(t.get("name", f"tap{k}"))),
+                       inv_sigma_lut_off=lut_off + 4 * LUT_LEN * k)
+            tap_recs += snap_layout.pack("TAP", rec)
         if len(lg["sigmoid_lut"]) != SIGMOID_LEN:
             raise ModelFormatError(f"manifest sigmoid_lut must have {SIGMOID_LEN} entries")
         it_tab = lut_off + 4 * LUT_LEN * len(taps)
@@ -113,23 +111,30 @@ def snap_section(manifest: dict[str, Any]) -> bytes:
         if it:
             if not all(len(it[k]) == nf for k in ("g_m", "g_n", "h_q12")):
                 raise ModelFormatError(f"manifest intap tables must have n_feat = {nf} entries")
-            it_rec = _INTAP.pack(int(it["rows"]), int(it["cols"]), nf, 0, int(it["z_x"]), int(it["p_m"]),
-                                 int(it["p_n"]), int(it["r_q16"]), int(it["w_q16"]), it_tab, it_tab + 4 * nf,
-                                 it_tab + 8 * nf)  # fmt: skip
+            rec = {k: int(it[k]) for k in ("rows", "cols", "z_x", "p_m", "p_n", "r_q16", "w_q16")}
+            rec.update(n_feat=nf, g_m_off=it_tab, g_n_off=it_tab + 4 * nf, h_q12_off=it_tab + 8 * nf)
+            it_rec = snap_layout.pack("INTAP", rec)
         norm_rec = input_normalization_record(manifest)
         norm_off = it_tab + 12 * nf if norm_rec else 0
         str_off = it_tab + 12 * nf + len(norm_rec)
-        head = _HDR.pack(SNAP_MAGIC, SNAP_VERSION, SNAP_HEADER, TAP_RECORD, OUT_RECORD,
-                         int(snap.get("spec_version", 1)), 1 if snap.get("variant") == "literal" else 0,
-                         1 if hinge else 0, len(taps), n_classes, len(names), int(outs["logits"]["index"]),
-                         int(outs[probs]["index"]), len(classes), 1 if perr else 0, PERR_STEP_SHIFT,
-                         int(conf["a_q16"]), int(lg["b0_q16"]), int(lg["b1_m"]), int(lg["b1_n"]),
-                         int(lg["b2_m"]), int(lg["b2_n"]),
-                         int(hinge["q_q16"]) if hinge else 0, int(hinge["m"]) if hinge else 0,
-                         int(hinge["n"]) if hinge else 0, int(snap["u_threshold_q16"]),
-                         int(lg.get("z_clamp_q16", (1 << 20) - 1)), int(lg.get("lut_step_shift", 11)),
-                         sig_off, taps_off, outs_off, cls_off, str_off, len(strings),
-                         int(snap["alarm"]["k_q16"]) if perr else 0, perr_off, it_off, norm_off)
+        head = snap_layout.pack("HEADER", {
+            "magic": SNAP_MAGIC, "version": SNAP_VERSION, "header_len": SNAP_HEADER,
+            "tap_rec_len": TAP_RECORD, "out_rec_len": OUT_RECORD,
+            "spec_version": int(snap.get("spec_version", 1)),
+            "variant": 1 if snap.get("variant") == "literal" else 0, "hinge": 1 if hinge else 0,
+            "n_taps": len(taps), "n_classes": n_classes, "n_outputs": len(names),
+            "out_logits": int(outs["logits"]["index"]), "out_probs": int(outs[probs]["index"]),
+            "n_class_names": len(classes), "combine": 1 if perr else 0, "perr_step_shift": PERR_STEP_SHIFT,
+            "conf_a_q16": int(conf["a_q16"]),
+            **{k: int(lg[k]) for k in ("b0_q16", "b1_m", "b1_n", "b2_m", "b2_n")},
+            "hinge_q_q16": int(hinge["q_q16"]) if hinge else 0, "hinge_m": int(hinge["m"]) if hinge else 0,
+            "hinge_n": int(hinge["n"]) if hinge else 0, "u_threshold_q16": int(snap["u_threshold_q16"]),
+            "z_clamp_q16": int(lg.get("z_clamp_q16", (1 << 20) - 1)),
+            "lut_step_shift": int(lg.get("lut_step_shift", 11)), "sigmoid_lut_off": sig_off,
+            "tap_table_off": taps_off, "out_table_off": outs_off, "class_table_off": cls_off,
+            "strings_off": str_off, "strings_len": len(strings),
+            "alarm_k_q16": int(snap["alarm"]["k_q16"]) if perr else 0, "perr_lut_off": perr_off,
+            "intap_off": it_off, "in_norm_off": norm_off}, SNAP_VERSION)
         luts = struct.pack(f"<{SIGMOID_LEN}i", *map(int, lg["sigmoid_lut"]))
         if perr:
             if len(snap["perr"]["lut"]) != PERR_LEN:
@@ -169,7 +174,9 @@ def input_normalization_record(manifest: dict[str, Any]) -> bytes:
     if norm.get("kind", "none") == "none" or "scale" not in norm:
         return b""
     sc, of = input_normalization(inp)
-    return struct.pack(f"<HH{2 * len(sc)}d", len(sc), 0, *sc, *of)
+    # the record's fixed part holds the first scale; the other scales and the offsets follow it
+    return snap_layout.pack("NORM", {"channels": len(sc), "scale": sc[0]}) + struct.pack(
+        f"<{2 * len(sc) - 1}d", *sc[1:], *of)
 
 
 def write_blob(tflite: bytes, manifest: dict[str, Any]) -> bytes:

@@ -150,8 +150,8 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
         self->keep = src;
         self->bytes = bi.buf;
     }
-    const char *why = "";
-    snapuq_status_t st = snapuq_blob_open(&self->blob, self->bytes, bi.len, &why);
+    char why[SNAPUQ_ERROR_LEN];
+    snapuq_status_t st = snapuq_blob_open(&self->blob, self->bytes, bi.len, why, sizeof why);
     if (st != SNAPUQ_OK) {
         raise_value(why, "");
     }
@@ -185,7 +185,7 @@ static mp_obj_t model_make_new(const mp_obj_type_t *type, size_t n_args, size_t 
     check_model(self, snapuq_input_map_init(&self->in_map, self->model, nc, self->in_norm,
                                             self->in_norm != NULL ? self->in_norm + nc : NULL));
     self->cfg = m_new0(snapuq_snap_config_t, 1);
-    st = snapuq_blob_snap_config(&self->blob, self->model, self->cfg, &why);
+    st = snapuq_blob_snap_config(&self->blob, self->model, self->cfg, why, sizeof why);
     if (st != SNAPUQ_OK) {
         raise_value(why, "");
     }

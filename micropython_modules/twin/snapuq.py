@@ -520,9 +520,127 @@ def _split_blob(buf):
     return memoryview(buf)[toff:toff + tlen], _Section(bytes(buf[soff:soff + slen]))
 
 
-_SNAP_HDR = "<4sHHHHBBBBHHHHHBB12i6IiI"   # section v1 header: 108 bytes
-_SNAP_TAP = "<HHHH12iII"                   # 64 bytes
-_SNAP_OUT = "<HhI"                         # 8 bytes
+# ---- SNAP section layout: generated from firmware/core/snapuq_snap_section.h
+# by `python -m snapuq.snap_section twin --write`; do not edit (docs/BLOB.md).
+_SNAP_HEADER = (
+    ('magic', '4s', 0, 1),
+    ('version', 'H', 4, 1),
+    ('header_len', 'H', 6, 1),
+    ('tap_rec_len', 'H', 8, 1),
+    ('out_rec_len', 'H', 10, 1),
+    ('spec_version', 'B', 12, 1),
+    ('variant', 'B', 13, 1),
+    ('hinge', 'B', 14, 1),
+    ('n_taps', 'B', 15, 1),
+    ('n_classes', 'H', 16, 1),
+    ('n_outputs', 'H', 18, 1),
+    ('out_logits', 'H', 20, 1),
+    ('out_probs', 'H', 22, 1),
+    ('n_class_names', 'H', 24, 1),
+    ('combine', 'B', 26, 1),
+    ('perr_step_shift', 'B', 27, 1),
+    ('conf_a_q16', 'i', 28, 1),
+    ('b0_q16', 'i', 32, 1),
+    ('b1_m', 'i', 36, 1),
+    ('b1_n', 'i', 40, 1),
+    ('b2_m', 'i', 44, 1),
+    ('b2_n', 'i', 48, 1),
+    ('hinge_q_q16', 'i', 52, 1),
+    ('hinge_m', 'i', 56, 1),
+    ('hinge_n', 'i', 60, 1),
+    ('u_threshold_q16', 'i', 64, 1),
+    ('z_clamp_q16', 'i', 68, 1),
+    ('lut_step_shift', 'i', 72, 1),
+    ('sigmoid_lut_off', 'I', 76, 1),
+    ('tap_table_off', 'I', 80, 1),
+    ('out_table_off', 'I', 84, 1),
+    ('class_table_off', 'I', 88, 1),
+    ('strings_off', 'I', 92, 1),
+    ('strings_len', 'I', 96, 1),
+    ('alarm_k_q16', 'i', 100, 1),
+    ('perr_lut_off', 'I', 104, 1),
+    ('intap_off', 'I', 108, 2),
+    ('in_norm_off', 'I', 112, 3),
+)
+_SNAP_TAP = (
+    ('d', 'H', 0, 1),
+    ('out_a', 'H', 2, 1),
+    ('out_mu', 'H', 4, 1),
+    ('out_logvar', 'H', 6, 1),
+    ('z_a', 'i', 8, 1),
+    ('z_mu', 'i', 12, 1),
+    ('z_v', 'i', 16, 1),
+    ('k_a', 'i', 20, 1),
+    ('k_mu', 'i', 24, 1),
+    ('lut_shift', 'i', 28, 1),
+    ('p_m', 'i', 32, 1),
+    ('p_n', 'i', 36, 1),
+    ('q_m', 'i', 40, 1),
+    ('q_n', 'i', 44, 1),
+    ('r_q16', 'i', 48, 1),
+    ('w_q16', 'i', 52, 1),
+    ('inv_sigma_lut_off', 'I', 56, 1),
+    ('name', 'I', 60, 1),
+)
+_SNAP_OUTPUT = (
+    ('index', 'H', 0, 1),
+    ('zero_point', 'h', 2, 1),
+    ('name', 'I', 4, 1),
+)
+_SNAP_INTAP = (
+    ('rows', 'H', 0, 2),
+    ('cols', 'H', 2, 2),
+    ('n_feat', 'H', 4, 2),
+    ('reserved', 'H', 6, 2),
+    ('z_x', 'i', 8, 2),
+    ('p_m', 'i', 12, 2),
+    ('p_n', 'i', 16, 2),
+    ('r_q16', 'i', 20, 2),
+    ('w_q16', 'i', 24, 2),
+    ('g_m_off', 'I', 28, 2),
+    ('g_n_off', 'I', 32, 2),
+    ('h_q12_off', 'I', 36, 2),
+)
+_SNAP_NORM = (
+    ('channels', 'H', 0, 3),
+    ('reserved', 'H', 2, 3),
+    ('scale', 'd', 4, 3),
+)
+# ---- end of the generated SNAP section layout
+
+
+def _get(table, name, buf, base):
+    """Field `name` of the header or record of `table` at `base`."""
+    for n, code, off, _since in table:
+        if n == name:
+            return struct.unpack_from("<" + code, buf, base + off)[0]
+    raise KeyError(name)
+
+
+def _fields(table, buf, base, ver=255, limit=1 << 30):
+    """{name: value} of the header or record of `table` at `base`: the fields of versions <= ver that end
+    within `limit` bytes (a header field appended later is there when both hold; 0 otherwise)."""
+    out = {}
+    for name, code, off, since in table:
+        fmt = "<" + code
+        out[name] = struct.unpack_from(fmt, buf, base + off)[0] if (
+            since <= ver and off + struct.calcsize(fmt) <= limit) else 0
+    return out
+
+
+def _size(table, ver=255):
+    """Bytes of `table` (the header of section version `ver`: its fields with since <= ver)."""
+    return sum(struct.calcsize("<" + code) for _n, code, _off, since in table if since <= ver)
+
+
+def _end(table, name):
+    """Offset of the byte after field `name`."""
+    for n, code, off, _since in table:
+        if n == name:
+            return off + struct.calcsize("<" + code)
+    raise KeyError(name)
+
+
 _TAP_KEYS = ("z_a", "z_mu", "z_v", "k_a", "k_mu", "lut_shift", "p_m", "p_n", "q_m", "q_n", "r_q16", "w_q16")
 MAX_TAPS = 8          # SNAPUQ_MAX_TAPS of the C core's default build
 _SPEC_MAX = 3         # SNAPUQ_SNAP_SPEC_VERSION
@@ -557,20 +675,23 @@ class _Section:
     def __init__(self, sec):
         self.sec = sec
         n = self.n = len(sec)
-        if n < 8 or sec[:4] != b"SNAP":
+        if n < _end(_SNAP_HEADER, "header_len") or sec[:4] != b"SNAP":
             raise _err("SNAP section: bad magic")
-        ver, hl, tr, orec = struct.unpack_from("<HHHH", sec, 4)
+        ver, hl = _get(_SNAP_HEADER, "version", sec, 0), _get(_SNAP_HEADER, "header_len", sec, 0)
         if ver < 1:
             raise _err("SNAP section: version 0")
-        if hl < 108 or hl > n:
+        if hl < _size(_SNAP_HEADER, 1) or hl > n:
             raise _err("SNAP section: header length out of range")
-        if tr < 64 or orec < 8 or tr % 4 or orec % 4:
+        self.h = h = _fields(_SNAP_HEADER, sec, 0, ver, hl)
+        tr, orec = h["tap_rec_len"], h["out_rec_len"]
+        if tr < _size(_SNAP_TAP) or orec < _size(_SNAP_OUTPUT) or tr % 4 or orec % 4:
             raise _err("SNAP section: record sizes too small or unaligned")
-        self.h = h = struct.unpack_from(_SNAP_HDR, sec, 0)
         self.ver, self.hl, self.tr, self.orec = ver, hl, tr, orec
-        self.n_taps, self.n_out, self.n_cls = h[8], h[10], h[13]
-        self.combine = h[14]
-        self.sig_off, self.taps_off, self.outs_off, self.cls_off, self.str_off, self.str_len = h[28:34]
+        self.n_taps, self.n_out, self.n_cls = h["n_taps"], h["n_outputs"], h["n_class_names"]
+        self.combine = h["combine"]
+        self.sig_off, self.taps_off = h["sigmoid_lut_off"], h["tap_table_off"]
+        self.outs_off = h["out_table_off"]
+        self.cls_off, self.str_off, self.str_len = h["class_table_off"], h["strings_off"], h["strings_len"]
         if not (self._table(self.taps_off, self.n_taps, tr) and self._table(self.outs_off, self.n_out, orec)
                 and self._table(self.cls_off, self.n_cls, 4) and self._table(self.str_off, self.str_len, 1)):
             raise _err("SNAP section: a table lies outside the section")
@@ -578,38 +699,41 @@ class _Section:
             raise _err("SNAP section: sigmoid LUT outside the section or unaligned")
         if self.combine > 1:
             raise _err("SNAP section: unknown combine")
-        if self.combine == 1 and not self._lut(h[35], 4 * 257):
+        if self.combine == 1 and not self._lut(h["perr_lut_off"], 4 * 257):
             raise _err("SNAP section: p_err LUT outside the section or unaligned")
-        self.it_off = struct.unpack_from("<I", sec, 108)[0] if ver >= 2 and hl >= 112 else 0
+        self.it_off = h["intap_off"]  # 0 in a section before version 2
         if self.it_off:  # section v2: the input tap (FIXED_POINT.md step 4b)
             r = self.it_off
-            if not self._lut(r, 40):
+            if not self._lut(r, _size(_SNAP_INTAP)):
                 raise _err("SNAP section: input-tap record outside the section or unaligned")
-            nf = struct.unpack_from("<H", sec, r + 4)[0]
-            ogm, ogn, oh = struct.unpack_from("<3I", sec, r + 28)
-            if not (self._lut(ogm, 4 * nf) and self._lut(ogn, 4 * nf) and self._lut(oh, 4 * nf)):
+            x = _fields(_SNAP_INTAP, sec, r)
+            nf = x["n_feat"]
+            if not (self._lut(x["g_m_off"], 4 * nf) and self._lut(x["g_n_off"], 4 * nf)
+                    and self._lut(x["h_q12_off"], 4 * nf)):
                 raise _err("SNAP section: input-tap tables outside the section or unaligned")
         self.norm = None
-        nm_off = struct.unpack_from("<I", sec, 112)[0] if ver >= 3 and hl >= 116 else 0
-        if nm_off:  # section v3: the input normalization (u16 C, u16 0, C double scales, C double offsets)
-            c = struct.unpack_from("<H", sec, nm_off)[0] if self._lut(nm_off, 4) else 0
-            if c < 1 or c > 4096 or not self._lut(nm_off, 4 + 16 * c):
+        nm_off = h["in_norm_off"]
+        if nm_off:  # section v3: the input normalization (C, then C double scales and C double offsets)
+            vo = nm_off + _end(_SNAP_NORM, "reserved")  # the first scale
+            c = _get(_SNAP_NORM, "channels", sec, nm_off) if self._lut(nm_off, vo - nm_off) else 0
+            if c < 1 or c > 4096 or not self._lut(nm_off, vo - nm_off + 16 * c):
                 raise _err("SNAP section: input-normalization record outside the section")
-            w = struct.unpack_from("<%dI" % (4 * c), sec, nm_off + 4)
+            w = struct.unpack_from("<%dI" % (4 * c), sec, vo)
             bits = [w[2 * k] | (w[2 * k + 1] << 32) for k in range(2 * c)]
             if not _norm_bits_ok(bits[:c], bits[c:]):
                 raise _err("SNAP section: input normalization is not finite or has scale 0")
-            vals = struct.unpack_from("<%dd" % (2 * c), sec, nm_off + 4)
+            vals = struct.unpack_from("<%dd" % (2 * c), sec, vo)
             self.norm = {"kind": "blob", "scale": list(vals[:c]), "offset": list(vals[c:]),
                          "scale_bits": bits[:c], "offset_bits": bits[c:]}
         for k in range(self.n_taps):
-            lut_off, name = struct.unpack_from("<II", sec, self.taps_off + k * tr + 56)
+            t = self.taps_off + k * tr
+            lut_off, name = _get(_SNAP_TAP, "inv_sigma_lut_off", sec, t), _get(_SNAP_TAP, "name", sec, t)
             if not self._lut(lut_off, 1024):
                 raise _err("SNAP section: tap LUT outside the section or unaligned")
             if not self._name_ok(name):
                 raise _err("SNAP section: bad tap name")
         for i in range(self.n_out):
-            if not self._name_ok(struct.unpack_from("<I", sec, self.outs_off + i * orec + 4)[0]):
+            if not self._name_ok(_get(_SNAP_OUTPUT, "name", sec, self.outs_off + i * orec)):
                 raise _err("SNAP section: bad output name")
         for i in range(self.n_cls):
             if not self._name_ok(struct.unpack_from("<I", sec, self.cls_off + 4 * i)[0]):
@@ -639,8 +763,8 @@ class _Section:
         string offset instead of the name with names=False)."""
         out = []
         for i in range(self.n_out):
-            idx, zp, nm = struct.unpack_from(_SNAP_OUT, self.sec, self.outs_off + i * self.orec)
-            out.append((idx, zp, self.name(nm) if names else nm))
+            o = _fields(_SNAP_OUTPUT, self.sec, self.outs_off + i * self.orec)
+            out.append((o["index"], o["zero_point"], self.name(o["name"]) if names else o["name"]))
         return out
 
     def class_names(self):
@@ -653,23 +777,30 @@ class _Section:
         h, sec = self.h, self.sec
         taps = []
         for k in range(self.n_taps):
-            f = struct.unpack_from(_SNAP_TAP, sec, self.taps_off + k * self.tr)
-            tap = {"d": f[0], "ia": f[1], "imu": f[2], "iv": f[3], "lut": self.ints(f[16], 256), "name_off": f[17]}
-            for j in range(12):
-                tap[_TAP_KEYS[j]] = f[4 + j]
+            f = _fields(_SNAP_TAP, sec, self.taps_off + k * self.tr)
+            tap = {"d": f["d"], "ia": f["out_a"], "imu": f["out_mu"], "iv": f["out_logvar"],
+                   "lut": self.ints(f["inv_sigma_lut_off"], 256), "name_off": f["name"]}
+            for key in _TAP_KEYS:
+                tap[key] = f[key]
             taps.append(tap)
         it = None
         if self.it_off:
-            rows, cols, nf, _pad, zx, pm, pn, rq, wq, ogm, ogn, oh = struct.unpack_from("<HHHH5i3I", sec,
-                                                                                      self.it_off)
-            it = {"rows": rows, "cols": cols, "n_feat": nf, "z_x": zx, "p_m": pm, "p_n": pn, "r_q16": rq,
-                  "w_q16": wq, "g_m": self.ints(ogm, nf), "g_n": self.ints(ogn, nf), "h_q12": self.ints(oh, nf)}
-        return {"spec": h[5], "variant": h[6], "hinge": h[7], "n_classes": h[9], "logits": h[11],
-                "probs": h[12], "combine": h[14], "perr_step": h[15], "a_q16": h[16], "b0_q16": h[17],
-                "b1_m": h[18], "b1_n": h[19], "b2_m": h[20], "b2_n": h[21], "hinge_q": h[22], "hinge_m": h[23],
-                "hinge_n": h[24], "thr": h[25], "z_clamp": h[26], "lut_step": h[27], "alarm_k": h[34],
-                "taps": taps, "intap": it, "sigmoid": self.ints(self.sig_off, 513),
-                "perr": self.ints(h[35], 257) if self.combine == 1 else None}
+            x = _fields(_SNAP_INTAP, sec, self.it_off)
+            nf = x["n_feat"]
+            it = {"rows": x["rows"], "cols": x["cols"], "n_feat": nf, "z_x": x["z_x"], "p_m": x["p_m"],
+                  "p_n": x["p_n"], "r_q16": x["r_q16"], "w_q16": x["w_q16"],
+                  "g_m": self.ints(x["g_m_off"], nf), "g_n": self.ints(x["g_n_off"], nf),
+                  "h_q12": self.ints(x["h_q12_off"], nf)}
+        return {"spec": h["spec_version"], "variant": h["variant"], "hinge": h["hinge"],
+                "n_classes": h["n_classes"], "logits": h["out_logits"], "probs": h["out_probs"],
+                "combine": h["combine"], "perr_step": h["perr_step_shift"], "a_q16": h["conf_a_q16"],
+                "b0_q16": h["b0_q16"], "b1_m": h["b1_m"], "b1_n": h["b1_n"], "b2_m": h["b2_m"],
+                "b2_n": h["b2_n"],
+                "hinge_q": h["hinge_q_q16"], "hinge_m": h["hinge_m"], "hinge_n": h["hinge_n"],
+                "thr": h["u_threshold_q16"], "z_clamp": h["z_clamp_q16"], "lut_step": h["lut_step_shift"],
+                "alarm_k": h["alarm_k_q16"], "taps": taps, "intap": it,
+                "sigmoid": self.ints(self.sig_off, 513),
+                "perr": self.ints(h["perr_lut_off"], 257) if self.combine == 1 else None}
 
     def manifest(self, cfg=None, outputs=None, classes=True):
         """The manifest fields the device uses (outputs, class_names, snap), the input normalization

@@ -144,14 +144,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     snapuq_blob_t b;
     snapuq_snap_config_t cfg;
-    const char *why = NULL;
+    char why[SNAPUQ_ERROR_LEN];
     const char *name = NULL;
     uint16_t i, idx;
     if (size > BLOB_MAX) {
         return 0;
     }
     memcpy(g_blob, data, size); /* the reader wants a 4-byte aligned blob */
-    if (snapuq_blob_open(&b, g_blob, size, &why) != SNAPUQ_OK) {
+    if (snapuq_blob_open(&b, g_blob, size, why, sizeof why) != SNAPUQ_OK) {
         return 0;
     }
     for (i = 0; i < b.n_outputs + 1u; i++) {
@@ -169,11 +169,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)snapuq_blob_normalize_input(&b, (uint32_t)i * 7u, 1.5f);
     }
     memset(&g_unloaded, 0, sizeof g_unloaded);
-    (void)snapuq_blob_snap_config(&b, &g_unloaded, &cfg, &why); /* model not loaded: must refuse */
+    (void)snapuq_blob_snap_config(&b, &g_unloaded, &cfg, NULL, 0); /* model not loaded: must refuse */
     if (!load_model(&b)) {
         return 0;
     }
-    if (snapuq_blob_snap_config(&b, &g_model, &cfg, &why) == SNAPUQ_OK) {
+    if (snapuq_blob_snap_config(&b, &g_model, &cfg, why, sizeof why) == SNAPUQ_OK) {
         score_or_trap(&cfg, data, size);
     }
     return 0;

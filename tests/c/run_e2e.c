@@ -37,7 +37,7 @@ int main(int argc, char **argv)
     if (st == SNAPUQ_OK) {
         st = snapuq_model_set_arena(&g_model, g_arena, sizeof g_arena);
     }
-    if (st != SNAPUQ_OK || snapuq_snap_check(&snapuq_model_snap_config) != SNAPUQ_OK ||
+    if (st != SNAPUQ_OK || snapuq_snap_check(&snapuq_model_snap_config, NULL, 0) != SNAPUQ_OK ||
         snapuq_snap_params_init(&snapuq_model_snap_config, &params) != SNAPUQ_OK) {
         fprintf(stderr, "error: %s: %s\n", snapuq_status_str(st), snapuq_model_error(&g_model));
         return 2;

@@ -79,15 +79,15 @@ static int do_score(const char *blob_path, const char *rec_path, const char *out
     snapuq_blob_t b;
     snapuq_snap_config_t cfg;
     snapuq_snap_params_t params;
-    const char *why = "";
+    char why[SNAPUQ_ERROR_LEN] = "";
     int32_t i, k, n;
     FILE *fo;
     if (blob == NULL) {
         return 66;
     }
-    if (snapuq_blob_open(&b, blob, len, &why) != SNAPUQ_OK ||
+    if (snapuq_blob_open(&b, blob, len, why, sizeof why) != SNAPUQ_OK ||
         snapuq_model_init(&g_model, b.tflite, b.tflite_len) != SNAPUQ_OK ||
-        snapuq_blob_snap_config(&b, &g_model, &cfg, &why) != SNAPUQ_OK ||
+        snapuq_blob_snap_config(&b, &g_model, &cfg, why, sizeof why) != SNAPUQ_OK ||
         snapuq_snap_params_init(&cfg, &params) != SNAPUQ_OK) {
         fprintf(stderr, "error: bad blob: %s %s\n", why, snapuq_model_error(&g_model));
         return 3;

@@ -130,13 +130,13 @@ static uint8_t arena[1 << 16] __attribute__((aligned(16)));
 static uint32_t buf[1 << 16];
 static int one(const uint8_t *b, size_t n)
 {
-    snapuq_blob_t bl; snapuq_snap_config_t cfg; const char *why = "";
+    snapuq_blob_t bl; snapuq_snap_config_t cfg; char why[SNAPUQ_ERROR_LEN];
     size_t need;
-    if (snapuq_blob_open(&bl, b, n, &why) != SNAPUQ_OK) return 1;
+    if (snapuq_blob_open(&bl, b, n, why, sizeof why) != SNAPUQ_OK) return 1;
     if (snapuq_model_init(&model, bl.tflite, bl.tflite_len) != SNAPUQ_OK) return 2;
     if (snapuq_model_arena_size(&model, &need) != SNAPUQ_OK || need > sizeof arena) return 3;
     if (snapuq_model_set_arena(&model, arena, need) != SNAPUQ_OK) return 3;
-    if (snapuq_blob_snap_config(&bl, &model, &cfg, &why) != SNAPUQ_OK) return 4;
+    if (snapuq_blob_snap_config(&bl, &model, &cfg, why, sizeof why) != SNAPUQ_OK) return 4;
     return 0;
 }
 int main(int argc, char **argv)
@@ -385,9 +385,9 @@ static uint32_t buf[1 << 16];
 float naive(float raw, double sc, double of) { return (float)((double)raw * sc + of); }
 int main(int argc, char **argv)
 {
-    snapuq_blob_t b; const char *why = ""; double sc, of; float x, y;
+    snapuq_blob_t b; char why[SNAPUQ_ERROR_LEN]; double sc, of; float x, y;
     FILE *f = fopen(argv[1], "rb"); size_t n = fread(buf, 1, sizeof buf, f); fclose(f);
-    if (snapuq_blob_open(&b, buf, n, &why) != SNAPUQ_OK) { printf("ERR %s\n", why); return 1; }
+    if (snapuq_blob_open(&b, buf, n, why, sizeof why) != SNAPUQ_OK) { printf("ERR %s\n", why); return 1; }
     (void)snapuq_blob_input_normalization(&b, 0, &sc, &of);
     x = snapuq_blob_normalize_input(&b, 0, (float)atof(argv[2]));
     y = naive((float)atof(argv[2]), sc, of);
