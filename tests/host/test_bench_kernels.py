@@ -47,3 +47,24 @@ def test_report_rows_and_head_split() -> None:
     assert row0["smlad_limit_pct"]["qemu_m4"] == pytest.approx(100.0 * conv0["macs_valid"] / 2 / 100)
     md = markdown("digits", rep)
     assert md.count("\n| ") >= len(g.operators) + 2 and "SNAP heads vs backbone" in md
+
+
+@pytest.mark.skipif(not MODEL.exists(), reason="models/digits not exported")
+def test_kernel_per_layer_is_reported() -> None:
+    """`bench --kernels` names the kernel each layer runs in the board's kernel set, from the C core
+    built with that set: the digits CNN's first conv (in_c = 1) takes the DSP patch path, the others
+    the direct path; the reference set runs the reference kernel everywhere."""
+    from snapuq.bench_kernels import op_kernels
+
+    tfl = MODEL.read_bytes()
+    g = read_graph(tfl)
+    dsp, ref = op_kernels(tfl, "dsp"), op_kernels(tfl, "ref")
+    assert len(dsp) == len(ref) == len(g.operators) and set(ref) == {"ref"}
+    convs = [k for op, k in zip(g.operators, dsp) if op.name == "CONV_2D"]
+    assert convs[0] == "dsp-patch" and set(convs[1:]) == {"dsp-direct"}
+    assert all(k == "dsp" for op, k in zip(g.operators, dsp) if op.name in ("FULLY_CONNECTED", "MEAN"))
+    prof = [{"op": op.index, "instructions": 100} for op in g.operators]
+    boards = {"qemu_m4": {"per_op_profiled": prof, "instructions": {"snap_score": 500.0, "model": 1.0}}}
+    rep = kernel_report(g, graph_split(tfl), boards, {"qemu_m4": dsp})
+    assert rep["rows"][0]["kernel"] == {"qemu_m4": "dsp-patch"}
+    assert "| dsp-patch |" in markdown("digits", rep)
