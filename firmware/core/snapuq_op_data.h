@@ -39,6 +39,7 @@ typedef struct {
     uint16_t n_channels;
     uint16_t n_quant; /* n_channels (per-channel weights) or 1 (per-tensor) */
     int32_t act_min, act_max;
+    uint32_t rows; /* input elements / depth (the kernel's batches) */
 } snapuq_fc_data_t;
 
 /* MAX_POOL_2D, AVERAGE_POOL_2D (ops/op_pool.c). */
@@ -57,6 +58,8 @@ typedef struct {
 /* MEAN (ops/op_mean.c). */
 typedef struct {
     int32_t mult, shift;
+    int32_t dims[4];   /* the input's dims padded with 1 in front to 4-D (the kernel's) */
+    uint8_t reduce[4]; /* per axis of dims: 1 = reduced */
     uint8_t reduce_mask; /* bit i set: input axis i is reduced */
     uint8_t keep_dims;
     uint8_t kernel; /* SNAPUQ_KERNEL_*: chosen by the registration's parse */

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "snapuq_op.h"
 
@@ -46,7 +47,7 @@ static SNAPUQ_ALWAYS_INLINE void snapuq_fc_args(const snapuq_model_t *md, const 
     const snapuq_priv_tensor_t *in = snapuq_tc(md, o->in[0]);
     const snapuq_priv_tensor_t *w = snapuq_tc(md, o->in[1]);
     const int32_t depth = w->dims[1], units = w->dims[0];
-    const int32_t rows = (int32_t)(snapuq_tensor_elems(in) / (uint32_t)depth);
+    const int32_t rows = (int32_t)d->rows;
     a->ctx = snapuq_op_context(md, o, 0); /* a registration that asks for scratch sets its size */
     a->fc.in_offset = -in->zero_point;
     a->fc.out_offset = snapuq_tc(md, o->out)->zero_point;
@@ -75,13 +76,13 @@ static SNAPUQ_ALWAYS_INLINE void snapuq_mean_fill_(const snapuq_model_t *md, con
 {
     const snapuq_mean_data_t *d = &o->u.mean;
     const snapuq_priv_tensor_t *in = snapuq_tc(md, o->in[0]);
-    uint8_t k, pad = (uint8_t)(4 - in->ndim);
     a->in = with_data ? snapuq_tensor_ptr(md, o->in[0]) : NULL;
     a->out = with_data ? snapuq_tensor_ptr(md, o->out) : NULL;
-    for (k = 0; k < 4; k++) { /* dims padded with 1 in front to 4-D */
-        a->dims[k] = k < pad ? 1 : in->dims[k - pad];
-        a->reduce[k] = (uint8_t)(k < pad ? 0 : ((d->reduce_mask >> (k - pad)) & 1u));
-    }
+    a->dims[0] = d->dims[0];
+    a->dims[1] = d->dims[1];
+    a->dims[2] = d->dims[2];
+    a->dims[3] = d->dims[3];
+    memcpy(a->reduce, d->reduce, 4);
     a->in_zp = in->zero_point;
     a->out_zp = snapuq_tc(md, o->out)->zero_point;
     a->mult = d->mult;

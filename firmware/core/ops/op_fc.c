@@ -38,6 +38,7 @@ snapuq_status_t snapuq_fc_parse(snapuq_model_t *md, uint16_t op, const snapuq_op
         return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": input size is not a multiple of the weight depth");
     }
     batches = in_el / depth;
+    d->rows = batches;
     if (out->ndim < 1 || out->dims[out->ndim - 1] != w->dims[0] ||
         snapuq_tensor_elems(out) != batches * (uint32_t)w->dims[0]) {
         return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": output shape does not match the weights");

@@ -53,6 +53,11 @@ snapuq_status_t snapuq_mean_parse(snapuq_model_t *md, uint16_t op, const snapuq_
     if (snapuq_qm_ratio_pot(in->scale, out->scale, 0, &d->mult, &d->shift)) {
         return snapuq_fail(md, SNAPUQ_ERR_QUANT, "operator ", op, ": bad MEAN scales");
     }
+    for (i = 0; i < 4; i++) { /* the kernel's 4-D view: dims padded with 1 in front */
+        const uint32_t pad = 4u - in->ndim;
+        d->dims[i] = i < pad ? 1 : in->dims[i - pad];
+        d->reduce[i] = (uint8_t)(i < pad ? 0 : ((d->reduce_mask >> (i - pad)) & 1u));
+    }
     return SNAPUQ_OK;
 }
 
