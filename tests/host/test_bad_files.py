@@ -112,7 +112,7 @@ CALIB_CASES = [
 
 # (case, edit of config.json, what the one line must say)
 CONFIG_CASES = [
-    ("seed -1", _set("seed", -1), "seed must be an integer >= 0, got -1"),
+    ("seed -1", _set("seed", -1), "seed must be an integer in [0, 4294967295], got -1"),
     ("seed a string", _set("seed", "0"), "seed must be an integer, got '0'"),
     ("seed 1.5", _set("seed", 1.5), "seed must be an integer, got 1.5"),
     ("input_shape with a string", _set("input_shape.1", "8"), "input_shape[1] must be an integer"),

@@ -36,7 +36,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "vectors"
-SHIPPED = sorted((ROOT / "models").glob("*/model_int8.tflite"))
+# the shipped models: not a staging folder of a running train (.NAME.train) nor another seed's model
+SHIPPED = sorted(p for p in (ROOT / "models").glob("*/model_int8.tflite")
+                 if not p.parent.name.startswith(".") and "_seed" not in p.parent.name)  # fmt: skip
 N_INPUTS = 12
 
 
