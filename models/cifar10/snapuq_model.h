@@ -5,9 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "snapuq_input.h"
 #include "snapuq_snap.h"
 
 #define SNAPUQ_MODEL_NAME "cifar10"
+/* sha256 of these SNAP constants as a blob's SNAP section (snapuq.micropython.snap_sha256): the firmware
+   reports it (`profile` snap_sha256=...), the harness refuses a device built from another export */
+#define SNAPUQ_MODEL_SNAP_SHA256 "dc3f9cfa4f2ecc13b1feb98f5b2de514d63dc71a40f6deaccab4acd485cf3847"
 #define SNAPUQ_MODEL_TFLITE_BYTES 146240u
 #define SNAPUQ_MODEL_N_CLASSES 10
 #define SNAPUQ_MODEL_N_TAPS 2
@@ -38,8 +42,11 @@
    x = raw * scale[c] + offset[c] (c = i % SNAPUQ_MODEL_INPUT_CHANNELS: the channel, last axis; in double,
    then rounded to float32, exactly as the host prepares the data), then TFLite's quantization
    clamp(round_half_away(x / SNAPUQ_MODEL_INPUT_SCALE) + zero point) in float32. A NaN reading gives the
-   zero point. */
+   zero point. The core's input path computes it (firmware/core/snapuq_input.h, snapuq_input_codes). */
 void snapuq_model_quantize_input(const float *raw, int8_t *codes);
+/* the same map for the core's input path: snapuq_input_from_float(&model, &snapuq_model_input_map, raw,
+   SNAPUQ_MODEL_INPUT_BYTES, &snapuq_model_snap_config, &s_in16) fills the input and runs the input tap */
+extern const snapuq_input_map_t snapuq_model_input_map;
 
 /* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
 extern const uint8_t snapuq_model_tflite[];

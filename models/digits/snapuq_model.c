@@ -6200,28 +6200,11 @@ const char *const snapuq_model_class_names[10] = {"0", "1", "2", "3", "4", "5", 
 static const double k_in_norm_scale[1] = {1.0};
 static const double k_in_norm_offset[1] = {0.0};
 
+const snapuq_input_map_t snapuq_model_input_map = {
+    SNAPUQ_MODEL_INPUT_SCALE, SNAPUQ_MODEL_INPUT_ZERO_POINT, SNAPUQ_MODEL_INPUT_CHANNELS, k_in_norm_scale,
+    k_in_norm_offset};
+
 void snapuq_model_quantize_input(const float *raw, int8_t *codes)
 {
-    uint32_t i;
-    for (i = 0; i < SNAPUQ_MODEL_INPUT_BYTES; i++) {
-        const uint32_t c = i % SNAPUQ_MODEL_INPUT_CHANNELS;
-        /* the affine map in double, as the host prepared the data (then float32, as TFLite's QUANTIZE);
-           the product is rounded before the add (volatile: no fused multiply-add, whatever the flags) */
-        volatile double prod = (double)raw[i] * k_in_norm_scale[c];
-        const float x = (float)(prod + k_in_norm_offset[c]);
-        float v = x / SNAPUQ_MODEL_INPUT_SCALE, t;
-        int32_t q;
-        if (!(v == v)) {
-            v = 0.0f;
-        }
-        v = v > 1024.0f ? 1024.0f : (v < -1024.0f ? -1024.0f : v);
-        t = (float)(int32_t)v; /* truncation, exact below 2^23; then half away from zero */
-        if (v - t >= 0.5f) {
-            t += 1.0f;
-        } else if (t - v >= 0.5f) {
-            t -= 1.0f;
-        }
-        q = (int32_t)t + SNAPUQ_MODEL_INPUT_ZERO_POINT;
-        codes[i] = (int8_t)(q > 127 ? 127 : (q < -128 ? -128 : q));
-    }
+    snapuq_input_codes(&snapuq_model_input_map, raw, SNAPUQ_MODEL_INPUT_BYTES, codes);
 }

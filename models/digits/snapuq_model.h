@@ -5,9 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "snapuq_input.h"
 #include "snapuq_snap.h"
 
 #define SNAPUQ_MODEL_NAME "digits"
+/* sha256 of these SNAP constants as a blob's SNAP section (snapuq.micropython.snap_sha256): the firmware
+   reports it (`profile` snap_sha256=...), the harness refuses a device built from another export */
+#define SNAPUQ_MODEL_SNAP_SHA256 "3f8e90f3a130ccc3606ed21315a7d714e3eee81080cdb32a47d1d1ece7cea27d"
 #define SNAPUQ_MODEL_TFLITE_BYTES 120576u
 #define SNAPUQ_MODEL_N_CLASSES 10
 #define SNAPUQ_MODEL_N_TAPS 2
@@ -24,13 +28,25 @@
 #define SNAPUQ_MODEL_OUT_TAP1_LOGVAR 0
 #define SNAPUQ_MODEL_OUT_TAP1_MU 3
 
+/* the operators this model uses, X(NAME, name) as in snapuq_ops.h: an image that runs only
+   it can link SNAPUQ_OP_TABLE(SNAPUQ_MODEL_OPS); instead of the stock ops/op_table.c */
+#define SNAPUQ_MODEL_OPS(X) \
+    X(CONV_2D, conv_2d) \
+    X(FULLY_CONNECTED, fully_connected) \
+    X(MAX_POOL_2D, max_pool_2d) \
+    X(MEAN, mean) \
+    X(SOFTMAX, softmax)
+
 /* A raw input (SNAPUQ_MODEL_INPUT_BYTES floats, as your data went into `snapuq train`; for a built-in
    dataset, as its loader returns it) -> the model's int8 input codes: the recorded normalization
    x = raw * scale[c] + offset[c] (c = i % SNAPUQ_MODEL_INPUT_CHANNELS: the channel, last axis; in double,
    then rounded to float32, exactly as the host prepares the data), then TFLite's quantization
    clamp(round_half_away(x / SNAPUQ_MODEL_INPUT_SCALE) + zero point) in float32. A NaN reading gives the
-   zero point. */
+   zero point. The core's input path computes it (firmware/core/snapuq_input.h, snapuq_input_codes). */
 void snapuq_model_quantize_input(const float *raw, int8_t *codes);
+/* the same map for the core's input path: snapuq_input_from_float(&model, &snapuq_model_input_map, raw,
+   SNAPUQ_MODEL_INPUT_BYTES, &snapuq_model_snap_config, &s_in16) fills the input and runs the input tap */
+extern const snapuq_input_map_t snapuq_model_input_map;
 
 /* the .tflite flatbuffer, 16-byte aligned (snapuq_model_init reads it in place) */
 extern const uint8_t snapuq_model_tflite[];
