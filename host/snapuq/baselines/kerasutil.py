@@ -158,7 +158,7 @@ def block_outputs(model, backbone: str | None = None) -> list[str]:
 
     names: list[str] = []
     if backbone:
-        from snapuq.models import BACKBONES
+        from snapuq.nn.backbones import BACKBONES
 
         spec = BACKBONES.get(backbone)
         if spec:
@@ -170,7 +170,7 @@ def block_outputs(model, backbone: str | None = None) -> list[str]:
             if isinstance(lay, (keras.layers.ReLU, keras.layers.Activation)) and len(lay.output.shape) == 4:
                 names.append(lay.name)
     if not names:  # your own model: the feature maps SNAP taps could read (fused ReLUs, 1-D maps, MLPs)
-        from snapuq.api import tap_candidates
+        from snapuq.nn.graph import tap_candidates
 
         names = tap_candidates(model, model.layers[-1].name)
     return names

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.evaluation.loading import _check_model_dir, _jsonable
 from snapuq.modeldir import ModelPaths
 
 # metrics aggregated per method: the contract keys plus the details that claims are made on
@@ -68,7 +69,7 @@ def train_argv(
             a += ["--data-dir", str(data_dir)]
     recipe = cfg.get("recipe") if not user else None
     if isinstance(recipe, dict):  # the whole backbone recipe, as recorded (TrainOptions)
-        from snapuq.nn.recipe import TrainOptions
+        from snapuq.options import TrainOptions
 
         r = TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe")
         for key, val in r.to_dict().items():
@@ -96,7 +97,7 @@ def train_argv(
         a.append("--joint")
     if not ModelPaths(d).baselines.exists():
         a.append("--no-baselines")
-    from snapuq.calibrate import best_variant
+    from snapuq.uq.calibration import best_variant
 
     best = best_variant(calib)
     fit = best.get("fit") or {}
@@ -119,7 +120,7 @@ def _mean_sd(vals: list) -> tuple[float | None, float | None, int]:
 
 
 def _method_values(m: dict, name: str) -> dict:
-    from snapuq.evaluate import CONTRACT_KEYS
+    from snapuq.evaluation.report import CONTRACT_KEYS
 
     row = dict(m["methods"].get(name, {}))
     det = m.get("details", {}).get(name, {})
@@ -249,7 +250,7 @@ def _pm(mu, s, nd=3) -> str:
 
 
 def write_report(rdir: Path, agg: dict) -> None:
-    from snapuq.report import COLUMNS
+    from snapuq.evaluation.report import COLUMNS
 
     seeds = ",".join(str(s) for s in agg["seeds"])
     name = str(agg["dataset"])
@@ -320,14 +321,15 @@ def write_report(rdir: Path, agg: dict) -> None:
     (Path(rdir) / "report.md").write_text("\n".join(L) + "\n")
 
 
-def run_seeds(args: argparse.Namespace) -> int:
-    from snapuq import evaluate as E
-    from snapuq import train as T
-    from snapuq.calibrate import write_json_atomic
+def run_seeds(args: argparse.Namespace, evaluate) -> int:
+    """`snapuq eval --seeds`: each seed's directory (trained from DIR's record when missing) evaluated by
+    `evaluate(args) -> rc` (snapuq.commands.evaluate.run), then aggregated."""
+    from snapuq.commands import train as T
+    from snapuq.uq.calibration import write_json_atomic
 
     seeds = parse_seeds(args.seeds)
     d = Path(args.model_dir)
-    E._check_model_dir(d)
+    _check_model_dir(d)
     cfg = json.loads(ModelPaths(d).config.read_text())
     calib = json.loads(ModelPaths(d).calib.read_text()) if ModelPaths(d).calib.exists() else None
     rdir = Path(args.report)
@@ -350,12 +352,12 @@ def run_seeds(args: argparse.Namespace) -> int:
         else:
             a = copy.copy(args)
             a.model_dir, a.report, a.seed, a.seeds = str(ds), str(rdir / f"seed{s}"), s, None
-            rc = E.run(a)
+            rc = evaluate(a)
             if rc:
                 return rc
         per_seed[s] = json.loads(mj.read_text())
     agg = aggregate(per_seed)
-    write_json_atomic(rdir / "metrics.json", E._jsonable(agg))
+    write_json_atomic(rdir / "metrics.json", _jsonable(agg))
     write_report(rdir, agg)
     print(f"snapuq eval: seeds {','.join(map(str, seeds))}: {criteria_line(agg['criteria'])}; "
           f"report in {rdir / 'report.md'}")  # fmt: skip
