@@ -30,6 +30,7 @@ import numpy as np
 
 from snapuq.errors import SnapuqError
 from snapuq.export.capacity import check_converted_ops
+from snapuq.io import write_json
 from snapuq.nn.graph import (
     UnsupportedModelError,
     _resolve_taps,
@@ -289,7 +290,7 @@ class Snap:
         cache = save_cache(dataset, out / "data.npz")
         self.model.save(out / "model.keras")
         self.backbone.save(out / "backbone.keras")
-        (out / "calib.json").write_text(json.dumps(self.calib, indent=1))
+        write_json(out / "calib.json", self.calib, indent=1)
         from snapuq.nn.saved import ModelDir
 
         meta = {k: v for k, v in (dataset.meta or {}).items() if k != "waves"}
@@ -318,9 +319,7 @@ class Snap:
             (md.predict(dataset.x_dev)["logits"].argmax(1) == dataset.y_dev).mean()
         )
         cfg["timings_s"] = {k: v for k, v in self.history.items() if k.endswith("_s")}
-        tmp = out / "config.json.tmp"
-        tmp.write_text(json.dumps(cfg, indent=1))
-        tmp.replace(out / "config.json")
+        write_json(out / "config.json", cfg, indent=1)
         from snapuq.modeldir import TRAIN_PARTS, record_parts
 
         record_parts(out, TRAIN_PARTS)  # an export left from another model in `out` is refused from now on

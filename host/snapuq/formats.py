@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from snapuq.errors import ModelFormatError, SnapuqError
+from snapuq.options import CalibOptions, TrainOptions
 
 # the fixed-point formats' limits (docs/FIXED_POINT.md); snapuq.export.fixedpoint holds the encoders
 
@@ -310,8 +311,12 @@ def validate_config(c: Any, where: str = "config.json", need: tuple[str, ...] = 
             _num(c[key], at / key)
     if "qat_frac" in c:
         _num(c["qat_frac"], at / "qat_frac", 0.0, 1.0)
+    if c.get("calibration") is not None:
+        try:
+            CalibOptions.from_dict(_obj(c["calibration"], at / "calibration"))
+        except (TypeError, ValueError) as e:
+            raise FormatError(f"{where} calibration: {e}") from None
     if c.get("recipe") is not None:
-        from snapuq.options import TrainOptions
 
         ra = at / "recipe"
         label = f"{where} recipe"

@@ -149,3 +149,21 @@ def test_a_non_default_recipe_survives_a_second_seed(tmp_path: Path):
     ns = p.parse_args(a)
     assert T.recipe_from_args(ns, "digits") == rec
     assert a.count("--epochs") == 1  # head_config's "epochs" (the head epochs) is not passed as --epochs
+
+
+def test_the_recorded_calibration_options_survive_a_second_seed(tmp_path: Path):
+    """config.json's `calibration` (CalibOptions) is what the other seeds calibrate with."""
+    import argparse
+
+    from snapuq.commands import train as T
+    from snapuq.options import CalibOptions
+
+    d = tmp_path / "M"
+    d.mkdir()
+    rec = CalibOptions(alpha=0.5, quantile=0.99, variant="best", input_tap=False, alarm_rate=1e-3)
+    cfg = {"dataset": "digits", "seed": 0, "epochs": 3, "rank": 32, "taps": [{"layer": "relu1"}],
+           "variant": "best", "calibration": rec.to_dict()}  # fmt: skip
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    ns = p.parse_args(train_argv(d, cfg, None, 1, tmp_path / "M_seed1", None))
+    assert T.calib_options(ns) == rec

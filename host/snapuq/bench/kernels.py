@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 
 MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
@@ -297,13 +298,6 @@ def markdown(model: str, rep: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def run_kernels(args: Any) -> int:
     from snapuq.bench.board import check_build_paths, graph_split, measure_board, parse_boards
     from snapuq.harness.reference import HostReference
@@ -326,8 +320,9 @@ def run_kernels(args: Any) -> int:
     report = {"model": str(model_dir), "split": split, **rep,
               "boards": {b: {k: v for k, v in r.items() if k in ("board", "cpu", "kernels", "instructions")}
                          for b, r in boards.items()}}
-    _atomic_write(out, json.dumps(report, indent=2) + "\n")
-    _atomic_write(out.with_suffix(".md"), markdown(str(model_dir), rep))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text(out, json.dumps(report, indent=2) + "\n")
+    write_text(out.with_suffix(".md"), markdown(str(model_dir), rep))
     for b, s in rep["summary"].items():
         h = s["snap_heads_split"]
         mpi = _fmt(s["backbone_macs_per_instruction"])

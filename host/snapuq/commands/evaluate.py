@@ -19,9 +19,9 @@ import numpy as np
 
 from snapuq.data.shifts import corruption_api
 from snapuq.errors import DatasetError, SnapuqError
-from snapuq.formats import MAX_SEED
 from snapuq.evaluation.loading import Timer, _jsonable, load
 from snapuq.evaluation.report import CONTRACT_KEYS
+from snapuq.formats import MAX_SEED
 from snapuq.io import check_out_dir, staged_dir, write_text
 from snapuq.modeldir import ModelPaths, default_data_dir
 from snapuq.uq import metrics as M

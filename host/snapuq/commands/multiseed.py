@@ -19,7 +19,9 @@ import numpy as np
 
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _check_model_dir, _jsonable
+from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
+from snapuq.options import CalibOptions, TrainOptions
 
 # metrics aggregated per method: the contract keys plus the details that claims are made on
 DETAIL_KEYS = (
@@ -69,8 +71,6 @@ def train_argv(
             a += ["--data-dir", str(data_dir)]
     recipe = cfg.get("recipe") if not user else None
     if isinstance(recipe, dict):  # the whole backbone recipe, as recorded (TrainOptions)
-        from snapuq.options import TrainOptions
-
         r = TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe")
         for key, val in r.to_dict().items():
             if val is not None:
@@ -99,7 +99,14 @@ def train_argv(
         a.append("--no-baselines")
     from snapuq.uq.calibration import best_variant
 
-    best = best_variant(calib)
+    rec = cfg.get("calibration")
+    if isinstance(rec, dict):  # the calibration options as recorded (CalibOptions)
+        co = CalibOptions.from_dict(rec)
+        a += ["--alpha", str(co.alpha), "--alarm-rate", str(co.alarm_rate or 0.0)]
+        a += ["--hinge-q", str(co.quantile)] if co.quantile is not None else []
+        a += [] if co.input_tap else ["--no-input-tap"]
+        return a
+    best = best_variant(calib)  # a directory written before config.json recorded them: from calib.json
     fit = best.get("fit") or {}
     if fit.get("alpha") is not None:
         a += ["--alpha", str(fit["alpha"])]
@@ -318,7 +325,7 @@ def write_report(rdir: Path, agg: dict) -> None:
     for k, v in agg["criteria"].items():
         L.append(f"- {k}: {v if not isinstance(v, float) else round(v, 4)}")
     L += ["", "Per-seed reports: " + ", ".join(f"[seed {s}](seed{s}/report.md)" for s in agg["seeds"])]
-    (Path(rdir) / "report.md").write_text("\n".join(L) + "\n")
+    write_text(Path(rdir) / "report.md", "\n".join(L) + "\n")
 
 
 def run_seeds(args: argparse.Namespace, evaluate) -> int:

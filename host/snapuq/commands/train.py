@@ -367,12 +367,14 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
         "seed": args.seed,
         **head_config(vars(args), tap_entries(backbone, taps, tap_prev), head_epochs, n_qat),
         "recipe": opts.to_dict(),
+        "calibration": calib_options(args).to_dict(),
         "data_meta": ds.meta,
     }
     if history:
         cfg["backbone_history"] = history
     md = ModelDir(out, cfg, snap_model)
-    calib = calibrate(md.predict, cfg, xdv, ydv, calib_options(args), seed=args.seed, x_ref=xtr, y_ref=ytr)
+    copts = CalibOptions.from_dict(cfg["calibration"])
+    calib = calibrate(md.predict, cfg, xdv, ydv, copts, seed=args.seed, x_ref=xtr, y_ref=ytr)
     calibrate.write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
-from snapuq.io import write_text
+from snapuq.io import atomic_open, write_text
 from snapuq.options import TrainOptions
 
 CHECKPOINT_FORMAT = 1
@@ -112,10 +112,8 @@ class Checkpoint:
         tmp_w = self.root / ".tmp.weights.h5"
         model.save_weights(tmp_w)
         os.replace(tmp_w, self.weights)
-        tmp_o = self.root / ".tmp.optimizer.npz"
-        with open(tmp_o, "wb") as f:
+        with atomic_open(self.optimizer, "wb") as f:
             np.savez(f, *[np.asarray(v) for v in optimizer.variables])
-        os.replace(tmp_o, self.optimizer)
         write_text(self.state, json.dumps({"format": CHECKPOINT_FORMAT, **state}, indent=1))
 
     def restore(self, model, optimizer) -> None:
