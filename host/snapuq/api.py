@@ -38,6 +38,7 @@ from snapuq.nn.graph import (
     fold_input_preprocessing,
     logits_backbone,
 )
+from snapuq.nn.saved import predict_batched
 from snapuq.options import CalibOptions
 from snapuq.uq.calibration import calibrate
 
@@ -187,11 +188,7 @@ class Snap:
         return self._predict(self._in(x), batch_size)
 
     def _predict(self, x: np.ndarray, batch_size: int = 256) -> dict[str, np.ndarray]:
-        parts = []
-        for i in range(0, len(x), batch_size):
-            out = self.model(x[i : i + batch_size], training=False)
-            parts.append({k: np.asarray(v) for k, v in out.items()})
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        return predict_batched(self.model, x, batch_size, traced=False)
 
     def config(self) -> dict[str, Any]:
         """The SNAP-head part of config.json."""

@@ -175,7 +175,8 @@ def test_every_baseline_on_tiny_model(tiny, name):
 
 def test_mc_dropout_samples_and_keeps_base(tiny):
     ds, model, ctx, _, _ = tiny
-    from snapuq.baselines.kerasutil import mc_dropout_clone, predict_batched
+    from snapuq.baselines.kerasutil import mc_dropout_clone
+    from snapuq.nn.saved import predict_batched
 
     clone, n = mc_dropout_clone(model)
     assert n == 1

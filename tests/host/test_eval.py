@@ -88,7 +88,7 @@ class _ModelDir:
     def __init__(self, d):
         import keras
 
-        from snapuq.baselines.kerasutil import predict_batched
+        from snapuq.nn.saved import predict_batched
 
         d = Path(d)
         self.config = json.loads((d / "config.json").read_text())
@@ -113,9 +113,7 @@ def _install_fakes(mp: pytest.MonkeyPatch) -> None:
     mp.setitem(sys.modules, "snapuq.data.corruptions", corr)
     # `from snapuq.data import corruptions` reads the package attribute once the real module was imported
     mp.setattr(D, "corruptions", corr, raising=False)
-    md = types.ModuleType("snapuq.nn.saved")
-    md.load_model_dir = _ModelDir
-    mp.setitem(sys.modules, "snapuq.nn.saved", md)
+    mp.setattr("snapuq.evaluation.loading.load_model_dir", _ModelDir)  # what eval loads a directory with
     mp.setattr(models, "build_backbone", lambda name, shape, n, **kw: _tiny_backbone(shape, n))
 
 

@@ -1,7 +1,7 @@
 """A non-editable install works outside the checkout: the package is built and installed (no editable link,
-no dependencies downloaded: they come from the running environment) into a fresh virtual environment, and
-`snapuq verify`, `snapuq harness --port qemu:m4` and `snapuq micropython blob` run from a directory outside
-the checkout, finding the C core, the firmware tree and the twin through snapuq.resources."""
+no runtime dependency downloaded: they come from the running environment) into a fresh virtual environment,
+and `snapuq verify`, `snapuq harness --port qemu:m4` and `snapuq micropython blob` run from a directory
+outside the checkout, finding the C core, the firmware tree and the twin through snapuq.resources."""
 
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
             d.symlink_to(os.readlink(s))
         elif s.is_file():
             shutil.copy2(s, d)
-    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
-          "--no-build-isolation", "--no-index", str(src)], base, dict(os.environ), timeout=900)
+    # a regular build (pyproject's build-system: setuptools>=77 in pip's isolated build environment)
+    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(src)], base,
+         dict(os.environ), timeout=900)
     shutil.rmtree(src)
     work = base / "work"
     work.mkdir()

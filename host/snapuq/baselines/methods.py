@@ -41,10 +41,10 @@ from snapuq.baselines.kerasutil import (
     logits_model,
     logsumexp,
     mc_dropout_clone,
-    predict_batched,
     softmax,
 )
 from snapuq.errors import SnapuqError
+from snapuq.nn.saved import predict_batched
 from snapuq.uq import metrics as M
 from snapuq.uq.score import one_minus_max
 

@@ -115,8 +115,9 @@ def train_baselines(
     every epoch in D/checkpoint/baselines and continued there with `resume`."""
     import keras
 
-    from snapuq.baselines.kerasutil import logits_model, predict_batched
+    from snapuq.baselines.kerasutil import logits_model
     from snapuq.nn.backbones import build_backbone
+    from snapuq.nn.saved import predict_batched
 
     if config.get("backbone") == "user":
         build_backbone = user_backbone_factory(out_dir, config)  # noqa: F811  (your own model, re-initialised)

@@ -36,6 +36,7 @@ from snapuq.nn.training import (
     validate_head_options,
 )
 from snapuq.options import CalibOptions
+from snapuq.uq.calibration import calibrate, write_json_atomic
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -296,7 +297,6 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
     timings["load_data"] = time.perf_counter() - t0
     import keras  # after every check: a bad invocation fails in a second, without TensorFlow
 
-    from snapuq.commands import calibrate
     from snapuq.nn import heads as snap
     from snapuq.nn.recipe import fit_backbone_resumable
 
@@ -375,7 +375,7 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
     md = ModelDir(out, cfg, snap_model)
     copts = CalibOptions.from_dict(cfg["calibration"])
     calib = calibrate(md.predict, cfg, xdv, ydv, copts, seed=args.seed, x_ref=xtr, y_ref=ytr)
-    calibrate.write_json_atomic(ModelPaths(out).calib, calib)
+    write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))

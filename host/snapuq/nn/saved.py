@@ -34,11 +34,7 @@ class ModelDir:
             raise SnapuqError(
                 f"input shape {tuple(x.shape[1:])} != model input {tuple(self.config['input_shape'])}"
             )
-        parts = []
-        for i in range(0, len(x), batch_size):
-            out = self.model(x[i : i + batch_size], training=False)
-            parts.append({k: np.asarray(v) for k, v in out.items()})
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        return predict_batched(self.model, x, batch_size, traced=False)
 
     def export_model(self):
         """The Keras model the int8 export converts (fixed batch 1 is the converter's business):
@@ -80,3 +76,45 @@ def load_model_dir(d: str | Path, calib: bool = True) -> ModelDir:
     except Exception as e:
         raise ModelFormatError(f"{mp}: cannot load ({type(e).__name__}: {str(e)[:160]})") from e
     return ModelDir(d, cfg, model, cal)
+
+
+_COMPILED: dict[int, object] = {}
+
+
+def _compiled(model):
+    """model(x, training=False) as one traced tf.function per model (eager Keras calls are slow on CPU)."""
+    key = id(model)
+    fn = _COMPILED.get(key)
+    if fn is None or fn[0] is not model:
+        import tensorflow as tf
+
+        fn = (model, tf.function(lambda x: model(x, training=False), reduce_retracing=True))
+        _COMPILED[key] = fn
+    return fn[1]
+
+
+def predict_batched(model, x: np.ndarray, batch_size: int = 512,
+                    traced: bool = True) -> dict[str, np.ndarray] | np.ndarray:  # fmt: skip
+    """model(x, training=False) in batches, numpy out (dict outputs stay dicts): through one traced function
+    per model (`traced`, the baselines: eager Keras calls are slow on CPU), or eagerly as the SNAP models
+    were calibrated (ModelDir.predict, Snap). Stateful layers (the always-on dropout of an MC clone) draw
+    new randomness on every call."""
+    from keras import ops
+
+    if len(x) == 0:
+        raise SnapuqError("predict on an empty input array")
+    fn = _compiled(model) if traced else (lambda xb: model(xb, training=False))
+    parts = []
+    for i in range(0, len(x), batch_size):
+        xb = np.asarray(x[i : i + batch_size], dtype=np.float32)
+        n = len(xb)
+        if traced and n < batch_size and len(x) > batch_size:  # pad the tail: one traced shape
+            xb = np.concatenate([xb, np.zeros((batch_size - n,) + xb.shape[1:], np.float32)])
+        out = fn(xb)
+        if isinstance(out, dict):
+            parts.append({k: ops.convert_to_numpy(v)[:n] for k, v in out.items()})
+        else:
+            parts.append(ops.convert_to_numpy(out)[:n])
+    if isinstance(parts[0], dict):
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return np.concatenate(parts)
