@@ -18,6 +18,7 @@ demo: setup
 
 lint: setup
 	$(VENV)/bin/ruff check host tests tools
+	cd host && ../$(VENV)/bin/lint-imports --no-cache ../pyproject.toml  # the layers contract
 
 # SNAPUQ_STRICT_SKIPS: a skip for a missing tool, oracle or shipped model is a failure (tests/conftest.py)
 test: setup lint

@@ -5,7 +5,7 @@ checkout without any path manipulation."""
 
 import sys
 
-from snapuq.harness.cli import main
+from snapuq.commands.harness import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,10 +6,10 @@ import sys
 
 import numpy as np
 
-from snapuq import metrics as M
 from snapuq.baselines.methods import EvalContext, Mahalanobis
 from snapuq.data import load_dataset
-from snapuq.modeldir import load_model_dir
+from snapuq.nn.saved import load_model_dir
+from snapuq.uq import metrics as M
 
 md = load_model_dir("models/cifar10")
 ds = load_dataset("cifar10", sys.argv[1])

@@ -18,12 +18,12 @@ import numpy as np
 
 
 def study(d: str) -> dict:
-    from snapuq import calibrate as C
-    from snapuq import metrics as M
     from snapuq.data import load_dataset, load_ood
-    from snapuq.evaluate import _corruption_api
-    from snapuq.modeldir import load_model_dir
-    from snapuq.score import SnapScorer
+    from snapuq.data.shifts import corruption_api
+    from snapuq.nn.saved import load_model_dir
+    from snapuq.uq import calibration as C
+    from snapuq.uq import metrics as M
+    from snapuq.uq.score import SnapScorer
 
     md = load_model_dir(d)
     cfg = md.config
@@ -33,9 +33,11 @@ def study(d: str) -> dict:
     ot = md.predict(xt)
     p = ot["probs"]
     err = p.argmax(1) != y
-    sc = SnapScorer(C.calibrate_model_dir(md, ds))
+    seed = int(md.config.get("seed", 0))
+    sc = SnapScorer(C.calibrate(md.predict, md.config, ds.x_dev, ds.y_dev, seed=seed, x_ref=ds.x_train,
+                                y_ref=ds.y_train))
     r = sc.score(ot)
-    names, corrupt = _corruption_api(ds)
+    names, corrupt = corruption_api(ds)
     idx = np.arange(len(y))
     lab = np.r_[np.zeros(len(y)), np.ones(len(y))]
     res: dict = {"dir": d, "acc": float(1 - err.mean()), "shift": {}, "shift_S": {}, "shift_msp": {}}

@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 
-from snapuq import metrics as M
 from snapuq.data import load_dataset, load_ood_sets
 from snapuq.data.corruptions import CIFAR10_C, corrupt
 from snapuq.export import int8_predict
+from snapuq.uq import metrics as M
 
 ds = load_dataset("cifar10", "../shared/data", 0)
 xt, yt = ds.x_test[:2000], ds.y_test[:2000]

@@ -35,16 +35,16 @@ EARLY = {"digits": "relu0", "keywords": "relu0", "cifar10": "relu0"}
 def dump(d: str) -> None:
     import keras
 
-    from snapuq import calibrate as C
+    from snapuq.commands import calibrate as C
     from snapuq.data import load_dataset, load_ood
-    from snapuq.evaluate import _corruption_api
-    from snapuq.modeldir import load_model_dir
-    from snapuq.score import tap_stats
+    from snapuq.data.shifts import corruption_api
+    from snapuq.nn.saved import load_model_dir
+    from snapuq.uq.score import tap_stats
 
     md = load_model_dir(d)
     cfg = md.config
     ds = load_dataset(cfg["dataset"], None, seed=int(cfg.get("seed", 0)))
-    names, corrupt = _corruption_api(ds)
+    names, corrupt = corruption_api(ds)
     early = keras.Model(md.model.input, md.model.get_layer(EARLY[cfg["dataset"]]).output)
 
     def run(x):
@@ -101,8 +101,8 @@ def terms(D: dict, ok_dev: np.ndarray, extra: list[str]) -> dict:
 
 
 def fa_resampled(u_test, u_dev, draws: int = 30, n_seg: int = 16, seg: int = 300, w: int = 100) -> float:
-    from snapuq import metrics as M
-    from snapuq import stream as SS
+    from snapuq.uq import metrics as M
+    from snapuq.uq import stream as SS
 
     out = []
     for s in range(draws):
@@ -117,9 +117,9 @@ def fa_resampled(u_test, u_dev, draws: int = 30, n_seg: int = 16, seg: int = 300
 def evaluate(D, names, S, ok_dev, *, rule: str = "dev", k: float | None = None) -> dict:
     """U from S with the hinge rule ('dev': quantile steps on clean dev S as in the first revision;
     'conf0.999' / 'max': of clean dev + train S) and k fitted (None) or fixed; the study's figures."""
-    from snapuq import calibrate as C
-    from snapuq import metrics as M
-    from snapuq.score import alarm_map, perr_map
+    from snapuq.commands import calibrate as C
+    from snapuq.uq import metrics as M
+    from snapuq.uq.score import alarm_map, perr_map
 
     err_dev = ~ok_dev
     err_test = D["test"]["probs"].argmax(1) != D["y"]["test"]
@@ -178,8 +178,8 @@ def _prep(d: str, classcond: bool = False) -> dict:
     k = 0.05): m = 1 - MSP, p_err, S, F per set. classcond: the per-tap statistic is standardized by the
     mean / sd of its predicted class (correct train + dev inputs, shrunk to the pooled values with 20
     pseudo-inputs) instead of the pooled clean dev mean / sd."""
-    from snapuq import calibrate as C
-    from snapuq.score import perr_map
+    from snapuq.commands import calibrate as C
+    from snapuq.uq.score import perr_map
 
     D, names = load(d)
     pred = {s: v["probs"].argmax(1) for s, v in D.items() if "probs" in v}
@@ -211,7 +211,7 @@ def _prep(d: str, classcond: bool = False) -> dict:
 
 
 def _figures(P: dict, U: dict) -> dict:
-    from snapuq import metrics as M
+    from snapuq.uq import metrics as M
 
     et, n = P["err_test"], len(P["err_test"])
     lab = np.r_[np.zeros(n), np.ones(n)]
@@ -239,13 +239,13 @@ def _rows(dirs: list[str], variants: dict, classcond: bool = False) -> None:
 
 
 def _shipped(P: dict) -> dict:
-    from snapuq.score import alarm_map
+    from snapuq.uq.score import alarm_map
 
     return {s: P["pe"][s] + alarm_map(P["F"][s], 0.05) * (1 - P["pe"][s]) for s in P["F"]}
 
 
 def _odds(mult: float):
-    from snapuq.score import alarm_map
+    from snapuq.uq.score import alarm_map
 
     def f(P: dict) -> dict:
         out = {}
@@ -276,10 +276,10 @@ def _tails(kind: str):
 
 
 def input_summary(x: np.ndarray) -> np.ndarray:
-    """The input tap's statistics of each input (N, J): snapuq.score.input_summary on the view the product
-    uses (snapuq.score.input_view)."""
-    from snapuq.score import input_summary as summary
-    from snapuq.score import input_view
+    """The input tap's statistics of each input (N, J): snapuq.uq.score.input_summary on the view the product
+    uses (snapuq.uq.score.input_view)."""
+    from snapuq.uq.score import input_summary as summary
+    from snapuq.uq.score import input_view
 
     x = np.asarray(x, np.float32)
     return summary(x, *input_view(x.shape[1:]))
@@ -289,12 +289,12 @@ def _input_sets(d: str) -> dict:
     """The inputs of DIR's model: train, dev, test, eval's OOD set and every corruption at severity 3 of
     the test split (c_<name>)."""
     from snapuq.data import load_dataset, load_ood
-    from snapuq.evaluate import _corruption_api
-    from snapuq.modeldir import load_model_dir
+    from snapuq.data.shifts import corruption_api
+    from snapuq.nn.saved import load_model_dir
 
     cfg = load_model_dir(d).config
     ds = load_dataset(cfg["dataset"], cfg.get("data_dir"), seed=int(cfg.get("seed", 0)))
-    names, corrupt = _corruption_api(ds)
+    names, corrupt = corruption_api(ds)
     xt = np.asarray(ds.x_test, np.float32)
     sets = {"train": ds.x_train, "dev": ds.x_dev, "test": xt,
             "ood": load_ood(cfg["dataset"], ds, cfg.get("data_dir"), n=500, seed=0)}  # fmt: skip
@@ -323,7 +323,7 @@ def _input_term(P: dict) -> dict:
 def _with_input_tap(P: dict, weight: float = 2.0, alone: bool = False) -> dict:
     """P with S = the taps' terms and the input term weighted `weight` against each tap (alone: the input
     term only), and F its hinge under the shipped rule; weight 2 is the shipped S (§7.4)."""
-    from snapuq import calibrate as C
+    from snapuq.commands import calibrate as C
 
     t = _input_term(P)
     n_taps = P["D"]["dev"]["eb"].shape[1]
@@ -343,8 +343,8 @@ def perr_joint(dirs: list[str]) -> None:
     dev errors alone are 5-8 on digits) instead of m alone: test AUROC ✓/✗ minus MSP's per DIR, for the
     feature = the shipped S, the taps' S, the input term. A margin above MSP would absorb one alarmed
     clean input (1 / n_correct: 0.0023 digits, 0.0013 keywords)."""
-    from snapuq import calibrate as C
-    from snapuq import metrics as M
+    from snapuq.commands import calibrate as C
+    from snapuq.uq import metrics as M
 
     for d in dirs:
         P = _with_input_tap(_prep(d))
@@ -386,7 +386,7 @@ def dump_raw(d: str) -> None:
 def _order_feats(x: np.ndarray, kind: str, n_q: int = 8) -> np.ndarray:
     """'shipped': the input tap's statistics; 'order': 8 order statistics of the frame (row) means and of
     the frames' mean |neighbour differences| (sorted over time, so a word's position does not matter)."""
-    from snapuq.score import input_summary, input_view
+    from snapuq.uq.score import input_summary, input_view
 
     rows, cols = input_view(x.shape[1:])
     if kind == "shipped":
@@ -417,8 +417,8 @@ def order_stats(dirs: list[str]) -> None:
     """§8: per corruption, over the DIRs: the input term alone (AUROC clean test vs corrupted), the fraction
     of corrupted inputs whose alarm fires, and U's AUROC, for the shipped input statistics and for the
     time-order-free ones; then each U's summary line."""
-    from snapuq import calibrate as C
-    from snapuq import metrics as M
+    from snapuq.commands import calibrate as C
+    from snapuq.uq import metrics as M
 
     def u_with(P: dict, t: dict) -> dict:
         n_taps = P["D"]["dev"]["eb"].shape[1]

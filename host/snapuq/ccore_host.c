@@ -1,5 +1,5 @@
 /*
- * ccore_host.c - host-only entry points that snapuq.ccore calls through ctypes.
+ * ccore_host.c - host-only entry points that snapuq.native.ccore calls through ctypes.
  *
  * Compiled together with the C core (firmware/core, shipped in the package as snapuq/c) into one
  * shared library. It owns the memory the core leaves to its caller (model structs, arena, SNAP
@@ -11,7 +11,7 @@
  * model order) and writes every output of every record, concatenated in model order.
  *
  * SNAP: snapuq_host_snap_open() takes a model blob (docs/BLOB.md, written by
- * snapuq.micropython.write_blob), keeps an aligned copy and reads it with the core's own blob
+ * snapuq.native.blob.write_blob), keeps an aligned copy and reads it with the core's own blob
  * reader, as the firmware's `model` upload does: snapuq_blob_open, snapuq_model_init on the
  * blob's .tflite, snapuq_blob_snap_config (the section checked against that model).
  * snapuq_host_snap_score() scores N records of model outputs (the layout run() writes) given

@@ -13,21 +13,23 @@ import sys
 
 # name -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("snapuq.train", "train a backbone with SNAP heads (and the trained baselines)"),
-    "export": ("snapuq.export.cli", "int8 export: model_int8.tflite, snapuq.json, snapuq_model.{c,h}"),
-    "verify": ("snapuq.export.verify", "the C core vs the TFLM interpreter, element by element"),
+    "train": ("snapuq.commands.train", "train a backbone with SNAP heads (and the trained baselines)"),
+    "export": ("snapuq.commands.export", "int8 export: model_int8.tflite, snapuq.json, snapuq_model.{c,h}"),
+    "verify": ("snapuq.commands.verify", "the C core vs the TFLM interpreter, element by element"),
     "calibrate": (
-        "snapuq.calibrate",
+        "snapuq.commands.calibrate",
         "refit calib.json (p_err, alarm, hinge) on dev, no retraining",
     ),
-    "eval": ("snapuq.evaluate", "evaluate SNAP and every baseline; metrics.json, plots, report.md"),
-    "bench": ("snapuq.bench", "deployment cost per method and board (JSON)"),
-    "harness": ("snapuq.harness.cli", "run a test split on a board or QEMU over serial; check every result "
+    "eval": ("snapuq.commands.evaluate", "evaluate SNAP and every baseline; metrics.json, plots, report.md"),
+    "bench": ("snapuq.commands.bench", "deployment cost per method and board (JSON)"),
+    "harness": ("snapuq.commands.harness", "run a test split on a board or QEMU over serial; check every "
+                "result "
                 "against the host C core"),
-    "micropython": ("snapuq.micropython", "MicroPython: write the model blob, push it to a board, compare"),
+    "micropython": ("snapuq.commands.micropython",
+                    "MicroPython: write the model blob, push it to a board, compare"),
     "parts": ("snapuq.commands.parts", "a model directory's parts (MANIFEST.sha256): check them, or record "
               "them for a directory written by an older snapuq"),
-    "tokens": ("snapuq.tokens.cli", "Uncert: uncertainty-guided token pruning in a spiking transformer"),
+    "tokens": ("snapuq.commands.tokens", "Uncert: uncertainty-guided token pruning in a spiking transformer"),
     "reproduce": (
         "snapuq.commands.reproduce",
         "the paper's benchmarks on the real data sets: train, eval over seeds, docs/RESULTS.md",
@@ -70,17 +72,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 VERBOSE_HELP = "show TensorFlow's own log lines (import-time oneDNN/absl/CUDA messages, converter output)"
 
 
-def wants_verbose(argv: list[str]) -> bool:
-    """-v / --verbose anywhere before a bare `--` (decided before parsing: TensorFlow may be imported
-    while the command's parser is built)."""
-    for a in argv:
-        if a == "--":
-            return False
-        if a in ("-v", "--verbose"):
-            return True
-    return False
-
-
 def main(argv: list[str] | None = None) -> int:
     from snapuq import tfquiet
     from snapuq.errors import SnapuqError
@@ -88,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     _sigterm_as_interrupt()
     argv = list(sys.argv[1:] if argv is None else argv)
     # before any command module is imported: TensorFlow's import-time lines are held unless -v
-    tfquiet.install(show=wants_verbose(argv))
+    tfquiet.install(show=tfquiet.wants_verbose(argv))
     only = argv[0] if argv and argv[0] in COMMANDS else None
     parser = build_parser(only)
     args = parser.parse_args(argv)

@@ -15,7 +15,7 @@ model (its output scales and shapes) stays in `snapuq.export.fixedpoint.build_sn
 a calib.json export refuses is refused by all of them with the same one line.
 
 `validate_config` checks the keys of config.json a reader uses (dataset, input_shape, taps, seed, ...)
-where present, and the training recipe through `snapuq.nn.recipe.TrainOptions.from_dict`; a reader names
+where present, and the training recipe through `snapuq.options.TrainOptions.from_dict`; a reader names
 the keys it cannot do without (`need=`).
 """
 
@@ -26,10 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from snapuq.errors import ModelFormatError, SnapuqError
-from snapuq.export.fixedpoint import INTAP_MAX_FEAT, INTAP_MAX_SIDE, MAX_D, MAX_TAPS
-from snapuq.export.fixedpoint import PERR_LUT_LEN as PERR_KNOTS
+from snapuq.options import CalibOptions, TrainOptions
 
 # the fixed-point formats' limits (docs/FIXED_POINT.md); snapuq.export.fixedpoint holds the encoders
+
+MAX_TAPS = 8
+MAX_D = 16384
+PERR_LUT_LEN = 257
+PERR_KNOTS = PERR_LUT_LEN
+INTAP_MAX_FEAT = 16384  # J: the step-4b sum of squares stays below 2^62
+INTAP_MAX_SIDE = 65535  # R, K (uint16)
 WEIGHT_MAX = 2.0**14
 ALARM_K_MIN, ALARM_K_MAX = 2.0**-16, 2.0**14
 Q16_MAX = ((1 << 31) - 1) / 65536.0  # |v| of a signed Q16 int32
@@ -229,8 +235,6 @@ def _calibration(p: dict, at: _At, offset: float, config: dict | None) -> None:
 
 
 def _intap(it: dict, at: _At, config: dict | None) -> None:
-    from snapuq.score import input_summary_len
-
     rows = _int(_get(it, "rows", at), at / "rows", 1, INTAP_MAX_SIDE)
     cols = _int(_get(it, "cols", at), at / "cols", 1, INTAP_MAX_SIDE)
     shape = config.get("input_shape") if config else None
@@ -307,8 +311,12 @@ def validate_config(c: Any, where: str = "config.json", need: tuple[str, ...] = 
             _num(c[key], at / key)
     if "qat_frac" in c:
         _num(c["qat_frac"], at / "qat_frac", 0.0, 1.0)
+    if c.get("calibration") is not None:
+        try:
+            CalibOptions.from_dict(_obj(c["calibration"], at / "calibration"))
+        except (TypeError, ValueError) as e:
+            raise FormatError(f"{where} calibration: {e}") from None
     if c.get("recipe") is not None:
-        from snapuq.nn.recipe import TrainOptions
 
         ra = at / "recipe"
         label = f"{where} recipe"
@@ -340,3 +348,8 @@ def read_calib(path: str | Path, config: dict | None = None) -> dict:
 
     p = Path(path)
     return validate_calib(read_json(p, "the SNAP calibration written by `snapuq train`"), str(p), config)
+
+
+def input_summary_len(rows: int, cols: int) -> int:
+    """J = K column means + R row means (+ K column |differences| when R > 1, + R row ones when K > 1)."""
+    return cols + rows + (cols if rows > 1 else 0) + (rows if cols > 1 else 0)

@@ -144,19 +144,6 @@ def check_out_file(path: str | Path, option: str = "--out") -> Path:
     return p
 
 
-def default_data_dir(model_dir: str | Path | None, given: str | None) -> str | None:
-    """--data-dir as given, else the one `snapuq train` recorded in the model's config.json."""
-    if given is not None or model_dir is None:
-        return given
-    from snapuq.formats import read_config
-
-    cfg = Path(model_dir) / "config.json"
-    if not cfg.is_file():
-        return None
-    v = read_config(cfg, need=()).get("data_dir")
-    return str(v) if v else None
-
-
 @contextlib.contextmanager
 def captured_output(show: bool = False) -> Iterator[None]:
     """Hold what C++ libraries and Python print to stdout/stderr (TensorFlow's converter dumps,

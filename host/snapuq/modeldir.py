@@ -12,9 +12,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from snapuq.errors import ModelFormatError, SnapuqError
+from snapuq.formats import read_config
 
 
 @dataclass(frozen=True)
@@ -57,76 +56,6 @@ class ModelPaths:
         for p in (self.int8, self.manifest):
             if not p.is_file():
                 raise SnapuqError(f"{p}: missing (run `snapuq export {self.root}` first)")
-
-
-@dataclass
-class ModelDir:
-    path: Path
-    config: dict
-    model: object
-    calib: dict | None = None
-    _export: object = field(default=None, repr=False)
-
-    @property
-    def files(self) -> ModelPaths:
-        return ModelPaths(self.path)
-
-    def predict(self, x: np.ndarray, batch_size: int = 256) -> dict[str, np.ndarray]:
-        """Float outputs (dict of numpy arrays) for NHWC float32 inputs."""
-        x = np.asarray(x, np.float32)
-        if x.ndim == len(self.config["input_shape"]):
-            x = x[None]
-        if tuple(x.shape[1:]) != tuple(self.config["input_shape"]):
-            raise SnapuqError(
-                f"input shape {tuple(x.shape[1:])} != model input {tuple(self.config['input_shape'])}"
-            )
-        parts = []
-        for i in range(0, len(x), batch_size):
-            out = self.model(x[i : i + batch_size], training=False)
-            parts.append({k: np.asarray(v) for k, v in out.items()})
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-    def export_model(self):
-        """The Keras model the int8 export converts (fixed batch 1 is the converter's business):
-        outputs "logits", "probs", and per tap "tap{k}_a", "tap{k}_mu", "tap{k}_logvar" where the exported
-        "tap{k}_logvar" is the head's ReLU output (the `tap{k}_lvr` tensor): its real value plus
-        config["logvar_offset"] (= 2 ln eps) is log sigma^2. No "feat" (host-only)."""
-        import keras
-
-        if self._export is None:
-            out = self.model.output
-            keep = {"logits": out["logits"], "probs": out["probs"]}
-            for k in range(len(self.config["taps"])):
-                keep[f"tap{k}_a"] = out[f"tap{k}_a"]
-                keep[f"tap{k}_mu"] = out[f"tap{k}_mu"]
-                keep[f"tap{k}_logvar"] = out[f"tap{k}_lvr"]
-            self._export = keras.Model(self.model.input, keep, name="snapuq_export")
-        return self._export
-
-
-def load_model_dir(d: str | Path, calib: bool = True) -> ModelDir:
-    """The model, its config.json and (with `calib`, when present) its calib.json, both validated by
-    snapuq.formats before the model is loaded (a bad file is one line, not a traceback later)."""
-    from snapuq.formats import read_calib, read_config
-
-    d = Path(d)
-    if not d.is_dir():
-        raise SnapuqError(f"{d}: no such model directory")
-    paths = ModelPaths(d)
-    cfg = read_config(paths.config, need=("dataset", "input_shape", "taps"))
-    cal = read_calib(paths.calib, cfg) if calib and paths.calib.exists() else None
-    mp = paths.keras
-    if not mp.is_file():
-        raise SnapuqError(f"{mp}: missing (not a model directory written by `snapuq train`)")
-    import keras
-
-    import snapuq.snap  # noqa: F401  (registers the custom layers)
-
-    try:
-        model = keras.saving.load_model(mp, compile=False)
-    except Exception as e:
-        raise ModelFormatError(f"{mp}: cannot load ({type(e).__name__}: {str(e)[:160]})") from e
-    return ModelDir(d, cfg, model, cal)
 
 
 # the parts of a model directory (MANIFEST.sha256 records them in this order) and what each is made from,
@@ -553,3 +482,15 @@ def record_parts(d: str | Path, made: tuple[str, ...]) -> None:
     rec = plan_parts(lambda n: d / n if (d / n).is_file() else None, old, set(made))
     if rec is not None:
         write_text(ModelPaths(d).parts, format_parts(rec))
+
+
+def default_data_dir(model_dir: str | Path | None, given: str | None) -> str | None:
+    """--data-dir as given, else the one `snapuq train` recorded in the model's config.json."""
+    if given is not None or model_dir is None:
+        return given
+
+    cfg = Path(model_dir) / "config.json"
+    if not cfg.is_file():
+        return None
+    v = read_config(cfg, need=()).get("data_dir")
+    return str(v) if v else None

@@ -2,7 +2,7 @@
 
 ``firmware/core/snapuq_snap_section.h`` (shipped in the package as ``snapuq/c``) lists every field
 of the section header and of its records as ``X(name, type, offset, since)``. This module parses
-that file, so the C reader, the writer (:func:`snapuq.micropython.snap_section`, which packs by
+that file, so the C reader, the writer (:func:`snapuq.native.blob.snap_section`, which packs by
 field name with :func:`pack`) and the pure-MicroPython twin (its copy of the tables is the output of
 :func:`twin_block`, checked current by ``tests/host/test_snap_section.py``) share one layout.
 
@@ -20,10 +20,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from snapuq import resources
 from snapuq.errors import ModelFormatError
 
 HEADER_FILE = Path(__file__).resolve().parent / "c" / "snapuq_snap_section.h"
-TWIN_PATH = Path(__file__).resolve().parents[2] / "micropython_modules" / "twin" / "snapuq.py"
+TWIN_PATH = resources.PACKAGE / "twin" / "snapuq.py"  # micropython_modules/twin in a checkout
 # struct codes and sizes of the field types
 CODES = {"b4": "4s", "u8": "B", "u16": "H", "i16": "h", "u32": "I", "i32": "i", "f64": "d"}
 TABLES = ("HEADER", "TAP", "OUTPUT", "INTAP", "NORM")

@@ -74,3 +74,14 @@ def install(show: bool = False) -> None:
     if _PKG in sys.modules or any(isinstance(f, _QuietFinder) for f in sys.meta_path):
         return
     sys.meta_path.insert(0, _QuietFinder())
+
+
+def wants_verbose(argv: list[str]) -> bool:
+    """-v / --verbose anywhere before a bare `--` (decided before parsing: TensorFlow may be imported
+    while the command's parser is built)."""
+    for a in argv:
+        if a == "--":
+            return False
+        if a in ("-v", "--verbose"):
+            return True
+    return False

@@ -972,7 +972,7 @@ def _manifest_config(man):
 
 
 def _manifest_fields(man):
-    """A manifest (snapuq.json) as the fields the blob writer (snapuq.micropython.snap_section) would
+    """A manifest (snapuq.json) as the fields the blob writer (snapuq.native.blob.snap_section) would
     pack, each checked to fit its field: (config, outputs) for _check_config, so that Model(tflite,
     manifest) applies the C reader's checks to what a blob of it would say."""
     def get(d, key, what, default=None):

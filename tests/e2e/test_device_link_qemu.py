@@ -15,10 +15,10 @@ import zlib
 import numpy as np
 import pytest
 
-from snapuq.ccore import CoreModel
 from snapuq.harness.protocol import Device, DeviceReplyError
 from snapuq.harness.qemu import ROOT, QemuProcess, board_spec, build_firmware, open_serial
 from snapuq.harness.reference import HostReference
+from snapuq.native.ccore import CoreModel
 
 MODEL = ROOT / "models" / "digits"
 BUILD = ROOT / "build" / "test-firmware"

@@ -319,7 +319,8 @@ def test_uploaded_blob_gets_snap_bit_exact_with_host() -> None:
     constants are the ones used; a truncated blob gets one e-blob line."""
     import copy
 
-    from snapuq.micropython import host_reference, load_model_files, sample_inputs, write_blob
+    from snapuq.commands.micropython import host_reference, load_model_files, sample_inputs
+    from snapuq.native.blob import write_blob
 
     spec = board_spec("qemu:m4")
     elf = build_firmware(spec, MODEL, BUILD, budget="full")

@@ -7,8 +7,7 @@ import pytest
 import scipy.fft
 import scipy.signal
 
-from snapuq import audio
-from snapuq.data import Dataset
+from snapuq.data import Dataset, audio
 from snapuq.data import corruptions_audio as ca
 from snapuq.errors import DatasetError, SnapuqError
 

@@ -191,7 +191,7 @@ def test_in_memory_calibration_is_validated_too() -> None:
     """SnapScorer.from_calib and build_snap (the float score and the fixed-point export) share the check."""
     from snapuq.errors import ModelFormatError
     from snapuq.export.fixedpoint import build_snap
-    from snapuq.score import SnapScorer
+    from snapuq.uq.score import SnapScorer
 
     c = _calib()
     c["weights"] = ["a", "b"]

@@ -161,7 +161,7 @@ def test_bad_invocations_one_line_each(fx: dict[str, Path]) -> None:
 
 
 def test_degenerate_data_refused_before_training() -> None:
-    from snapuq.train import check_data
+    from snapuq.nn.training import check_data
 
     class DS:
         name = "toy"

@@ -247,7 +247,7 @@ WITH_MODEL = [
 
 @pytest.mark.parametrize("name,model,data,words", WITH_MODEL, ids=[c[0] for c in WITH_MODEL])
 def test_refused_before_conversion(fx, models, capsys, monkeypatch, name, model, data, words) -> None:
-    from snapuq import api
+    from snapuq.export import capacity as api
 
     def no_conversion(*_a, **_k):
         raise AssertionError("TFLite conversion started")

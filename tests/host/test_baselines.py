@@ -121,7 +121,7 @@ class _DS:
 def tiny(tmp_path_factory):
     import keras
 
-    import snapuq.models as models
+    import snapuq.nn.backbones as models
     from snapuq.baselines import train_baselines
 
     keras.utils.set_random_seed(0)
@@ -175,7 +175,8 @@ def test_every_baseline_on_tiny_model(tiny, name):
 
 def test_mc_dropout_samples_and_keeps_base(tiny):
     ds, model, ctx, _, _ = tiny
-    from snapuq.baselines.kerasutil import mc_dropout_clone, predict_batched
+    from snapuq.baselines.kerasutil import mc_dropout_clone
+    from snapuq.nn.saved import predict_batched
 
     clone, n = mc_dropout_clone(model)
     assert n == 1

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from snapuq.bench import graph_split
+from snapuq.bench.board import graph_split
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "digits" / "model_int8.tflite"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapuq.bench import graph_split
-from snapuq.bench_kernels import _valid_taps, kernel_report, markdown, op_macs, read_graph
+from snapuq.bench.board import graph_split
+from snapuq.bench.kernels import _valid_taps, kernel_report, markdown, op_macs, read_graph
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "digits" / "model_int8.tflite"
 
@@ -54,7 +54,7 @@ def test_kernel_per_layer_is_reported() -> None:
     """`bench --kernels` names the kernel each layer runs in the board's kernel set, from the C core
     built with that set: the digits CNN's first conv (in_c = 1) takes the DSP patch path, the others
     the direct path; the reference set runs the reference kernel everywhere."""
-    from snapuq.bench_kernels import op_kernels
+    from snapuq.bench.kernels import op_kernels
 
     tfl = MODEL.read_bytes()
     g = read_graph(tfl)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapuq.bench_table import _OVERFLOW, _expected, markdown, measure_cell
+from snapuq.bench.table import _OVERFLOW, _expected, markdown, measure_cell
 from snapuq.harness.protocol import Device
 from snapuq.harness.qemu import ROOT, PipeSerial
 
@@ -73,7 +73,7 @@ def test_overflow_message_parsed() -> None:
 
 
 def test_missing_variant_is_reported_not_measured(tmp_path: Path) -> None:
-    from snapuq.bench_table import BOARDS
+    from snapuq.bench.table import BOARDS
 
     c = measure_cell(BOARDS["small"], "deep", tmp_path, None, tmp_path, [], 1, False)
     assert c["status"] == "missing" and "export-variants" in c["reason"]
@@ -149,7 +149,7 @@ def test_schedule_runs_heads_early_and_halves_the_keywords_arena() -> None:
     alive (TFLM's arena ~55 KB); the runtime's memory-aware order runs them right after their map."""
     import json
 
-    from snapuq.ccore import CoreModel
+    from snapuq.native.ccore import CoreModel
 
     tflite = (KEYWORDS / "model_int8.tflite").read_bytes()
     arena = CoreModel(tflite).arena_bytes
@@ -219,7 +219,7 @@ def test_core_sources_use_no_board_or_app_define() -> None:
 
 
 def test_data_dir_for_every_workload_or_per_workload() -> None:
-    from snapuq.bench_table import _data_dirs
+    from snapuq.bench.table import _data_dirs
     from snapuq.errors import SnapuqError
 
     assert _data_dirs(None, ["digits", "resnet8"]) == {"digits": None, "resnet8": None}
@@ -230,7 +230,7 @@ def test_data_dir_for_every_workload_or_per_workload() -> None:
 
 
 def test_paper_side_by_side_and_snap_overhead() -> None:
-    from snapuq.bench_table import paper_markdown
+    from snapuq.bench.table import paper_markdown
 
     def ok(method: str, flash: int, peak: int, instr: float) -> dict:
         return {
@@ -263,8 +263,8 @@ def test_small_mcu_row_snap_resnet8_fits_and_runs_deep_does_not_link() -> None:
     """The table's headline on the 256 KB / 64 KB budget: SNAP ResNet-8 links, boots (arena check passes)
     and matches TFLM on QEMU; DEEP's 5 members overflow the flash at the link. Static RAM has little slack
     here (~300 B of pool over the arena): this fails first if the Small-MCU app grows."""
-    from snapuq.bench_table import BOARDS
-    from snapuq.bench_variants import load_variants
+    from snapuq.bench.table import BOARDS
+    from snapuq.bench.variants import load_variants
 
     small = BOARDS["small"]
     x = np.random.default_rng(0).integers(-128, 128, size=(32, 32, 3)).astype(np.int8)

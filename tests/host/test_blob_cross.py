@@ -1,5 +1,5 @@
 """The two blob readers agree (docs/BLOB.md, "Checks a reader makes"): the C core's reader
-(firmware/core/snapuq_blob.c through the host library, snapuq.ccore: snapuq_blob_open,
+(firmware/core/snapuq_blob.c through the host library, snapuq.native.ccore: snapuq_blob_open,
 snapuq_model_init, snapuq_blob_snap_config, as the firmware's `model` upload and the C MicroPython
 module run it) and the pure-MicroPython twin (micropython_modules/twin/snapuq.py under the real
 interpreter) accept and refuse the same blobs of a mutation corpus, refuse them with the same line, and
@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapuq.micropython import HEADER, load_model_files, write_blob
+from snapuq.commands.micropython import load_model_files
+from snapuq.native.blob import HEADER, write_blob
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN_DIR = ROOT / "micropython_modules" / "twin"
@@ -148,8 +149,8 @@ KEYS = ("pred", "U", "S", "F", "m", "Z", "P", "A", "ebar", "tap", "flag")
 
 def c_verdicts(blobs: list[tuple[str, bytes]], inputs: list[bytes]) -> list[dict]:
     """Per blob: {"ok": bool, "err": the reader's line, "scores": [...] or "score_err"}."""
-    from snapuq.ccore import CoreModel, CoreSnap
     from snapuq.errors import ModelFormatError
+    from snapuq.native.ccore import CoreModel, CoreSnap
 
     models: dict[bytes, CoreModel] = {}
     x = np.frombuffer(b"".join(inputs), np.int8).reshape(len(inputs), -1)
@@ -366,8 +367,8 @@ def _manifest_cases(man: dict) -> dict[str, dict]:
 def test_twin_manifest_path_makes_the_c_readers_checks(tmp_path: Path) -> None:
     """Model(tflite, manifest) refuses what the C reader refuses in a blob of that manifest, with its line
     (before: a manifest with no taps loaded, a lut_shift of 10^9 loaded and ran out of memory scoring)."""
-    from snapuq.ccore import CoreSnap
     from snapuq.errors import ModelFormatError
+    from snapuq.native.ccore import CoreSnap
 
     if not MICROPYTHON.exists() or not (MODEL / "model_int8.tflite").is_file():
         pytest.skip("MicroPython or the digits model missing")

@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapuq.api import UnsupportedModelError, attach, check_model, default_taps, logits_backbone, tflite_ops
+from snapuq.api import attach, check_model
 from snapuq.cli import main
+from snapuq.export.capacity import tflite_ops
+from snapuq.nn.graph import UnsupportedModelError, default_taps, logits_backbone
 
 sys.path.insert(0, str(Path(__file__).parent))
 import byom_models as BM  # noqa: E402
@@ -101,9 +103,9 @@ def test_leading_rescaling_and_normalization_move_into_the_data_path(tmp_path):
     import keras
     from keras import layers
 
-    from snapuq.api import fold_input_preprocessing
     from snapuq.data.accel import make_accel
     from snapuq.data.user import load_npz
+    from snapuq.nn.graph import fold_input_preprocessing
 
     d = make_accel(20, seed=0)
     gain, bias = np.array([9.81, 2.0, 50.0], np.float32), np.array([1.0, -3.0, 100.0], np.float32)
@@ -228,7 +230,8 @@ def test_attach_fit_on_tf_dataset_and_explicit_taps():
 
 def test_converted_ops_are_checked_against_the_core():
     """The conversion check lists the converter's operators, all of them in the core's set."""
-    from snapuq.api import CORE_OPS, check_converted_ops
+    from snapuq.export.capacity import check_converted_ops
+    from snapuq.nn.graph import CORE_OPS
 
     m = BM.sensor_cnn()
     bb, _ = logits_backbone(m)
@@ -270,10 +273,10 @@ def test_concatenate_runs_in_the_core_bit_exact_with_tflm(rank):
     import keras
     from keras import layers
 
-    from snapuq.api import _convert
-    from snapuq.ccore import CoreModel
+    from snapuq.export.capacity import _convert
     from snapuq.export.convert import quantize_input
     from snapuq.export.tflm import TFLMInterpreter
+    from snapuq.native.ccore import CoreModel
 
     keras.utils.set_random_seed(0)
     shape = (8, 8, 3) if rank == 2 else (32, 3)
@@ -312,11 +315,11 @@ def test_standalone_relu_and_relu6_run_in_the_core_bit_exact_with_tflm(monkeypat
     from keras import layers
 
     import snapuq.export.convert as cv
-    from snapuq.api import _convert, check_converted_ops
-    from snapuq.ccore import CoreModel
     from snapuq.errors import ModelFormatError
+    from snapuq.export.capacity import _convert, check_converted_ops
     from snapuq.export.convert import quantize_input
     from snapuq.export.tflm import TFLMInterpreter
+    from snapuq.native.ccore import CoreModel
 
     keras.utils.set_random_seed(1)
     # one RELU6 over every int8 code

@@ -86,7 +86,7 @@ def test_png_folder_classes_split_resize_and_cache(tmp_path):
 def test_wav_folder_goes_through_the_mfcc_front_end(tmp_path):
     from scipy.io import wavfile
 
-    from snapuq import audio
+    from snapuq.data import audio
 
     rng = np.random.default_rng(0)
     for c, f in (("low", 300.0), ("high", 2000.0)):
@@ -160,7 +160,7 @@ def test_sensor_corrupt_rejects_bad_arguments():
 
 
 def test_holdout_shift_for_windows_and_vectors():
-    from snapuq.calibrate import holdout_shift
+    from snapuq.uq.calibration import holdout_shift
 
     x = make_accel(5, seed=0)["x_train"]
     h = holdout_shift(x, seed=0)

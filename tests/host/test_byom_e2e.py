@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 
 def _export_verify_harness(d: Path, tmp: Path) -> dict:
-    from snapuq.export.cli import export_model
+    from snapuq.commands.export import export_model
 
     man = export_model(d, n_rep=64, n_check=20, log=lambda *a: None)
     assert man["verify"]["differing_elements"] == 0
@@ -52,8 +52,9 @@ def _twin_equals_host(d: Path, x: np.ndarray, tmp: Path) -> None:
     equal the host C core's (skipped without the interpreter)."""
     import os
 
+    from snapuq.commands.micropython import host_reference, load_model_files
     from snapuq.export.convert import quantize_input
-    from snapuq.micropython import host_reference, load_model_files, write_blob
+    from snapuq.native.blob import write_blob
 
     mpy = Path(os.environ.get("SNAPUQ_MICROPYTHON") or Path(sys.executable).parent / "micropython")
     if not mpy.exists():
@@ -78,7 +79,7 @@ def _twin_equals_host(d: Path, x: np.ndarray, tmp: Path) -> None:
 def test_sensor_cnn_via_api(tmp_path):
     import snapuq
     from snapuq.data.accel import make_accel
-    from snapuq.modeldir import load_model_dir
+    from snapuq.nn.saved import load_model_dir
 
     d = make_accel(40, seed=0)
     model = BM.sensor_cnn()
@@ -130,7 +131,7 @@ def test_leading_rescaling_moves_into_the_data_path_via_cli(tmp_path, capsys):
     not have): `snapuq train --model` moves the layer into the data path (the PNGs go to it raw, the record
     in snapuq.json is its scale), and the int8 model agrees with TFLM and with the board."""
     from snapuq.data import load_dataset
-    from snapuq.modeldir import load_model_dir
+    from snapuq.nn.saved import load_model_dir
 
     ds = load_dataset("digits", seed=0)
     model = BM.residual_image(rescale=True)
@@ -183,7 +184,7 @@ def test_binary_sigmoid_detector_via_cli_from_npz(tmp_path):
     train --model` as two-class logits: the model directory predicts what the user's model predicts, and
     the int8 model agrees with TFLM, the board and the MicroPython twin."""
     from snapuq.data.accel import make_accel
-    from snapuq.modeldir import load_model_dir
+    from snapuq.nn.saved import load_model_dir
 
     d = make_accel(40, seed=1)
     y = {k: (d[f"y_{k}"] >= 2).astype(np.int64) for k in ("train", "test")}  # moving fast or not

@@ -96,7 +96,7 @@ def test_every_list_of_operators_is_the_op_table() -> None:
 
 @pytest.mark.skipif(not (RESNET8 / "model_int8.tflite").exists(), reason="models not shipped")
 def test_caps_reader_agrees_with_the_c_core_on_every_shipped_model() -> None:
-    from snapuq.ccore import CoreModel
+    from snapuq.native.ccore import CoreModel
 
     caps = _caps()
     known = caps.core_ops()
@@ -203,9 +203,9 @@ def _symbols(elf: Path) -> set[str]:
 @pytest.mark.skipif(not (ARM and QEMU), reason="arm-none-eabi-gcc or qemu-system-arm missing")
 @pytest.mark.skipif(not (RESNET8 / "snapuq_model.c").exists(), reason="models/resnet8 not exported")
 def test_resnet8_small_mcu_image_links_only_its_operators() -> None:
-    from snapuq.ccore import CoreModel
     from snapuq.harness.protocol import Device
     from snapuq.harness.qemu import QemuProcess, board_spec, open_serial
+    from snapuq.native.ccore import CoreModel
 
     _make("qemu_m4", f"MODEL={RESNET8}")  # the Small-MCU default: CAPS=fit, OPS=fit
     _make("qemu_m4", f"MODEL={RESNET8}", "OPS=all", "VARIANT=_all")

@@ -20,8 +20,8 @@ import ccore  # noqa: E402
 from fixtures.outputs_model import outputs_model  # noqa: E402
 from oracles.snap_spec import spec_snap_int  # noqa: E402
 
-from snapuq.ccore import CoreSnap  # noqa: E402
-from snapuq.micropython import write_blob  # noqa: E402
+from snapuq.native.blob import write_blob  # noqa: E402
+from snapuq.native.ccore import CoreSnap  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def snap_outputs(snap: dict[str, Any], n_classes: int) -> dict[str, dict[str, An
 
 @pytest.mark.parametrize("seed", [11, 12, 13, 15])
 def test_host_library_matches_spec(seed: int) -> None:
-    """snapuq.ccore (the core as a shared library; the constants packed into a model blob and read
+    """snapuq.native.ccore (the core as a shared library; the constants packed into a model blob and read
     by the core's blob reader against a model with that output table) == the spec."""
     snap, n_classes = random_snap(seed)
     recs = random_records(snap, n_classes, 40, 7)

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from snapuq import calibrate, score
 from snapuq.errors import SnapuqError
+from snapuq.uq import calibration as calibrate
+from snapuq.uq import score
 
 
 def test_fit_logistic_recovers_signs_and_respects_bounds():
@@ -144,7 +145,7 @@ def test_perr_is_calibrated_on_a_known_model():
     err = rng.uniform(size=m.size) < true
     fit = calibrate.fit_perr(m, err)
     pe = score.perr_map(fit["knots"], m)
-    from snapuq import metrics as M
+    from snapuq.uq import metrics as M
 
     assert M.ece(1 - pe, ~err) < 0.01
     assert np.max(np.abs(pe - true)[m < 0.6]) < 0.05

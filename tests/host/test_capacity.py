@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import snapuq.api as A
+import snapuq.export.capacity as K
+import snapuq.nn.graph as G
 from snapuq.cli import main
 
 L = keras.layers
@@ -43,14 +45,14 @@ def _mlp():
 def test_head_counts_are_what_export_converts_after_training(make, taps):
     """export_counts on the untrained heads == the graph of the trained heads as export converts it, and it
     lies within head_count_bounds (exactly the lower bound for vector taps)."""
-    from snapuq.modeldir import ModelDir
+    from snapuq.nn.saved import ModelDir
 
     keras.utils.set_random_seed(0)
     snap = A.attach(make(), taps=taps, rank=8, check_ops=False)
     n = len(snap.taps)
-    base = A.graph_counts(A._convert(snap.backbone))
-    exact = A.export_counts(snap.model, n)
-    lo, hi = A.head_count_bounds(n)
+    base = K.graph_counts(K._convert(snap.backbone))
+    exact = K.export_counts(snap.model, n)
+    lo, hi = K.head_count_bounds(n)
     for k in exact:
         assert base[k] + lo[k] <= exact[k] <= base[k] + hi[k], (k, base, exact)
     if make is _mlp:
@@ -60,7 +62,7 @@ def test_head_counts_are_what_export_converts_after_training(make, taps):
     snap.fit(rng.normal(size=(64, *shape)).astype(np.float32), rng.integers(0, snap.n_classes, 64), epochs=1,
              batch_size=32, progress=False)  # fmt: skip
     trained = ModelDir(None, {"taps": [None] * n}, snap.model).export_model()  # what export converts
-    assert A.graph_counts(A._convert(trained)) == exact
+    assert K.graph_counts(K._convert(trained)) == exact
 
 
 def _limits(**kw) -> dict[str, int]:
@@ -68,18 +70,18 @@ def _limits(**kw) -> dict[str, int]:
 
 
 def test_core_limits_are_the_headers():
-    assert A.core_limits() == _limits()
+    assert K.core_limits() == _limits()
 
 
 def test_attach_refuses_a_model_that_only_the_heads_push_over(monkeypatch):
     keras.utils.set_random_seed(0)
     m = _mlp()
-    base = A.graph_counts(A._convert(A.logits_backbone(m)[0]))  # 9 tensors, 4 operators, 1 input, 1 output
-    lo, _ = A.head_count_bounds(2)
+    base = K.graph_counts(K._convert(G.logits_backbone(m)[0]))  # 9 tensors, 4 operators, 1 input, 1 output
+    lo, _ = K.head_count_bounds(2)
     A.attach(m, rank=8)  # the default capacities: fits
     # the backbone alone fits the lowered limit; with the heads of its 2 default taps it does not
-    monkeypatch.setattr(A, "core_limits", lambda: _limits(SNAPUQ_MAX_TENSORS=base["tensors"] + 5))
-    with pytest.raises(A.UnsupportedModelError) as e:
+    monkeypatch.setattr(K, "core_limits", lambda: _limits(SNAPUQ_MAX_TENSORS=base["tensors"] + 5))
+    with pytest.raises(G.UnsupportedModelError) as e:
         A.attach(m, rank=8)
     n = base["tensors"] + lo["tensors"]
     assert str(e.value) == (
@@ -87,13 +89,13 @@ def test_attach_refuses_a_model_that_only_the_heads_push_over(monkeypatch):
         f"{lo['tensors']}), more than the core's SNAPUQ_MAX_TENSORS = {base['tensors'] + 5}: use fewer taps "
         "(taps=...), or a core built with a larger SNAPUQ_MAX_TENSORS"
     )
-    monkeypatch.setattr(A, "core_limits", lambda: _limits(SNAPUQ_MAX_OPS=base["operators"] + 6))
-    with pytest.raises(A.UnsupportedModelError, match=f"has {base['operators'] + 9} operators .*_OPS = 10:"):
+    monkeypatch.setattr(K, "core_limits", lambda: _limits(SNAPUQ_MAX_OPS=base["operators"] + 6))
+    with pytest.raises(G.UnsupportedModelError, match=f"has {base['operators'] + 9} operators .*_OPS = 10:"):
         A.attach(m, rank=8)
-    monkeypatch.setattr(A, "core_limits", lambda: _limits(SNAPUQ_MAX_IO=4))  # logits, probs + 3 per tap
-    with pytest.raises(A.UnsupportedModelError, match="has 8 outputs .*SNAPUQ_MAX_IO = 4"):
+    monkeypatch.setattr(K, "core_limits", lambda: _limits(SNAPUQ_MAX_IO=4))  # logits, probs + 3 per tap
+    with pytest.raises(G.UnsupportedModelError, match="has 8 outputs .*SNAPUQ_MAX_IO = 4"):
         A.attach(m, rank=8)
-    monkeypatch.setattr(A, "core_limits", lambda: _limits(SNAPUQ_MAX_IO=5))
+    monkeypatch.setattr(K, "core_limits", lambda: _limits(SNAPUQ_MAX_IO=5))
     assert A.attach(m, taps=["d3"], rank=8).taps == ["d3"]  # one tap: 5 outputs
 
 
@@ -103,7 +105,7 @@ def test_train_model_refuses_before_training(monkeypatch, tmp_path, capsys):
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "d.npz", x_train=rng.normal(size=(40, 20)), y_train=rng.integers(0, 4, 40),
              x_test=rng.normal(size=(12, 20)), y_test=rng.integers(0, 4, 12))  # fmt: skip
-    monkeypatch.setattr(A, "core_limits", lambda: _limits(SNAPUQ_MAX_TENSORS=20))
+    monkeypatch.setattr(K, "core_limits", lambda: _limits(SNAPUQ_MAX_TENSORS=20))
     fit = []
     monkeypatch.setattr(A.Snap, "fit", lambda *a, **k: fit.append(1))
     rc = main(["train", "--model", str(tmp_path / "m.keras"), "--data", str(tmp_path / "d.npz"), "--out",

@@ -1,4 +1,4 @@
-"""snapuq.ccore: the C core as a host shared library (ctypes). Built from core.mk's list, cached by
+"""snapuq.native.ccore: the C core as a host shared library (ctypes). Built from core.mk's list, cached by
 a hash of the sources, bit-exact with TFLM on the shipped model, one-line errors."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapuq import ccore
 from snapuq.errors import ModelFormatError
+from snapuq.native import ccore
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "models" / "digits"

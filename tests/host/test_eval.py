@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from snapuq import cli
-from snapuq.evaluate import CONTRACT_KEYS
+from snapuq.evaluation.report import CONTRACT_KEYS
 
 METHODS = [
     "snap",
@@ -88,7 +88,7 @@ class _ModelDir:
     def __init__(self, d):
         import keras
 
-        from snapuq.baselines.kerasutil import predict_batched
+        from snapuq.nn.saved import predict_batched
 
         d = Path(d)
         self.config = json.loads((d / "config.json").read_text())
@@ -100,7 +100,7 @@ class _ModelDir:
 
 def _install_fakes(mp: pytest.MonkeyPatch) -> None:
     import snapuq.data as D
-    import snapuq.models as models
+    import snapuq.nn.backbones as models
 
     data = types.ModuleType("snapuq_test_bars")
     data.load, data.ood = _load_bars, _ood_bars
@@ -113,9 +113,7 @@ def _install_fakes(mp: pytest.MonkeyPatch) -> None:
     mp.setitem(sys.modules, "snapuq.data.corruptions", corr)
     # `from snapuq.data import corruptions` reads the package attribute once the real module was imported
     mp.setattr(D, "corruptions", corr, raising=False)
-    md = types.ModuleType("snapuq.modeldir")
-    md.load_model_dir = _ModelDir
-    mp.setitem(sys.modules, "snapuq.modeldir", md)
+    mp.setattr("snapuq.evaluation.loading.load_model_dir", _ModelDir)  # what eval loads a directory with
     mp.setattr(models, "build_backbone", lambda name, shape, n, **kw: _tiny_backbone(shape, n))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from snapuq import cli
-from snapuq.evaluate import CONTRACT_KEYS
+from snapuq.evaluation.report import CONTRACT_KEYS
 
 METHODS = ["snap", "msp", "entropy", "temp_scaling", "mc_dropout", "deep_ensemble", "ee_ensemble", "odin",
            "energy", "mahalanobis", "react", "ash", "dirichlet"]

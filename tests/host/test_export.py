@@ -21,7 +21,7 @@ TRAINED = ("model.keras", "config.json", "calib.json")
 def exported(tmp_path_factory):
     if not all((DIGITS / f).exists() for f in TRAINED):
         pytest.fail("models/digits is not shipped (model.keras, config.json, calib.json)")
-    from snapuq.export.cli import export_model
+    from snapuq.commands.export import export_model
 
     d = tmp_path_factory.mktemp("digits") / "digits"
     d.mkdir()
@@ -72,8 +72,8 @@ def test_int8_predict_matches_float_model():
     from snapuq.data import load_dataset
     from snapuq.export import int8_predict
     from snapuq.export.manifest import load_manifest
-    from snapuq.modeldir import load_model_dir
-    from snapuq.score import SnapScorer
+    from snapuq.nn.saved import load_model_dir
+    from snapuq.uq.score import SnapScorer
 
     d = DIGITS
     man = load_manifest(d)

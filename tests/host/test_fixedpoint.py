@@ -1,4 +1,4 @@
-"""Integer SNAP (docs/FIXED_POINT.md): constant encoding, the C core's score (snapuq.ccore) ==
+"""Integer SNAP (docs/FIXED_POINT.md): constant encoding, the C core's score (snapuq.native.ccore) ==
 the spec transcription (tests/oracles/snap_spec.py), and the stated error bound against the
 float equivalent on random int8 tap tensors."""
 
@@ -9,9 +9,9 @@ import pytest
 from fixtures.outputs_model import outputs_model
 from oracles.snap_spec import snap_float, spec_snap_int
 
-from snapuq.ccore import CoreSnap
 from snapuq.errors import ModelFormatError
 from snapuq.export.fixedpoint import FixedPointError, build_snap, encode_multiplier, sigmoid_lut
+from snapuq.native.ccore import CoreSnap
 
 
 def _outputs(d=(16, 24), rng=None):

@@ -25,7 +25,7 @@ pytestmark = [
 
 
 def test_blob_reader_libfuzzer_short_run(tmp_path: Path) -> None:
-    from snapuq.ccore import core_sources
+    from snapuq.native.ccore import core_sources
 
     m = tmp_path / "m"
     m.mkdir()
@@ -42,7 +42,8 @@ def test_blob_reader_libfuzzer_short_run(tmp_path: Path) -> None:
     # and one with an input-normalization record (SNAP section v3), so mutations reach its checks
     import json
 
-    from snapuq.micropython import load_model_files, write_blob
+    from snapuq.commands.micropython import load_model_files
+    from snapuq.native.blob import write_blob
 
     tfl, man = load_model_files(m)
     man = json.loads(json.dumps(man))

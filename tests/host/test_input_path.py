@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapuq.ccore import CoreSnap
+from snapuq.commands.micropython import load_model_files
 from snapuq.export.cgen import write_c_model
 from snapuq.export.convert import quantize_raw
-from snapuq.micropython import load_model_files, write_blob
+from snapuq.native.blob import write_blob
+from snapuq.native.ccore import CoreSnap
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "c"))

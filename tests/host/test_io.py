@@ -77,7 +77,7 @@ def test_output_path_checks(tmp_path: Path) -> None:
 
 def test_calib_json_gets_the_usual_permissions(tmp_path):
     """calib.json and the --seeds metrics.json go through snapuq.io (the old copy wrote them 0600)."""
-    from snapuq.calibrate import write_json_atomic
+    from snapuq.uq.calibration import write_json_atomic
 
     old = os.umask(0o022)
     try:

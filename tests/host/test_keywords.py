@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from scipy.io import wavfile
 
-from snapuq import audio
+from snapuq.data import audio, load_dataset, load_ood
 from snapuq.data import keywords as kw
-from snapuq.data import load_dataset, load_ood
 from snapuq.data import speech_commands as sc
-from snapuq.data.corruptions_audio import corrupted_features, split_waves
+from snapuq.data.corruptions_audio import corrupted_features
+from snapuq.data.dataset import split_waves
 from snapuq.errors import DatasetError
 
 TINY = {"train": 2, "dev": 1, "test": 1}
@@ -176,8 +176,8 @@ def test_speech_commands_error_paths(tmp_path, monkeypatch):
 
 # ---- DS-CNN --------------------------------------------------------------------------------------
 def test_dscnn_shape_names_and_size():
-    from snapuq.models import build_backbone
-    from snapuq.models.dscnn import DEFAULT_TAPS, TAP_LAYERS, TAP_PREV
+    from snapuq.nn.backbones import build_backbone
+    from snapuq.nn.backbones.dscnn import DEFAULT_TAPS, TAP_LAYERS, TAP_PREV
 
     m = build_backbone("dscnn", (49, 10, 1), 10)
     names = [layer.name for layer in m.layers]
@@ -197,7 +197,7 @@ def test_dscnn_converts_to_int8_subset():
     import tensorflow as tf
     from tflite.Model import Model
 
-    from snapuq.models.dscnn import build_dscnn
+    from snapuq.nn.backbones.dscnn import build_dscnn
 
     m = build_dscnn((49, 10, 1), 10)
     rng = np.random.default_rng(0)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from snapuq import metrics as M
 from snapuq.errors import SnapuqError
+from snapuq.uq import metrics as M
 
 
 def test_auroc_hand():

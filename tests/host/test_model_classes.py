@@ -44,9 +44,9 @@ def test_with_model_classes_pads_and_refuses():
 
 @pytest.mark.skipif(not (DIGITS / "snapuq.json").exists(), reason="shipped model not exported yet")
 def test_cgen_and_manifest_checks_take_the_logits_width(tmp_path):
+    from snapuq.commands.verify import _check_c_classes
     from snapuq.export.cgen import write_c_model
     from snapuq.export.manifest import check_manifest
-    from snapuq.export.verify import _check_c_classes
 
     man = json.loads((DIGITS / "snapuq.json").read_text())
     tfl = (DIGITS / "model_int8.tflite").read_bytes()
@@ -124,7 +124,7 @@ def test_data_without_the_top_class_exports_the_logits_width(tmp_path, capsys):
     assert main(["verify", str(out), "--n", "8"]) == 0
     from oracles.blob_reader import read_blob
 
-    from snapuq.micropython import write_blob
+    from snapuq.native.blob import write_blob
 
     dev = read_blob(write_blob((out / "model_int8.tflite").read_bytes(), man))[1]
     assert dev["snap"]["n_classes"] == 10 and len(dev["class_names"]) == 10

@@ -70,11 +70,11 @@ def D(exported: Path, tmp_path: Path) -> Path:
 
 def _consumers(d: Path) -> dict[str, object]:
     """Each consumer's own check, by name (the ones that need a board or QEMU: what they run first)."""
-    from snapuq.bench_table import _resolve_workload
-    from snapuq.evaluate import _check_model_dir
-    from snapuq.export.verify import verify
+    from snapuq.bench.table import _resolve_workload
+    from snapuq.commands.micropython import checked_model_files
+    from snapuq.commands.verify import verify
+    from snapuq.evaluation.loading import _check_model_dir
     from snapuq.harness.reference import HostReference
-    from snapuq.micropython import checked_model_files
 
     return {
         "verify": lambda: verify(d, n=2),
@@ -103,7 +103,7 @@ def test_export_records_every_part_with_what_it_was_made_from(D: Path, capsys) -
     assert rc == 0 and f"{D}: 8/8 parts ok" in out, out
     # the generated header names the SNAP constants the firmware built from it reports
     from snapuq.export.cgen import header_snap_sha256
-    from snapuq.micropython import snap_sha256
+    from snapuq.native.blob import snap_sha256
 
     assert header_snap_sha256(p.c_header) == snap_sha256(json.loads(p.manifest.read_text()))
 
@@ -322,7 +322,7 @@ def test_device_guard_covers_the_snap_constants(D: Path, exported: Path, tmp_pat
     from snapuq.harness.qemu import PipeSerial, build_host_firmware
     from snapuq.harness.reference import HostReference
     from snapuq.harness.runner import ModelMismatchError, check_model_identity
-    from snapuq.micropython import snap_sha256, write_blob
+    from snapuq.native.blob import snap_sha256, write_blob
 
     if shutil.which("gcc") is None or shutil.which("make") is None:
         pytest.skip("gcc / make missing (the host firmware build)")

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from snapuq.models import build_backbone
+from snapuq.nn.backbones import build_backbone
 
 ALLOWED = (
     keras.layers.InputLayer, keras.layers.Conv2D, keras.layers.DepthwiseConv2D, keras.layers.Dense,
@@ -20,7 +20,7 @@ ALLOWED = (
                                 ("resnet8", (32, 32, 3), 90_000)]  # fmt: skip
 )
 def test_backbone_contract(name, shape, params_max):
-    from snapuq.models import BACKBONES
+    from snapuq.nn.backbones import BACKBONES
 
     mod = importlib.import_module(BACKBONES[name].split(":")[0])
     m = build_backbone(name, shape, 10)

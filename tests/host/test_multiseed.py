@@ -9,9 +9,16 @@ from pathlib import Path
 import pytest
 
 from snapuq import cli
+from snapuq.commands.multiseed import (
+    aggregate,
+    criteria_line,
+    parse_seeds,
+    seed_dir,
+    train_argv,
+    write_report,
+)
 from snapuq.errors import SnapuqError
-from snapuq.evaluate import CONTRACT_KEYS
-from snapuq.multiseed import aggregate, criteria_line, parse_seeds, seed_dir, train_argv, write_report
+from snapuq.evaluation.report import CONTRACT_KEYS
 
 
 def _metrics(seed: int) -> dict:
@@ -81,7 +88,7 @@ def test_train_argv_rebuilds_the_options(tmp_path: Path):
     # the train parser accepts every argument
     import argparse
 
-    from snapuq import train as T
+    from snapuq.commands import train as T
 
     p = argparse.ArgumentParser()
     T.add_arguments(p)
@@ -103,7 +110,7 @@ def test_train_argv_of_your_own_model(tmp_path: Path):
     assert "--dataset" not in a and "--backbone" not in a and "--data-dir" not in a
     import argparse
 
-    from snapuq import train as T
+    from snapuq.commands import train as T
 
     p = argparse.ArgumentParser()
     T.add_arguments(p)
@@ -126,8 +133,8 @@ def test_a_non_default_recipe_survives_a_second_seed(tmp_path: Path):
     other seeds retrain with, not the dataset's defaults."""
     import argparse
 
-    from snapuq import train as T
-    from snapuq.nn.recipe import TrainOptions
+    from snapuq.commands import train as T
+    from snapuq.options import TrainOptions
 
     d = tmp_path / "M"
     d.mkdir()
@@ -142,3 +149,21 @@ def test_a_non_default_recipe_survives_a_second_seed(tmp_path: Path):
     ns = p.parse_args(a)
     assert T.recipe_from_args(ns, "digits") == rec
     assert a.count("--epochs") == 1  # head_config's "epochs" (the head epochs) is not passed as --epochs
+
+
+def test_the_recorded_calibration_options_survive_a_second_seed(tmp_path: Path):
+    """config.json's `calibration` (CalibOptions) is what the other seeds calibrate with."""
+    import argparse
+
+    from snapuq.commands import train as T
+    from snapuq.options import CalibOptions
+
+    d = tmp_path / "M"
+    d.mkdir()
+    rec = CalibOptions(alpha=0.5, quantile=0.99, variant="best", input_tap=False, alarm_rate=1e-3)
+    cfg = {"dataset": "digits", "seed": 0, "epochs": 3, "rank": 32, "taps": [{"layer": "relu1"}],
+           "variant": "best", "calibration": rec.to_dict()}  # fmt: skip
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    ns = p.parse_args(train_argv(d, cfg, None, 1, tmp_path / "M_seed1", None))
+    assert T.calib_options(ns) == rec

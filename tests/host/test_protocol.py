@@ -291,7 +291,7 @@ def test_model_upload_takes_the_pool_and_keeps_the_current_model() -> None:
 
     import numpy as np
 
-    from snapuq.ccore import CoreModel
+    from snapuq.native.ccore import CoreModel
 
     pool = 160 * 1024
     kw = KEYWORDS.read_bytes()

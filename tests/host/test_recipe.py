@@ -137,12 +137,12 @@ def test_train_writes_the_model_directory_as_one_unit(tmp_path, monkeypatch, cap
     stage = tmp_path / ".m.train"
     assert not stage.exists()
 
-    import snapuq.train as T
+    import snapuq.commands.train as T
 
     def boom(*a, **k):
         raise KeyboardInterrupt("SIGTERM")
 
-    monkeypatch.setattr(T, "calibrate_snap", boom)  # killed after training, before calibration
+    monkeypatch.setattr(T, "calibrate", boom)  # killed after training, before calibration
     assert main(base + ["--seed", "1"]) == 130
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the old model is untouched
     assert (stage / "checkpoint" / "state.json").is_file()

@@ -20,9 +20,9 @@ N = 200
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"real data sets not present at {DATA} (set SNAPUQ_DATA_DIR)")
 @pytest.mark.parametrize("name", [n for n in SHIPPED if (ROOT / "models" / n).is_dir()])
 def test_shipped_real_model_on_200_test_images(name):
+    from snapuq.commands.verify import verify
     from snapuq.data import load_dataset
     from snapuq.export import int8_predict
-    from snapuq.export.verify import verify
 
     d = ROOT / "models" / name
     cfg = json.loads((d / "config.json").read_text())

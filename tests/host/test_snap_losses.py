@@ -7,11 +7,11 @@ import pytest
 from scipy.spatial.distance import mahalanobis
 from scipy.stats import norm
 
-from snapuq import score
+from snapuq.uq import score
 
 
 def test_gaussian_nll_matches_closed_form():
-    from snapuq.snap import gaussian_nll
+    from snapuq.nn.heads import gaussian_nll
 
     rng = np.random.default_rng(0)
     a, mu = rng.normal(size=(5, 7)), rng.normal(size=(5, 7))
@@ -25,7 +25,7 @@ def test_gaussian_nll_matches_closed_form():
 
 
 def test_student_t_and_huber_reduce_sensibly():
-    from snapuq.snap import gaussian_nll, huber_nll, student_t_nll
+    from snapuq.nn.heads import gaussian_nll, huber_nll, student_t_nll
 
     a = np.zeros((1, 3), np.float32)
     mu = np.array([[0.1, -0.2, 5.0]], np.float32)
@@ -39,7 +39,7 @@ def test_student_t_and_huber_reduce_sensibly():
 
 @pytest.mark.parametrize("floor", ["hard", "softplus"])
 def test_variance_floor(floor):
-    from snapuq.snap import floor_logvar
+    from snapuq.nn.heads import floor_logvar
 
     eps = 0.05
     raw = np.linspace(-50, 5, 200).astype(np.float32)
@@ -54,8 +54,8 @@ def test_variance_floor(floor):
 def _tiny_snap(detach):
     import keras
 
-    from snapuq import snap
-    from snapuq.models.cnn import TAP_PREV, build_cnn4
+    from snapuq.nn import heads as snap
+    from snapuq.nn.backbones.cnn import TAP_PREV, build_cnn4
 
     keras.utils.set_random_seed(0)
     bb = build_cnn4((8, 8, 1), 10, width=4, feat_dim=8)
@@ -132,7 +132,7 @@ def test_m_ranks_like_msp_on_confident_inputs():
     so U = p_err(m) has exactly MSP's correct-vs-wrong AUROC where no alarm fires (the dev check's
     guarantee, identical in train, calibrate and eval)."""
     from snapuq.baselines.methods import MSP
-    from snapuq.calibrate import dev_check
+    from snapuq.uq.calibration import dev_check
 
     rng = np.random.default_rng(0)
     n = 400

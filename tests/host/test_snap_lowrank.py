@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 
-from snapuq.score import tap_lowrank_stats, tap_stats
-from snapuq.snap import lowrank_gaussian_nll
+from snapuq.nn.heads import lowrank_gaussian_nll
+from snapuq.uq.score import tap_lowrank_stats, tap_stats
 
 
 def _case(seed=0, n=5, d=6, k=2):
@@ -50,7 +50,7 @@ def test_keras_woodbury_nll_matches_the_dense_covariance():
 
 def test_train_with_low_rank_covariance(tmp_path):
     from snapuq.cli import main
-    from snapuq.modeldir import load_model_dir
+    from snapuq.nn.saved import load_model_dir
 
     d = tmp_path / "lr"
     rc = main(["train", "--dataset", "digits", "--out", str(d), "--epochs", "2", "--rank", "8",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from snapuq import snap_section as L
-from snapuq.micropython import SNAP_HEADER, SNAP_VERSION, snap_section
+from snapuq.native.blob import SNAP_HEADER, SNAP_VERSION, snap_section
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "firmware" / "core"

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from snapuq import stream as S
 from snapuq.errors import SnapuqError
+from snapuq.uq import stream as S
 
 
 def _corrupt(x, idx, name, severity, seed):

@@ -12,7 +12,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from snapuq.cli import wants_verbose
+from snapuq.tfquiet import wants_verbose
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models" / "digits"

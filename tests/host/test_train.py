@@ -45,8 +45,8 @@ def test_train_writes_a_complete_model_dir(tiny_dir):
 
 def test_model_dir_predict_and_export_model(tiny_dir):
     from snapuq.data import load_dataset
-    from snapuq.modeldir import load_model_dir
-    from snapuq.score import SnapScorer
+    from snapuq.nn.saved import load_model_dir
+    from snapuq.uq.score import SnapScorer
 
     md = load_model_dir(tiny_dir)
     x = load_dataset("digits").x_test[:16]
@@ -64,7 +64,7 @@ def test_model_dir_predict_and_export_model(tiny_dir):
 
 
 def test_train_is_reproducible_by_seed(tiny_dir, tmp_path):
-    from snapuq.modeldir import load_model_dir
+    from snapuq.nn.saved import load_model_dir
 
     d2 = tmp_path / "again"
     assert main(["train", "--dataset", "digits", "--out", str(d2), "--epochs", "3", "--rank", "16",
@@ -95,7 +95,7 @@ def test_train_cli_errors_are_one_line_messages(argv, msg, tmp_path, capsys):
 
 def test_load_model_dir_errors(tmp_path):
     from snapuq.errors import SnapuqError
-    from snapuq.modeldir import load_model_dir
+    from snapuq.nn.saved import load_model_dir
 
     with pytest.raises(SnapuqError, match="no such model directory"):
         load_model_dir(tmp_path / "missing")

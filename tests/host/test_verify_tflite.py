@@ -22,7 +22,7 @@ def test_a_bare_tflite_verifies_every_output_with_arenas(tmp_path, capsys):
 
 
 def test_inputs_from_an_npz_as_codes_or_floats(tmp_path):
-    from snapuq.ccore import CoreModel
+    from snapuq.native.ccore import CoreModel
 
     spec = CoreModel(TFLITE.read_bytes()).inputs[0]
     rng = np.random.default_rng(1)
@@ -56,7 +56,7 @@ def test_bad_files_are_one_line(case, msg, tmp_path, capsys):
         (tmp_path / "x.npz").write_bytes(b"PK\x03\x04broken")
         extra = ["--inputs", str(tmp_path / "x.npz")]
     elif case == "npz_nan":
-        from snapuq.ccore import CoreModel
+        from snapuq.native.ccore import CoreModel
 
         shape = CoreModel(TFLITE.read_bytes()).inputs[0].shape
         np.savez(tmp_path / "x.npz", x=np.full((1, *shape), np.nan, np.float32))

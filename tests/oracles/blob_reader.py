@@ -1,7 +1,7 @@
 """An independent Python reader of the model blob (docs/BLOB.md), written from the page and used
-only to check the writer (snapuq.micropython.write_blob) and the twin's reader against it. The
+only to check the writer (snapuq.native.blob.write_blob) and the twin's reader against it. The
 product's readers are the C core's (firmware/core/snapuq_blob.c: firmware, MicroPython C module,
-the host's snapuq.ccore) and the pure-MicroPython twin's.
+the host's snapuq.native.ccore) and the pure-MicroPython twin's.
 
     tflite, device_manifest = read_blob(blob_bytes)
 """

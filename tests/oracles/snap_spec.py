@@ -3,7 +3,7 @@ Python (independent of the C core and of the twin), and its float64 equivalent o
 int8 outputs (the bound the fixed-point path must stay within).
 
     spec_snap_int(outs, snap)          # one record: name -> int8 codes (+ "input" for step 4b)
-    spec_snap_batch(codes, snap)       # name -> (N, ...) codes; int64 arrays like snapuq.ccore
+    spec_snap_batch(codes, snap)       # name -> (N, ...) codes; int64 arrays like snapuq.native.ccore
     snap_float(codes, snap, outputs)   # float64 ebar, S, F, m, z, p_err, alarm, U
 """
 
@@ -135,7 +135,7 @@ def snap_float(
         ebars.append(eb)
     fi = fl.get("intap")
     if fi:
-        from snapuq.score import intap_stat
+        from snapuq.uq.score import intap_stat
 
         it = snap["intap"]
         xin = (_codes(outs, "input").astype(np.float64) - it["z_x"]) * float(fi["input_scale"])

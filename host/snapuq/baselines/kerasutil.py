@@ -29,45 +29,6 @@ def entropy(p: np.ndarray) -> np.ndarray:
     return -(p * np.log(p)).sum(axis=1)
 
 
-_COMPILED: dict[int, object] = {}
-
-
-def _compiled(model):
-    """model(x, training=False) as one traced tf.function per model (eager Keras calls are slow on CPU)."""
-    key = id(model)
-    fn = _COMPILED.get(key)
-    if fn is None or fn[0] is not model:
-        import tensorflow as tf
-
-        fn = (model, tf.function(lambda x: model(x, training=False), reduce_retracing=True))
-        _COMPILED[key] = fn
-    return fn[1]
-
-
-def predict_batched(model, x: np.ndarray, batch_size: int = 512) -> dict[str, np.ndarray] | np.ndarray:
-    """model(x, training=False) in batches through a traced function, numpy out (dict outputs stay dicts).
-    Stateful layers (the always-on dropout of an MC clone) draw new randomness on every call."""
-    from keras import ops
-
-    if len(x) == 0:
-        raise SnapuqError("predict on an empty input array")
-    fn = _compiled(model)
-    parts = []
-    for i in range(0, len(x), batch_size):
-        xb = np.asarray(x[i : i + batch_size], dtype=np.float32)
-        n = len(xb)
-        if n < batch_size and len(x) > batch_size:  # pad the tail: one traced shape
-            xb = np.concatenate([xb, np.zeros((batch_size - n,) + xb.shape[1:], np.float32)])
-        out = fn(xb)
-        if isinstance(out, dict):
-            parts.append({k: ops.convert_to_numpy(v)[:n] for k, v in out.items()})
-        else:
-            parts.append(ops.convert_to_numpy(out)[:n])
-    if isinstance(parts[0], dict):
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return np.concatenate(parts)
-
-
 def output_tensor(model, name: str | None = "logits"):
     out = model.output
     if isinstance(out, dict):
@@ -158,7 +119,7 @@ def block_outputs(model, backbone: str | None = None) -> list[str]:
 
     names: list[str] = []
     if backbone:
-        from snapuq.models import BACKBONES
+        from snapuq.nn.backbones import BACKBONES
 
         spec = BACKBONES.get(backbone)
         if spec:
@@ -170,7 +131,7 @@ def block_outputs(model, backbone: str | None = None) -> list[str]:
             if isinstance(lay, (keras.layers.ReLU, keras.layers.Activation)) and len(lay.output.shape) == 4:
                 names.append(lay.name)
     if not names:  # your own model: the feature maps SNAP taps could read (fused ReLUs, 1-D maps, MLPs)
-        from snapuq.api import tap_candidates
+        from snapuq.nn.graph import tap_candidates
 
         names = tap_candidates(model, model.layers[-1].name)
     return names

@@ -22,7 +22,7 @@ probability of error).
     ash           U = -logsumexp(W ash_s(f) + b): feat below its per-sample p-th percentile zeroed, the rest
                   scaled by exp(sum f / sum kept) (ASH-S; ASH-P, unscaled, is reported beside it)
     dirichlet     U = C / sum(alpha), alpha = softplus(z) + 1 (evidential)
-    snap          SNAP-UQ U(x) from calib.json (snapuq.score), default = the variant calib.json selects
+    snap          SNAP-UQ U(x) from calib.json (snapuq.uq.score), default = the variant calib.json selects
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from snapuq import metrics as M
 from snapuq.baselines.kerasutil import (
     dense_apply,
     entropy,
@@ -42,11 +41,12 @@ from snapuq.baselines.kerasutil import (
     logits_model,
     logsumexp,
     mc_dropout_clone,
-    predict_batched,
     softmax,
 )
 from snapuq.errors import SnapuqError
-from snapuq.score import one_minus_max
+from snapuq.nn.saved import predict_batched
+from snapuq.uq import metrics as M
+from snapuq.uq.score import one_minus_max
 
 
 class MethodUnavailable(SnapuqError):
@@ -195,7 +195,7 @@ class MCDropout(Method):
 def _load_keras(path: Path):
     import keras
 
-    import snapuq.snap  # noqa: F401 - registers the custom layers a saved model may use
+    import snapuq.nn.heads  # noqa: F401 - registers the custom layers a saved model may use
 
     try:
         return keras.saving.load_model(path, compile=False)
@@ -429,7 +429,7 @@ class Dirichlet(Method):
 
 
 class SNAP(Method):
-    """SNAP-UQ through snapuq.score: U from calib.json's selected variant; `variants` scores every variant
+    """SNAP-UQ through snapuq.uq.score: U from calib.json's selected variant; `variants` scores every variant
     calib.json carries (e.g. the paper's literal recipe) for the ablation."""
 
     name = "snap"

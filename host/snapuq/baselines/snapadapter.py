@@ -1,4 +1,4 @@
-"""The bridge from eval to snapuq.score: build the SNAP scorer for the variant calib.json selects, or for
+"""The bridge from eval to snapuq.uq.score: build the SNAP scorer for the variant calib.json selects, or for
 another variant calib.json carries (the paper's literal recipe for the ablation)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 def make_scorer(calib: dict, variant: str | None = None):
     """Return (scorer with .score(outs) -> {"S", "U", ...}, variant name)."""
-    from snapuq.score import SnapScorer
+    from snapuq.uq.score import SnapScorer
 
     if variant is None:
         return SnapScorer.from_calib(calib), str(calib.get("variant", "default"))

@@ -115,8 +115,9 @@ def train_baselines(
     every epoch in D/checkpoint/baselines and continued there with `resume`."""
     import keras
 
-    from snapuq.baselines.kerasutil import logits_model, predict_batched
-    from snapuq.models import build_backbone
+    from snapuq.baselines.kerasutil import logits_model
+    from snapuq.nn.backbones import build_backbone
+    from snapuq.nn.saved import predict_batched
 
     if config.get("backbone") == "user":
         build_backbone = user_backbone_factory(out_dir, config)  # noqa: F811  (your own model, re-initialised)
@@ -212,3 +213,17 @@ def _fit_plain(joint, outs, x, y, epochs: int, batch_size: int, lr: float, seed:
     joint.fit(x, {k: y for k in outs}, epochs=epochs, batch_size=batch_size, verbose=0, shuffle=True,
               callbacks=[_Bar()])
     bar.close()
+
+
+def announce_baselines(ds, cfg: dict, epochs: int, progress: bool, log=print, capped: bool = True) -> None:
+    """Say what the baseline training does and roughly how long it takes, before it starts: the measured
+    backbone training time per epoch x (ensemble members + the early-exit model), capped epochs."""
+
+
+    ep = min(int(epochs), MAX_EPOCHS) if capped else int(epochs)
+    per_epoch = cfg.get("_backbone_s_per_epoch")
+    est = f"~{per_epoch * ep * (ENSEMBLE_MEMBERS + 1.5):.0f} s" if per_epoch else "unknown"
+    log(
+        f"snapuq train: training the baselines ({ENSEMBLE_MEMBERS}-member deep ensemble + early-exit model, "
+        f"{ep} epochs on {len(ds.x_train)} inputs): estimated {est}; --no-baselines skips them"
+    )

@@ -45,7 +45,7 @@ def content_problems(d: Path) -> list[str]:
     """What the parts' contents say about each other, one line each (empty: nothing found)."""
     from snapuq.export.cgen import header_snap_sha256, write_c_model
     from snapuq.export.manifest import check_manifest, load_manifest
-    from snapuq.micropython import snap_sha256, write_blob
+    from snapuq.native.blob import snap_sha256, write_blob
 
     paths = ModelPaths(d)
     if not (paths.int8.is_file() and paths.manifest.is_file()):
@@ -66,7 +66,7 @@ def content_problems(d: Path) -> list[str]:
         qin = {"scale": float(inp.scale), "zero_point": int(inp.zero_point),
                "shape": [int(v) for v in inp.shape]}  # fmt: skip
         outs = model.output_map()
-        snap = build_snap(calib, outs, inp=qin)  # what `snapuq export` writes (snapuq.export.cli)
+        snap = build_snap(calib, outs, inp=qin)  # what `snapuq export` writes (snapuq.commands.export)
         want = {"snap": snap, "snap_variants": {v: build_snap(calib, outs, variant=v, inp=qin)
                                                 for v in calib.get("variants") or {} if v != snap["variant"]}}
         got = {"snap": man.get("snap"), "snap_variants": man.get("snap_variants") or {}}

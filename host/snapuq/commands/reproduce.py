@@ -73,7 +73,7 @@ def _parse_datasets(text: str) -> list[str]:
 
 
 def _train(ds: str, out: Path, args: argparse.Namespace, seed: int) -> None:
-    from snapuq import train as T
+    from snapuq.commands import train as T
 
     tp = argparse.ArgumentParser()
     T.add_arguments(tp)
@@ -91,9 +91,9 @@ def _fresh_export(d: Path) -> bool:
 
 
 def reproduce_dataset(ds: str, args: argparse.Namespace, seeds: list[int]) -> dict:
-    from snapuq import evaluate as E
-    from snapuq import multiseed
-    from snapuq.export.cli import export_model
+    from snapuq.commands import evaluate as E
+    from snapuq.commands import multiseed
+    from snapuq.commands.export import export_model
 
     d = Path(args.models) / ds
     if not ModelPaths(d).config.is_file():
@@ -110,7 +110,7 @@ def reproduce_dataset(ds: str, args: argparse.Namespace, seeds: list[int]) -> di
     argv += ["--resume"] if args.resume else []
     argv += ["--no-progress"] if args.no_progress else []
     argv += ["--limit", str(args.limit)] if args.limit else []
-    rc = multiseed.run_seeds(ep.parse_args(argv))
+    rc = multiseed.run_seeds(ep.parse_args(argv), E.run)
     if rc:
         raise SnapuqError(f"{ds}: eval --seeds failed (exit {rc})")
     agg = json.loads((rdir / "metrics.json").read_text())
@@ -221,9 +221,9 @@ def render(results: dict[str, dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.calibrate import write_json_atomic
-    from snapuq.evaluate import _jsonable
-    from snapuq.multiseed import parse_seeds
+    from snapuq.commands.multiseed import parse_seeds
+    from snapuq.evaluation.loading import _jsonable
+    from snapuq.uq.calibration import write_json_atomic
 
     datasets = _parse_datasets(args.datasets)
     seeds = parse_seeds(args.seeds)

@@ -5,38 +5,14 @@ model directory's data.npz) loads the user's own data (snapuq.data.user)."""
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from snapuq.data.dataset import SPLITS, Dataset, check_labels, with_model_classes
 from snapuq.errors import DatasetError
 
-
-@dataclass
-class Dataset:
-    """Inputs are float32 NHWC (vision: [0, 1]; audio: MFCC features, layout (49, 10, 1)).
-    Splits are deterministic for a given seed. `meta` carries loader-specific facts
-    (source, preprocessing, normalization, modality). `x_ood` holds out-of-distribution inputs that came
-    with the data (user data sets only; the built-in sets have OOD loaders)."""
-
-    name: str
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_dev: np.ndarray
-    y_dev: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    class_names: list[str]
-    meta: dict = field(default_factory=dict)
-    x_ood: np.ndarray | None = None
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        return tuple(int(s) for s in self.x_train.shape[1:])
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.class_names)
+__all__ = ["SPLITS", "Dataset", "check_labels", "with_model_classes", "dataset_names", "load_dataset",
+           "load_ood", "load_ood_sets"]
 
 
 # name -> "module:function"; function(data_dir: str | None, seed: int) -> Dataset
@@ -59,37 +35,6 @@ OOD_LOADERS: dict[str, str] = {
     "keywords": "snapuq.data.keywords:ood_keywords",
     "speech_commands": "snapuq.data.speech_commands:ood_speech_commands",
 }
-
-
-SPLITS = ("train", "dev", "test")
-
-
-def check_labels(ds: Dataset, n_classes: int, where: str, splits: tuple[str, ...] = SPLITS) -> None:
-    """DatasetError (one line) when a label of `splits` is outside the model's classes 0..n_classes-1 (the
-    width of its logits; -1 marks an unlabelled training sample)."""
-    for s in splits:
-        y = np.asarray(getattr(ds, f"y_{s}")).reshape(-1)
-        if y.size and int(y.max()) >= n_classes:
-            raise DatasetError(
-                f"{where}: y_{s} has label {int(y.max())}, outside the model's {n_classes} classes "
-                f"(its logits are {n_classes} wide: labels 0..{n_classes - 1})"
-            )
-
-
-def with_model_classes(ds: Dataset, n_classes: int, where: str, splits: tuple[str, ...] = SPLITS) -> Dataset:
-    """`ds` with exactly `n_classes` class names, n_classes being the model's logits width, never the labels
-    that happen to be present: a class no split has (the top one, say) is still one of the model's outputs.
-    Names the data lack are numbered ("9", ...). DatasetError (one line) for a label of `splits` outside the
-    model's classes or more class names than the model has outputs."""
-    from dataclasses import replace
-
-    check_labels(ds, n_classes, where, splits)
-    names = [str(c) for c in ds.class_names]
-    if len(names) > n_classes:
-        raise DatasetError(f"{where}: {len(names)} class names, the model's logits are {n_classes} wide")
-    if len(names) == n_classes:
-        return ds
-    return replace(ds, class_names=names + [str(i) for i in range(len(names), n_classes)])
 
 
 def _resolve(spec: str):

@@ -28,8 +28,10 @@ from functools import lru_cache
 import numpy as np
 from scipy.signal import butter, fftconvolve, resample, sosfiltfilt
 
-from snapuq import audio
-from snapuq.errors import DatasetError, SnapuqError
+from snapuq.data import audio
+from snapuq.data.dataset import split_waves
+from snapuq.data.user import apply_normalization
+from snapuq.errors import SnapuqError
 
 SEVERITIES = {
     "gaussian_noise": [20.0, 12.0, 6.0, 0.0, -6.0],
@@ -221,31 +223,12 @@ def corrupt_audio(wave: np.ndarray, name: str, severity: int, seed: int = 0) -> 
     return out[0] if single else out
 
 
-def split_waves(ds, split: str = "test") -> np.ndarray:
-    """int16 waves (N, 16000) of a Dataset split, aligned with ds.x_<split> (memory-mapped from the cache)."""
-    waves = (ds.meta or {}).get("waves")
-    if not waves or split not in waves:
-        raise DatasetError(
-            f"dataset '{ds.name}' keeps no raw waves for split '{split}' (audio datasets only)"
-        )
-    src = waves[split]
-    try:
-        arr = np.load(src, mmap_mode="r") if isinstance(src, str) else np.asarray(src)
-    except (OSError, ValueError) as e:
-        raise DatasetError(f"{ds.name}: cannot read raw waves {src}: {e}") from e
-    ref = getattr(ds, f"x_{split}")
-    if arr.ndim != 2 or arr.shape[0] != ref.shape[0]:
-        raise DatasetError(f"{ds.name}: raw waves {src} have shape {arr.shape}, expected ({ref.shape[0]}, T)")
-    return arr
-
-
 def corrupted_features(
     ds, name: str, severity: int, seed: int = 0, split: str = "test", idx: np.ndarray | None = None
 ) -> np.ndarray:
     """MFCC features (n, 49, 10, 1) of the split's waves (rows `idx`, default all) under a corruption, with
     the dataset's recorded normalization (your own model's moved-out Normalization layer, if any).
     Severity 0 reproduces ds.x_<split> exactly."""
-    from snapuq.data.user import apply_normalization
 
     norm = (ds.meta or {}).get("normalization") or {"kind": "none"}
     waves = split_waves(ds, split)

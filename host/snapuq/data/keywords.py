@@ -5,12 +5,12 @@ English accent (8) x a voice variant (32) = 256 speakers; the splits are speaker
 Commands), so the test set is spoken by voices the model never heard. Each clip varies speaking rate, pitch,
 pitch range, gain, time position inside the 1 s window and background noise (white / pink / brown / hum /
 none at random SNR). Audio is synthesized at 22050 Hz, resampled to 16 kHz (scipy.signal.resample_poly),
-stored as int16 like a wav file and turned into MFCC features (snapuq.audio.mfcc, 49x10x1).
+stored as int16 like a wav file and turned into MFCC features (snapuq.data.audio.mfcc, 49x10x1).
 
 Everything is deterministic by seed (each clip draws from its own generator seeded by (seed, split, index);
 each split is synthesized in a fresh process because libespeak-ng carries state from one utterance to the
 next) and cached on disk under `$SNAPUQ_CACHE` (default ~/.cache/snapuq), or under `--data-dir` when given.
-The int16 waves of the dev and test splits are kept (see `snapuq.data.corruptions_audio.split_waves`) so
+The int16 waves of the dev and test splits are kept (see `snapuq.data.dataset.split_waves`) so
 SpeechCmd-C style corruptions can be applied to the raw audio.
 
 OOD (`ood_keywords`): words outside the task (the unused Speech Commands words: bed, bird, cat, ...) spoken by
@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import firwin, resample_poly
 
-from snapuq import audio
-from snapuq.data import Dataset
+from snapuq import resources
+from snapuq.data import Dataset, audio
 from snapuq.errors import DatasetError
 
 VERSION = "kw2"
@@ -278,7 +278,7 @@ def run_fresh(jobs: list[tuple[str, dict]], workers: int | None = None) -> list[
     import sys
 
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
-    host = str(Path(__file__).resolve().parents[2])
+    host = str(resources.python_path())
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [host, os.environ.get("PYTHONPATH")])))
     results: list[tuple[np.ndarray, ...]] = []
     with tempfile.TemporaryDirectory(prefix="snapuq-synth") as tmp:

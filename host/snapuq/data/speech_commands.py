@@ -8,7 +8,7 @@ Expected layout (the extracted `speech_commands_v0.02.tar.gz`; DIR itself or DIR
 Task: the 10 words yes no up down left right on off stop go (QUTE / SNAP-UQ protocol), official splits:
 train = every file of those words not in either list, dev = validation list, test = testing list. The other
 words (bed, bird, cat, ...) are the OOD source (`ood_speech_commands`, from their testing-list files). Clips
-are zero-padded / cut to 1 s and turned into MFCC features (snapuq.audio.mfcc). Features and the dev/test
+are zero-padded / cut to 1 s and turned into MFCC features (snapuq.data.audio.mfcc). Features and the dev/test
 int16 waves are cached (`$SNAPUQ_CACHE`, default ~/.cache/snapuq) keyed by the resolved data path.
 """
 
@@ -21,8 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from snapuq import audio
-from snapuq.data import Dataset
+from snapuq.data import Dataset, audio
 from snapuq.data.keywords import OOD_WORDS, WORDS, _write_atomic, cache_root
 from snapuq.errors import DatasetError
 

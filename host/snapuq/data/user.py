@@ -9,7 +9,7 @@
 - a folder ``ROOT/<class>/<file>`` (or ``ROOT/train/<class>/...`` + ``ROOT/test/<class>/...``): images are
   decoded with Pillow, converted to the model's channel count, resized to its input size and scaled to
   [0, 1]; WAV clips (16 kHz mono, cut or zero-padded to 1 s) go through the MFCC front end of
-  `snapuq.audio` (49x10x1) and their int16 waves are kept for the audio corruptions. Without train/test
+  `snapuq.data.audio` (49x10x1) and their int16 waves are kept for the audio corruptions. Without train/test
   folders the files of each class are split 70/15/15 (train/dev/test) by seed. Class names are the sorted
   folder names.
 
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from snapuq.data import Dataset
+from snapuq.data.dataset import Dataset
 from snapuq.errors import DatasetError
 
 IMAGE_EXT = (".png", ".jpg", ".jpeg", ".bmp")
@@ -391,7 +391,7 @@ def read_wav16k(f: Path) -> np.ndarray:
 
     from scipy.io import wavfile
 
-    from snapuq import audio
+    from snapuq.data import audio
 
     try:
         with warnings.catch_warnings(record=True) as seen:  # scipy's warnings: no lines of their own
@@ -445,7 +445,7 @@ def _kind(files: list[Path], where: Path) -> str:
 def load_folder(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | None = None,
                 normalize: str = "auto") -> Dataset:  # fmt: skip
     """A Dataset from a folder of class subfolders (see the module doc)."""
-    from snapuq import audio
+    from snapuq.data import audio
 
     root = Path(path)
     if not root.is_dir():
@@ -508,7 +508,7 @@ def load_folder(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | 
         x = {s: audio.mfcc(w) for s, w in waves.items()}
         norm = {"kind": "none", "scale": [1.0], "offset": [0.0], "formula": "x_model = mfcc(wave)"}
         meta.update({"waves": {"dev": waves["dev"], "test": waves["test"]}, "frontend": audio.FRONTEND,
-                     "preprocessing": "16 kHz mono wav, 1 s, MFCC 49x10x1 (snapuq.audio.mfcc)"})  # fmt: skip
+                     "preprocessing": "16 kHz mono wav, 1 s, MFCC 49x10x1 (data.audio.mfcc)"})  # fmt: skip
     else:
         norm = _normalization(arrays["train"][0], np.dtype(np.uint8), normalize)
         x = {s: apply_normalization(arrays[s][0], norm) for s in ("train", "dev", "test")}
@@ -548,7 +548,7 @@ def load_user_data(path: str | Path, seed: int = 0, input_shape: tuple[int, ...]
 def load_ood_path(path: str | Path, ds: Dataset, n: int | None = None, seed: int = 0) -> np.ndarray:
     """OOD inputs prepared like `ds`: an .npz (x_ood, or x), a folder of images / WAV clips (any layout) or
     one file. Normalised with ds.meta["normalization"]; at most n, drawn by seed."""
-    from snapuq import audio
+    from snapuq.data import audio
 
     p = Path(path)
     norm = (ds.meta or {}).get("normalization") or {"kind": "none"}
@@ -600,7 +600,7 @@ def save_cache(ds: Dataset, path: str | Path) -> Path:
     }
     if ds.x_ood is not None:
         arrays["x_ood"] = np.asarray(ds.x_ood, np.float32)
-    from snapuq.data.corruptions_audio import split_waves
+    from snapuq.data.dataset import split_waves
 
     if (ds.meta or {}).get("waves"):
         for s in ("dev", "test"):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from snapuq.data import Dataset
+from snapuq.data.dataset import Dataset
 from snapuq.errors import DatasetError
 
 

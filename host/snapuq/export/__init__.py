@@ -3,7 +3,7 @@ TFLM oracle), the TFLM wrapper (`tflm`) and the fixed-point SNAP constants (`fix
 docs/FIXED_POINT.md).
 
 `int8_predict(D, x_float)` runs an exported model directory the way the device does: quantize the
-input with the manifest, run the C core (snapuq.ccore) and score SNAP with the core's integer code.
+input with the manifest, run the C core (snapuq.native.ccore) and score SNAP with the core's integer code.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ def load_exported(d: str | Path) -> tuple[Any, Any, dict, dict]:
     """(CoreModel, CoreSnap, manifest, {variant: CoreSnap}) of an exported model directory, checked
     against each other and against MANIFEST.sha256 (snapuq.modeldir.check_parts); cached while the files
     are unchanged."""
-    from snapuq.ccore import CoreModel, CoreSnap
     from snapuq.export.manifest import check_manifest, load_manifest
     from snapuq.modeldir import ModelPaths, check_parts
+    from snapuq.native.ccore import CoreModel, CoreSnap
 
     paths = ModelPaths(d)
     paths.need_export()

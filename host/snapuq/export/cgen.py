@@ -9,7 +9,7 @@ The header declares
     snapuq_model_class_names[]                         class labels
     SNAPUQ_MODEL_NAME, SNAPUQ_MODEL_N_CLASSES, SNAPUQ_MODEL_INPUT_SCALE/ZERO_POINT/BYTES,
     SNAPUQ_MODEL_OUT_<NAME> (output index per manifest output name)
-    SNAPUQ_MODEL_SNAP_SHA256   sha256 of the SNAP constants (snapuq.micropython.snap_sha256), which the
+    SNAPUQ_MODEL_SNAP_SHA256   sha256 of the SNAP constants (snapuq.native.blob.snap_sha256), which the
                                firmware reports and the harness checks
     SNAPUQ_MODEL_OPS(X)        the model's operators (manifest model.ops, from the C core) as an
                                X(NAME, name) list for SNAPUQ_OP_TABLE (firmware/core/snapuq_ops.h)
@@ -25,6 +25,7 @@ from typing import Any
 from snapuq.errors import ModelFormatError
 from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
+from snapuq.native.blob import input_normalization, snap_sha256
 
 MAX_TAPS = 8
 SPEC_VERSION = 3
@@ -61,27 +62,6 @@ def _int_list(v: Any, n: int, what: str, lo: int = INT32_MIN, hi: int = INT32_MA
     return [_i32(x, f"{what}[{i}]", lo, hi) for i, x in enumerate(v)]
 
 
-def input_normalization(inp: dict) -> tuple[list[float], list[float]]:
-    """Per-channel (scale, offset) of the manifest's input.normalization, as snapuq.data.user.
-    apply_normalization broadcasts them over the input (one value, or one per channel of the last axis)."""
-    from snapuq.data.user import normalization_channels
-
-    shape = [int(x) for x in inp.get("shape", [])]
-    try:
-        so = normalization_channels(inp.get("normalization"), shape)
-    except (KeyError, TypeError, ValueError) as e:
-        raise ModelFormatError(f"manifest: input.normalization is not a scale/offset record ({e})") from None
-    if so is None:
-        return [1.0], [0.0]
-    sc, of = [float(v) for v in so[0]], [float(v) for v in so[1]]
-    last = shape[-1] if shape else 1
-    if len(sc) != len(of) or not sc or not all(math.isfinite(v) for v in sc + of):
-        raise ModelFormatError("manifest: input.normalization needs finite scale/offset lists of one length")
-    if len(sc) not in (1, last):
-        raise ModelFormatError(f"manifest: input.normalization has {len(sc)} channels, the input {last}")
-    return sc, of
-
-
 def _c_double(v: float) -> str:
     """A double constant in C that the compiler reads back as exactly v (shortest round-trip digits)."""
     r = repr(float(v))
@@ -114,7 +94,6 @@ def header_snap_sha256(header: str | Path) -> str | None:
 def check_c_header(header: str | Path, manifest: dict[str, Any]) -> None:
     """One-line ModelFormatError when the generated snapuq_model.h holds the SNAP constants of another
     snapuq.json than `manifest` (what the firmware built from it would score with)."""
-    from snapuq.micropython import snap_sha256
 
     got = header_snap_sha256(header)
     if got is not None and got != (want := snap_sha256(manifest)):
@@ -250,7 +229,6 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
         ["\n\n/* the operators this model uses, X(NAME, name) as in snapuq_ops.h: an image that runs only\n"
          "   it can link SNAPUQ_OP_TABLE(SNAPUQ_MODEL_OPS); instead of the stock ops/op_table.c */\n"
          "#define SNAPUQ_MODEL_OPS(X)"] + [f" \\\n    X({o}, {o.lower()})" for o in ops]) if ops else ""
-    from snapuq.micropython import snap_sha256
 
     snap_id = snap_sha256(manifest)
     write_text(path_h, f"""/* snapuq_model.h - {banner} */
@@ -264,7 +242,7 @@ def write_c_model(out_dir: str | Path, manifest: dict[str, Any], tflite_bytes: b
 #include "snapuq_snap.h"
 
 #define SNAPUQ_MODEL_NAME {_c_string(name)}
-/* sha256 of these SNAP constants as a blob's SNAP section (snapuq.micropython.snap_sha256): the firmware
+/* sha256 of these SNAP constants as a blob's SNAP section (snapuq.native.blob.snap_sha256): the firmware
    reports it (`profile` snap_sha256=...), the harness refuses a device built from another export */
 #define SNAPUQ_MODEL_SNAP_SHA256 "{snap_id}"
 #define SNAPUQ_MODEL_TFLITE_BYTES {len(tflite_bytes)}u

@@ -120,7 +120,7 @@ def normalize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
     """The device's map of raw readings to the model's float input, (N, input elements) float32:
     float32(float32(raw) * scale[c] + offset[c]) in double, c = element index % channels, with the
     manifest's input.normalization (the generated quantizer, the blob's record: docs/BLOB.md)."""
-    from snapuq.export.cgen import input_normalization
+    from snapuq.native.blob import input_normalization
 
     sc, of = input_normalization(inp)
     r = np.asarray(raw, np.float32).reshape(len(raw), -1)

@@ -1,6 +1,6 @@
 """The host side of the integer SNAP score (docs/FIXED_POINT.md): every fixed-point constant of
 the manifest's "snap" section, derived from calib.json and the int8 model's output quantization.
-The score itself is computed by the C core (snapuq_snap.c; on the host through snapuq.ccore)
+The score itself is computed by the C core (snapuq_snap.c; on the host through snapuq.native.ccore)
 and by the MicroPython twin; tests/oracles/snap_spec.py transcribes the spec independently.
 
     snap = build_snap(calib, outputs)                  # the manifest's "snap" section
@@ -14,6 +14,15 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import ModelFormatError
+from snapuq.formats import (
+    INTAP_MAX_FEAT,
+    INTAP_MAX_SIDE,
+    MAX_D,
+    MAX_TAPS,
+    PERR_LUT_LEN,
+    input_summary_len,
+    validate_calib,
+)
 
 SPEC_VERSION = 3  # 3 = 2 + the input tap (step 4b)
 T_MAX = (1 << 24) - 1
@@ -22,9 +31,6 @@ S_CAP_TAP = (1 << 30) - 1
 S_CAP = (1 << 31) - 1
 Z_CLAMP = (1 << 20) - 1
 SIG_STEP_SHIFT = 11
-MAX_TAPS = 8
-MAX_D = 16384
-PERR_LUT_LEN = 257
 PERR_STEP_SHIFT = 8
 COMBINE_LOGISTIC = "logistic"
 COMBINE_PERR_ALARM = "perr_alarm"
@@ -93,15 +99,9 @@ def inv_sigma_lut(s_c: float, s_v: float, z_v: int, offset: float) -> tuple[list
 # manifest "snap" section
 
 
-INTAP_MAX_FEAT = 16384  # J: the step-4b sum of squares stays below 2^62
-INTAP_MAX_SIDE = 65535  # R, K (uint16)
-
-
 def build_intap(it: dict[str, Any], inp: dict[str, Any] | None) -> dict[str, Any]:
     """Step 4b constants (docs/FIXED_POINT.md) from calib.json "intap" and the int8 input
     {"scale", "zero_point", "shape"}."""
-    from snapuq.score import input_summary_len
-
     if inp is None:
         raise FixedPointError("calib.json has an input tap: build_snap needs the int8 input quantization")
     rows, cols = int(it["rows"]), int(it["cols"])
@@ -144,8 +144,6 @@ def build_snap(
     (name -> {"index", "scale", "zero_point", "shape"}); `inp` (the int8 input's "scale", "zero_point",
     "shape") for a calibration with an input tap. `calib` passes snapuq.formats.validate_calib first (the
     checks eval and every other reader share); what is left here needs the int8 model."""
-    from snapuq.formats import validate_calib
-
     validate_calib(calib, "calib.json")
     p = calib
     if variant is not None and variant != calib.get("variant"):

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from snapuq.ccore import CoreModel
 from snapuq.errors import ModelFormatError
 from snapuq.modeldir import ModelPaths
+from snapuq.native.ccore import CoreModel
 
 MANIFEST_FORMAT = "snapuq-manifest"
 MANIFEST_VERSION = 1

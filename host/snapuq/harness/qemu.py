@@ -24,11 +24,11 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from snapuq import resources
 from snapuq.errors import DeviceError, SnapuqError
 from snapuq.modeldir import ModelPaths
 
-ROOT = Path(__file__).resolve().parents[3]
-FIRMWARE = ROOT / "firmware"
+FIRMWARE = resources.firmware_dir()
 
 # QEMU's SYSCLK on the MPS2 boards; with -icount shift=0 virtual time is 1 ns per instruction.
 QEMU_SYSCLK_HZ = 25_000_000
@@ -84,7 +84,7 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
     tflite: a plain .tflite linked into a SNAP=0 image (make's TFLITE=)."""
     # absolute before anything else: make runs in firmware/ (-C), so a relative BUILD= would land
     # under firmware/ while this process looks for the ELF and its stamp relative to its own cwd
-    build_dir = Path(build_dir or ROOT / "build" / "firmware").resolve()
+    build_dir = Path(build_dir or resources.work_dir("firmware")).resolve()
     elf = firmware_path(spec, build_dir, variant, budget, snap)
     if shutil.which("arm-none-eabi-gcc") is None:
         raise SnapuqError("arm-none-eabi-gcc not found "
@@ -287,7 +287,9 @@ def open_serial(url: str, baudrate: int = 115200, timeout: float = 0.05):
 
 def env_for_tools() -> dict[str, str]:
     env = dict(os.environ)
-    env.setdefault("PLATFORMIO_CORE_DIR", str(ROOT / ".pio-core"))
+    root = resources.checkout_root()
+    pio = root / ".pio-core" if root else resources.work_dir(".pio-core")
+    env.setdefault("PLATFORMIO_CORE_DIR", str(pio))
     return env
 
 

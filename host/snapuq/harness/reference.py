@@ -1,5 +1,5 @@
 """The host int8 reference the harness checks every device result against: the C core built for
-the host (snapuq.ccore: the same runtime and integer SNAP code the firmware runs, checked against
+the host (snapuq.native.ccore: the same runtime and integer SNAP code the firmware runs, checked against
 TFLM by `snapuq verify` and the tests)."""
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import os
 from collections import Counter as Tally
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from snapuq.errors import SnapuqError
-from snapuq.io import read_json, write_json
+from snapuq.io import atomic_open, read_json, write_json
 
 RUN_FORMAT = 2
 INFO_KEYS = ("model", "port")  # recorded in run.json, not compared on --resume (what they name is pinned)
@@ -156,13 +155,9 @@ class ResultsWriter:
         self.done: dict[int, dict[str, Any]] = {}
         if resume:
             self.done, self.dropped = read_done(path, run)
-        tmp = path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w") as f:
+        with atomic_open(path, "w") as f:
             for i in sorted(self.done):
                 f.write(json.dumps(self.done[i], sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
         self._f = open(path, "a")
 
     def write(self, rec: dict[str, Any]) -> None:

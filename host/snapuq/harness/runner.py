@@ -125,12 +125,12 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
     y = np.asarray(getattr(ds, f"y_{opts.split}"))
     seg = None
     if opts.stream:
-        from snapuq import stream as S
-        from snapuq.evaluate import _corruption_api
+        from snapuq.data.shifts import corruption_api
+        from snapuq.uq import stream as S
 
         if not 1 <= opts.severity <= 5:
             raise SnapuqError(f"--severity must be in 1..5, got {opts.severity}")
-        names, corrupt = _corruption_api(ds)
+        names, corrupt = corruption_api(ds)
         st = S.build_stream(x, y, names, corrupt, severity=opts.severity, seg_len=opts.segment,
                             clean_len=opts.segment, seed=seed)
         x, y = st.gather(x, st.x_corrupt), st.y
@@ -170,7 +170,7 @@ def check_model_identity(prof: dict[str, Any], tflite: bytes, model_dir: Path,
 
 def check_snap_identity(prof: dict[str, Any], manifest: dict[str, Any], model_dir: Path) -> None:
     from snapuq.export.cgen import header_snap_sha256
-    from snapuq.micropython import snap_sha256
+    from snapuq.native.blob import snap_sha256
 
     host = snap_sha256(manifest)
     dev = str(prof.get("snap_sha256") or "")

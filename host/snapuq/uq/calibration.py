@@ -1,4 +1,4 @@
-"""Fit the SNAP scoring constants and the map to U on the dev split (see snapuq.score for the formulas and
+"""Fit the SNAP scoring constants and the map to U on the dev split (see snapuq.uq.score for the formulas and
 the calib.json layout).
 
 - "best" (default, DESIGN §4; calib version 2): per-tap two-sided standardized NLL (ID mean/sd from clean
@@ -21,16 +21,14 @@ construction) until it passes.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
 
 from snapuq.errors import SnapuqError
-from snapuq.modeldir import ModelPaths
-from snapuq.score import (
+from snapuq.options import CalibOptions
+from snapuq.uq.score import (
     SnapScorer,
     class_probs,
     confidence_proxy,
@@ -231,7 +229,7 @@ def fit_perr(m: np.ndarray, err: np.ndarray, l2: float = 1e-3) -> dict:
 
 def fit_alarm_k(pe: np.ndarray, F: np.ndarray, y: np.ndarray) -> float:
     """k of alarm = F / (F + k) by likelihood of U = p_err + alarm (1 - p_err) as P(wrong or shifted)."""
-    from snapuq.score import alarm_map
+    from snapuq.uq.score import alarm_map
 
     pe, y = np.asarray(pe, np.float64), np.asarray(y, np.float64)
     best, best_ll = ALARM_K_GRID[len(ALARM_K_GRID) // 2], -np.inf
@@ -250,7 +248,7 @@ def fit_input_tap(x_dev: np.ndarray, ok_dev: np.ndarray, x_ref: np.ndarray | Non
     """calib.json "intap": the diagonal Gaussian (mu, sigma per statistic) of `input_summary` on x_ref (else
     the clean dev inputs), sigma floored at 1e-3 of the inputs' overall sd; the mean / sd of its mean
     squared z on the clean dev inputs; the weight INTAP_WEIGHT / (n_taps + INTAP_WEIGHT)."""
-    from snapuq.score import input_summary, input_view, intap_stat
+    from snapuq.uq.score import input_summary, input_view, intap_stat
 
     xd = np.asarray(x_dev, np.float32)
     rows, cols = input_view(xd.shape[1:])
@@ -304,7 +302,7 @@ def fit_calibration(
     the rate is below 1 / (n + 1).
 
     Input tap (docs/FIXED_POINT.md step 4b; `input_tap` and the inputs x_dev, x_shift given): a diagonal
-    Gaussian of the inputs' row / column statistics (`snapuq.score.input_summary`) fitted on x_ref (the
+    Gaussian of the inputs' row / column statistics (`snapuq.uq.score.input_summary`) fitted on x_ref (the
     train inputs; the clean dev inputs when there are none), its mean squared z standardized on the clean
     dev inputs, enters S with weight 2 / (L + 2) beside the L taps' 1 / (L + 2) each (SNAP_STUDY.md §7.4)."""
     if not 0.0 <= alpha <= 1.0:
@@ -458,7 +456,7 @@ def fit_calibration(
 
 
 def _ece(p_err: np.ndarray, err: np.ndarray) -> float:
-    from snapuq import metrics as M
+    from snapuq.uq import metrics as M
 
     return float(M.ece(1.0 - np.asarray(p_err, np.float64), ~np.asarray(err, bool)))
 
@@ -480,34 +478,36 @@ def reference_split(x, y=None, seed: int = 0, n_max: int = REF_MAX):
     return x, y
 
 
-def calibrate_model_dir(md, ds, *, alpha: float = 1.0, quantile: float | None = None, variant: str = "best",
-                        input_tap: bool = True, alarm_rate: float | None = ALARM_RATE_DEFAULT):
-    """Fit calib.json for a loaded ModelDir `md` on dataset `ds`'s dev split, with the train split in the
-    hinge reference (what train runs)."""
-    cfg = md.config
-    seed = int(cfg.get("seed", 0))
-    xdv = np.asarray(ds.x_dev, np.float32)
-    od = md.predict(xdv)
+def calibrate(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, opts: CalibOptions | None = None, *,
+              seed: int = 0, x_ref: np.ndarray | None = None, y_ref: np.ndarray | None = None) -> dict:
+    """The SNAP constants (calib.json) fitted on the dev split and the held-out synthetic shift of it, with
+    the clean inputs x_ref (the train split; labels y_ref) in the hinge reference. `predict(x) -> dict of
+    float outputs` (snapuq.nn.saved.ModelDir.predict, Snap's); cfg: the model's config.json (eps,
+    logvar_offset, taps). The one fit `snapuq train`, `snapuq calibrate` and `Snap.calibrate` run."""
+    opts = opts or CalibOptions()
+    eps = float(cfg.get("eps", 1e-2))
+    xdv = np.asarray(x_dev, np.float32)
+    od = predict(xdv)
     xsh = holdout_shift(xdv, seed=seed)
-    osh = md.predict(xsh)
-    xr, yr = reference_split(getattr(ds, "x_train", None), getattr(ds, "y_train", None), seed)
+    osh = predict(xsh)
+    xr, yr = reference_split(x_ref, y_ref, seed)
     return fit_calibration(
         od,
-        np.asarray(ds.y_dev).astype(np.int64),
+        np.asarray(y_dev).astype(np.int64),
         osh,
-        eps=float(cfg.get("eps", 1e-2)),
-        logvar_offset=float(cfg.get("logvar_offset", 2.0 * np.log(float(cfg.get("eps", 1e-2))))),
+        eps=eps,
+        logvar_offset=float(cfg.get("logvar_offset", 2.0 * np.log(eps))),
         taps_meta=cfg["taps"],
-        alpha=alpha,
-        quantile=quantile,
-        default_variant=variant,
-        outs_ref=None if xr is None else md.predict(xr),
+        alpha=opts.alpha,
+        quantile=opts.quantile,
+        default_variant=opts.variant,
+        outs_ref=None if xr is None else predict(xr),
         y_ref=yr,
         x_dev=xdv,
         x_shift=xsh,
         x_ref=xr,
-        input_tap=input_tap,
-        alarm_rate=alarm_rate,
+        input_tap=opts.input_tap,
+        alarm_rate=opts.alarm_rate,
     )
 
 
@@ -527,100 +527,6 @@ def check_line(chk: dict) -> str:
         f"dev check U-MSP AUROC ok/err {txt} (U {chk.get('auroc_ok_vs_err_snap', float('nan')):.4f}, "
         f"MSP {chk.get('auroc_ok_vs_err_msp', float('nan')):.4f}): {'ok' if chk.get('ok') else 'FAILED'}"
     )
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_dir", metavar="DIR", help="model directory written by `snapuq train`")
-    p.add_argument("--data-dir", default=None, help="folder with the dataset files (non-embedded datasets)")
-    p.add_argument(
-        "--hinge-q",
-        type=float,
-        default=None,
-        help="first hinge quantile of the clean reference S (correct dev and train inputs) tried (default "
-        "0.999; raised along 0.999, 1.0 until the dev check passes; 1.0 = the largest)",
-    )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        default=1.0,
-        help="confidence term m = alpha (1 - p1) + (1 - alpha)(1 - margin); 1 = MSP (default)",
-    )
-    p.add_argument("--variant", choices=["best", "literal"], default=None, help="default variant (keep)")
-    p.add_argument(
-        "--input-tap", action=argparse.BooleanOptionalAction, default=True,
-        help="add the input tap to S (row / column statistics of the input; default on)",
-    )  # fmt: skip
-    add_alarm_rate_argument(p)
-    p.add_argument("--no-export", action="store_true", help="do not refresh an existing int8 export")
-
-
-def add_alarm_rate_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--alarm-rate", type=float, default=ALARM_RATE_DEFAULT,
-        help="clean false-alarm rate per input the hinge is set for, e.g. 1e-6 (below 1/n of the clean "
-        "reference the tail of its S is extrapolated); default 0: the hinge quantile alone",
-    )  # fmt: skip
-
-
-def run(args: argparse.Namespace) -> int:
-    from snapuq.evaluate import load
-    from snapuq.modeldir import PartsUpdate
-
-    check_alarm_rate(args.alarm_rate)
-    d = Path(args.model_dir)
-    paths = ModelPaths(d)
-    md = load(d, calib=False)  # the calibration this command replaces may be the broken one
-
-    # calib.json and the export refreshed from it are one unit: staged, swapped in together, recorded in
-    # MANIFEST.sha256; a failure anywhere (the fit, the export, a full disk) leaves DIR as it was
-    with PartsUpdate(d) as up:
-        return _recalibrate(args, d, paths, md, up)
-
-
-def _recalibrate(args: argparse.Namespace, d: Path, paths: ModelPaths, md, up) -> int:
-    from snapuq.data import load_dataset
-
-    cfg = md.config
-    old = None
-    if paths.calib.exists():
-        from snapuq.formats import read_calib
-
-        try:
-            old = read_calib(paths.calib, cfg)
-        except SnapuqError as e:
-            print(f"snapuq calibrate: warning: {e}; replacing it", file=sys.stderr)
-    variant = args.variant or str((old or {}).get("variant", cfg.get("variant", "best")))
-    ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
-    calib = calibrate_model_dir(
-        md, ds, alpha=args.alpha, quantile=args.hinge_q, variant=variant, input_tap=args.input_tap,
-        alarm_rate=args.alarm_rate,
-    )
-    from snapuq.formats import validate_calib
-
-    validate_calib(calib, f"{paths.calib} (refitted, not written)", cfg)  # what export and eval would refuse
-    write_json_atomic(ModelPaths(up.path).calib, calib)
-    best = best_variant(calib)
-    fit = best["fit"]
-    print(
-        f"snapuq calibrate: {paths.calib}: hinge quantile {best['hinge']['quantile']}, alarm rate "
-        f"{best['hinge'].get('alarm_rate') or 0:g} (q {best['hinge']['q_over_largest_sd']:+.2f} sd over the "
-        f"largest of {best['hinge']['n_ref']} clean references) "
-        f"(tried {', '.join(str(t['quantile']) for t in fit['hinge_quantiles_tried'])}), alarm k "
-        f"{best['alarm']['k']:.3g}, dev ECE(p_err) {fit['dev_ece_p_err']:.4f}"
-    )
-    print(f"snapuq calibrate: {check_line(fit['dev_check'])}")
-    if not fit["dev_check"]["ok"]:
-        print(f"snapuq calibrate: warning: {fit['dev_check']['hint']}")
-    if paths.manifest.exists() and not args.no_export:
-        from snapuq.export.cli import export_model
-
-        print(f"snapuq calibrate: {d}: refreshing the int8 export with the new constants")
-        export_model(d, data_dir=args.data_dir, calib=calib, update=up)  # (and the blob D holds)
-    up.commit()
-    if paths.manifest.exists() and args.no_export:
-        print(f"snapuq calibrate: note: the int8 export in {d} was made from the previous calib.json: it is "
-              f"refused until `snapuq export {d}`")
-    return 0 if fit["dev_check"]["ok"] else 1
 
 
 __all__ = ["confidence_proxy", "dev_check", "fit_calibration", "fit_logistic", "fit_perr", "holdout_shift"]

@@ -9,9 +9,9 @@ from snapuq.errors import SnapuqError
 
 # name -> "module:function"
 BACKBONES: dict[str, str] = {
-    "cnn4": "snapuq.models.cnn:build_cnn4",  # QUTE/SNAP 4-layer MNIST CNN (digits too)
-    "resnet8": "snapuq.models.resnet:build_resnet8",  # MLPerf Tiny ResNet-8 (CIFAR-10)
-    "dscnn": "snapuq.models.dscnn:build_dscnn",  # MLPerf Tiny DS-CNN (keyword spotting)
+    "cnn4": "snapuq.nn.backbones.cnn:build_cnn4",  # QUTE/SNAP 4-layer MNIST CNN (digits too)
+    "resnet8": "snapuq.nn.backbones.resnet:build_resnet8",  # MLPerf Tiny ResNet-8 (CIFAR-10)
+    "dscnn": "snapuq.nn.backbones.dscnn:build_dscnn",  # MLPerf Tiny DS-CNN (keyword spotting)
 }
 
 # dataset -> default backbone

@@ -71,7 +71,7 @@ def export_variants(
     from snapuq.data import load_dataset
     from snapuq.export.convert import convert_keras
     from snapuq.export.tflm import arena_bytes
-    from snapuq.modeldir import load_model_dir
+    from snapuq.nn.saved import load_model_dir
 
     d = Path(d)
     t0 = time.time()

@@ -14,7 +14,6 @@ to the backbone. Writes JSON and a markdown table (same name, .md).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -26,15 +25,9 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_text
 
 MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("--kernels (per-operator kernel cost)")
-    g.add_argument("--kernels", action="store_true",
-                   help="per-operator rows (shapes, MACs, instructions per board, MACs/instruction, "
-                        "%% of the SMLAD limit) and the SNAP head split; JSON + markdown")
 
 
 class _Tensor:
@@ -59,7 +52,7 @@ def read_graph(tflite: bytes) -> _Graph:
     schema package."""
     import tflite as tfl
 
-    from snapuq.ccore import CoreModel
+    from snapuq.native.ccore import CoreModel
 
     names = CoreModel(tflite).op_names()
     m = tfl.Model.GetRootAsModel(tflite, 0)
@@ -116,7 +109,7 @@ def op_kernels(tflite: bytes, kernel_set: str) -> list[str]:
     """The kernel each operator runs with the C core's `kernel_set` ("ref" or "dsp"): the core built
     for the host with that set (portable SIMD helpers, same choice as on the board) loads the model
     and reports snapuq_model_op_kernel() per operator."""
-    from snapuq import ccore
+    from snapuq.native import ccore
 
     if kernel_set not in ("ref", "dsp"):
         raise SnapuqError(f"unknown kernel set {kernel_set!r} (ref or dsp)")
@@ -305,15 +298,8 @@ def markdown(model: str, rep: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def run_kernels(args: argparse.Namespace) -> int:
-    from snapuq.bench import check_build_paths, graph_split, measure_board, parse_boards
+def run_kernels(args: Any) -> int:
+    from snapuq.bench.board import check_build_paths, graph_split, measure_board, parse_boards
     from snapuq.harness.reference import HostReference
 
     model_dir = Path(args.model)
@@ -334,8 +320,9 @@ def run_kernels(args: argparse.Namespace) -> int:
     report = {"model": str(model_dir), "split": split, **rep,
               "boards": {b: {k: v for k, v in r.items() if k in ("board", "cpu", "kernels", "instructions")}
                          for b, r in boards.items()}}
-    _atomic_write(out, json.dumps(report, indent=2) + "\n")
-    _atomic_write(out.with_suffix(".md"), markdown(str(model_dir), rep))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text(out, json.dumps(report, indent=2) + "\n")
+    write_text(out.with_suffix(".md"), markdown(str(model_dir), rep))
     for b, s in rep["summary"].items():
         h = s["snap_heads_split"]
         mpi = _fmt(s["backbone_macs_per_instruction"])

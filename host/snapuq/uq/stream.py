@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from snapuq import metrics as M
 from snapuq.errors import SnapuqError
+from snapuq.uq import metrics as M
 
 WINDOW = 100
 

@@ -18,7 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.evaluation.loading import _check_model_dir, _jsonable
+from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
+from snapuq.options import CalibOptions, TrainOptions
 
 # metrics aggregated per method: the contract keys plus the details that claims are made on
 DETAIL_KEYS = (
@@ -68,8 +71,6 @@ def train_argv(
             a += ["--data-dir", str(data_dir)]
     recipe = cfg.get("recipe") if not user else None
     if isinstance(recipe, dict):  # the whole backbone recipe, as recorded (TrainOptions)
-        from snapuq.nn.recipe import TrainOptions
-
         r = TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe")
         for key, val in r.to_dict().items():
             if val is not None:
@@ -96,9 +97,16 @@ def train_argv(
         a.append("--joint")
     if not ModelPaths(d).baselines.exists():
         a.append("--no-baselines")
-    from snapuq.calibrate import best_variant
+    from snapuq.uq.calibration import best_variant
 
-    best = best_variant(calib)
+    rec = cfg.get("calibration")
+    if isinstance(rec, dict):  # the calibration options as recorded (CalibOptions)
+        co = CalibOptions.from_dict(rec)
+        a += ["--alpha", str(co.alpha), "--alarm-rate", str(co.alarm_rate or 0.0)]
+        a += ["--hinge-q", str(co.quantile)] if co.quantile is not None else []
+        a += [] if co.input_tap else ["--no-input-tap"]
+        return a
+    best = best_variant(calib)  # a directory written before config.json recorded them: from calib.json
     fit = best.get("fit") or {}
     if fit.get("alpha") is not None:
         a += ["--alpha", str(fit["alpha"])]
@@ -119,7 +127,7 @@ def _mean_sd(vals: list) -> tuple[float | None, float | None, int]:
 
 
 def _method_values(m: dict, name: str) -> dict:
-    from snapuq.evaluate import CONTRACT_KEYS
+    from snapuq.evaluation.report import CONTRACT_KEYS
 
     row = dict(m["methods"].get(name, {}))
     det = m.get("details", {}).get(name, {})
@@ -249,7 +257,7 @@ def _pm(mu, s, nd=3) -> str:
 
 
 def write_report(rdir: Path, agg: dict) -> None:
-    from snapuq.report import COLUMNS
+    from snapuq.evaluation.report import COLUMNS
 
     seeds = ",".join(str(s) for s in agg["seeds"])
     name = str(agg["dataset"])
@@ -317,17 +325,18 @@ def write_report(rdir: Path, agg: dict) -> None:
     for k, v in agg["criteria"].items():
         L.append(f"- {k}: {v if not isinstance(v, float) else round(v, 4)}")
     L += ["", "Per-seed reports: " + ", ".join(f"[seed {s}](seed{s}/report.md)" for s in agg["seeds"])]
-    (Path(rdir) / "report.md").write_text("\n".join(L) + "\n")
+    write_text(Path(rdir) / "report.md", "\n".join(L) + "\n")
 
 
-def run_seeds(args: argparse.Namespace) -> int:
-    from snapuq import evaluate as E
-    from snapuq import train as T
-    from snapuq.calibrate import write_json_atomic
+def run_seeds(args: argparse.Namespace, evaluate) -> int:
+    """`snapuq eval --seeds`: each seed's directory (trained from DIR's record when missing) evaluated by
+    `evaluate(args) -> rc` (snapuq.commands.evaluate.run), then aggregated."""
+    from snapuq.commands import train as T
+    from snapuq.uq.calibration import write_json_atomic
 
     seeds = parse_seeds(args.seeds)
     d = Path(args.model_dir)
-    E._check_model_dir(d)
+    _check_model_dir(d)
     cfg = json.loads(ModelPaths(d).config.read_text())
     calib = json.loads(ModelPaths(d).calib.read_text()) if ModelPaths(d).calib.exists() else None
     rdir = Path(args.report)
@@ -350,12 +359,12 @@ def run_seeds(args: argparse.Namespace) -> int:
         else:
             a = copy.copy(args)
             a.model_dir, a.report, a.seed, a.seeds = str(ds), str(rdir / f"seed{s}"), s, None
-            rc = E.run(a)
+            rc = evaluate(a)
             if rc:
                 return rc
         per_seed[s] = json.loads(mj.read_text())
     agg = aggregate(per_seed)
-    write_json_atomic(rdir / "metrics.json", E._jsonable(agg))
+    write_json_atomic(rdir / "metrics.json", _jsonable(agg))
     write_report(rdir, agg)
     print(f"snapuq eval: seeds {','.join(map(str, seeds))}: {criteria_line(agg['criteria'])}; "
           f"report in {rdir / 'report.md'}")  # fmt: skip

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from snapuq import resources
 from snapuq.errors import ModelFormatError, SnapuqError
 
-PKG = Path(__file__).resolve().parent
-CORE_DIR = PKG / "c"
-HOST_SHIM = PKG / "ccore_host.c"
+CORE_DIR = resources.PACKAGE / "c"  # firmware/core (a link in a checkout, package data in a wheel)
+HOST_SHIM = resources.PACKAGE / "ccore_host.c"
 CFLAGS = ("-std=c99", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra")
 _DTYPES = {0: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8}
 
@@ -78,10 +78,7 @@ def _build_dir() -> Path:
     env = os.environ.get("SNAPUQ_CCORE_DIR")
     if env:
         return Path(env)
-    root = PKG.parents[1]
-    if (root / "pyproject.toml").is_file() and (root / "firmware" / "core").is_dir():
-        return root / "build" / "ccore"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "snapuq" / "ccore"
+    return resources.work_dir("ccore")
 
 
 def _include_dirs(core: Path) -> list[Path]:
@@ -295,13 +292,13 @@ class CoreSnap:
     "snap" section.
 
     The constants reach the core the way they reach a device: packed into a model blob by the
-    project's blob writer (snapuq.micropython.write_blob, docs/BLOB.md) and read by the core's
+    project's blob writer (snapuq.native.blob.write_blob, docs/BLOB.md) and read by the core's
     blob reader (snapuq_blob_open, snapuq_model_init on the blob's .tflite,
     snapuq_blob_snap_config, which checks the section against that model). `manifest` needs
     "outputs" (name -> index, zero_point, shape) and "snap"; "class_names" is optional."""
 
     def __init__(self, tflite: bytes, manifest: dict[str, Any]) -> None:
-        from snapuq.micropython import write_blob
+        from snapuq.native.blob import write_blob
 
         self._open(write_blob(bytes(tflite), manifest))
         self.outputs = manifest["outputs"]

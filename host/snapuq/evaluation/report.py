@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from snapuq import metrics as M
 from snapuq.io import save_figure, write_text
+from snapuq.uq import metrics as M
 
 HIGHLIGHT = {"snap": ("C3", 2.6), "msp": ("k", 1.6)}
 
@@ -37,7 +37,7 @@ def make_plots(
     rdir: Path, results: dict, bounds: dict, y_test, st, spec, x_ood_n: int, taps: list[str],
     taus: dict[str, float] | None = None,
 ) -> list:
-    """taus: each method's alarm threshold as snapuq.stream.monitor computed it (the one behind
+    """taus: each method's alarm threshold as snapuq.uq.stream.monitor computed it (the one behind
     cid_delay); stream.png draws the alarm scaled to exactly that threshold."""
     plt = _plt()
     rdir = Path(rdir)
@@ -272,7 +272,7 @@ def write_report(rdir: Path, out: dict) -> None:
         dc = out.get(key)
         if dc:
             L.append(
-                f"- {what}-set check (DESIGN §4, `snapuq.calibrate.dev_check`): AUROC ✓/✗ SNAP U "
+                f"- {what}-set check (DESIGN §4, `snapuq.uq.calibration.dev_check`): AUROC ✓/✗ SNAP U "
                 f"{_f(dc['auroc_ok_vs_err_snap'], 4)} vs MSP {_f(dc['auroc_ok_vs_err_msp'], 4)}, delta "
                 f"{_f(dc['delta'], 4)} ({'ok' if dc['ok'] else 'BELOW ' + str(dc['tolerance'])})"
             )
@@ -356,3 +356,14 @@ def write_report(rdir: Path, out: dict) -> None:
             L.append(f"- {k}: {v}")
     L += ["", "## Plots", ""] + [f"![{p}]({p})" for p in out.get("plots", [])]
     write_text(rdir / "report.md", "\n".join(L) + "\n")
+
+
+CONTRACT_KEYS = (
+    "auroc_ok_vs_err",
+    "auroc_id_vs_ood",
+    "aupr_ok_vs_err",
+    "aurc",
+    "ece",
+    "cid_auprc",
+    "cid_delay",
+)

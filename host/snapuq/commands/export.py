@@ -67,13 +67,14 @@ def _export(d: Path, update: Any, own: bool, t0: float, data_dir: str | None, n_
             write_c: bool, log, verbose: bool, calib: dict | None) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from snapuq.ccore import CoreModel
     from snapuq.data import load_dataset, with_model_classes
     from snapuq.export.cgen import write_c_model
     from snapuq.export.convert import convert_keras, quantize_input
     from snapuq.export.fixedpoint import build_snap
     from snapuq.export.tflm import TFLMInterpreter, arena_bytes
-    from snapuq.modeldir import ModelPaths, load_model_dir
+    from snapuq.modeldir import ModelPaths
+    from snapuq.native.ccore import CoreModel
+    from snapuq.nn.saved import load_model_dir
 
     paths = ModelPaths(d)
     md = load_model_dir(d, calib=calib is None)
@@ -189,7 +190,7 @@ def _export(d: Path, update: Any, own: bool, t0: float, data_dir: str | None, n_
         update.remove(paths.C_SOURCE)
         update.remove(paths.C_HEADER)
     if paths.blob.exists():  # the blob DIR holds is made from what this replaces: rewritten with it
-        from snapuq.micropython import write_blob
+        from snapuq.native.blob import write_blob
 
         write_bytes(stage.blob, write_blob(int8, manifest))
         written.append(paths.BLOB)
@@ -212,7 +213,7 @@ def check_counts(n_rep: int, n_check: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.io import default_data_dir
+    from snapuq.modeldir import default_data_dir
 
     check_counts(args.n_rep, args.n_check)  # before the model directory is read
     args.data_dir = default_data_dir(args.dir, args.data_dir)

@@ -24,7 +24,7 @@ Per tap l with a, mu, log sigma^2 in R^d (GAP tap vectors):
   "literal" (and version-1 calib files):
     z      = b0 + b1 F + b2 m,  U = 1 / (1 + exp(-z)),  p_err = U, alarm = 0
 
-calib.json (written by snapuq.calibrate, read by `SnapScorer.from_calib`, turned into fixed point by the
+calib.json (written by `snapuq calibrate`, read by `SnapScorer.from_calib`, turned into fixed point by the
 int8 export — docs/FIXED_POINT.md):
     {"version": 1, "variant": "best" | "literal",
      "eps": float, "logvar_offset": float (= 2 ln eps: log sigma^2 = int8 value of tap{k}_lvr + offset),
@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.formats import validate_calib
 
 
 def input_view(shape) -> tuple[int, int]:
@@ -60,11 +61,6 @@ def input_view(shape) -> tuple[int, int]:
     if len(shape) == 1:
         return 1, shape[0]
     return shape[0], int(np.prod(shape[1:]))
-
-
-def input_summary_len(rows: int, cols: int) -> int:
-    """J = K column means + R row means (+ K column |differences| when R > 1, + R row ones when K > 1)."""
-    return cols + rows + (cols if rows > 1 else 0) + (rows if cols > 1 else 0)
 
 
 def input_summary(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -205,8 +201,6 @@ class SnapScorer:
     def from_calib(cls, calib: dict, variant: str | None = None, where: str = "calib.json") -> SnapScorer:
         """The scorer of `variant` (default: the one calib.json selects), after snapuq.formats.validate_calib:
         a calibration the int8 export refuses is refused here too, in one line."""
-        from snapuq.formats import validate_calib
-
         validate_calib(calib, where)
         if variant is None or variant == calib.get("variant"):
             p = calib

@@ -19,10 +19,24 @@ from pathlib import Path
 
 import numpy as np
 
+from snapuq.api import attach, load_keras_model
+from snapuq.baselines.train import announce_baselines
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED
 from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
+from snapuq.nn.graph import check_model, fold_input_preprocessing, logits_backbone
+from snapuq.nn.training import (
+    _backbone_module,
+    check_data,
+    check_input_range,
+    fit_heads,
+    head_config,
+    tap_entries,
+    validate_head_options,
+)
+from snapuq.options import CalibOptions
+from snapuq.uq.calibration import calibrate, write_json_atomic
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -109,7 +123,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--input-tap", action=argparse.BooleanOptionalAction, default=True,
         help="add the input tap to S (row / column statistics of the input; default on)",
     )  # fmt: skip
-    from snapuq.calibrate import add_alarm_rate_argument
+    from snapuq.commands.calibrate import add_alarm_rate_argument
 
     add_alarm_rate_argument(p)
     p.add_argument(
@@ -145,225 +159,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true")
 
 
-def _backbone_module(name: str):
-    import importlib
-
-    from snapuq.models import BACKBONES
-
-    return importlib.import_module(BACKBONES[name].split(":")[0])
-
-
-class _Bar:
-    """A tqdm bar over epochs as a Keras callback."""
-
-    def __init__(self, total: int, desc: str, disable: bool):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total, desc=desc, unit="ep", disable=disable)
-
-    def callback(self, keys):
-        import keras
-
-        bar = self.bar
-
-        class CB(keras.callbacks.Callback):
-            def on_epoch_end(self, epoch, logs=None):
-                logs = logs or {}
-                bar.set_postfix({k: f"{logs[k]:.3f}" for k in keys if k in logs})
-                bar.update(1)
-
-        return CB()
-
-    def close(self):
-        self.bar.close()
-
-
-# the largest head rank r (--rank, --cov-rank): a head's z -> h layer alone is r x r weights per tap (1 M at
-# 1024, ~1 MB int8: past any board's flash), and r = 100000 asked TensorFlow for 40 GB before the first epoch
-MAX_RANK = 1024
-# --seed: what numpy's and Keras's generators take
-
-
-def validate_head_options(
-    rank: int, qat_frac: float, epochs: int | None, eps: float, cov_rank: int = 0
-) -> None:
-    """One-line errors for out-of-range head options (shared by the CLI and `snapuq.attach`)."""
-    if rank < 1:
-        raise SnapuqError(f"--rank must be >= 1, got {rank}")
-    if not 0.0 <= qat_frac <= 1.0:
-        raise SnapuqError(f"--qat-frac must be in [0, 1], got {qat_frac}")
-    if epochs is not None and epochs < 1:
-        raise SnapuqError(f"--epochs must be >= 1, got {epochs}")
-    if cov_rank < 0:
-        raise SnapuqError(f"--cov-rank must be >= 0, got {cov_rank}")
-    if rank > MAX_RANK:
-        raise SnapuqError(
-            f"--rank must be <= {MAX_RANK} (MAX_RANK: each head's r x r is r^2 weights per tap), got {rank}"
-        )
-    if cov_rank > MAX_RANK:
-        raise SnapuqError(f"--cov-rank must be <= {MAX_RANK} (MAX_RANK), got {cov_rank}")
-    if not (math.isfinite(eps) and eps > 0):
-        raise SnapuqError(f"--eps must be a finite number > 0, got {eps}")
-
-
-def fit_backbone(backbone, x, y, epochs: int, batch_size: int, lr: float, validation_data=None,
-                 progress: bool = True) -> None:  # fmt: skip
-    """Phase 1 of the frozen recipe: cross-entropy on the logits model."""
-    import keras
-
-    backbone.compile(
-        optimizer=keras.optimizers.Adam(lr),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-    )
-    bar = _Bar(epochs, "backbone", not progress)
-    backbone.fit(
-        x,
-        y,
-        epochs=epochs,
-        batch_size=None if _is_tf_dataset(x) else batch_size,
-        verbose=0,
-        shuffle=not _is_tf_dataset(x),
-        validation_data=validation_data,
-        callbacks=[bar.callback(["loss", "accuracy", "val_accuracy"])],
-    )
-    bar.close()
-
-
-def _is_tf_dataset(x) -> bool:
-    return type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec")
-
-
-def fit_heads(snap_model, n_taps: int, x, y, epochs: int, *, joint: bool = False, lambda_ss: float = 1e-2,
-              lambda_reg: float = 1e-4, nll: str = "gauss", detach: bool = True, qat_frac: float = 0.2,
-              batch_size: int = 64, lr: float = 2e-3, progress: bool = True,
-              labelled: bool = True) -> int:  # fmt: skip
-    """Phase 2: the SNAP heads (frozen backbone: self-supervised NLL + R_var only) or everything (joint),
-    fake-quant (QAT) in the last round(qat_frac * epochs) epochs. `x` is an array (with labels `y`, which
-    only the joint recipe needs) or a batched tf.data.Dataset of (x, y); `labelled=False` (placeholder labels)
-    keeps ce/acc off the progress bar. Returns the number of QAT epochs."""
-    import keras
-
-    from snapuq import snap
-
-    trainer = snap.SnapTrainer(
-        snap_model,
-        n_taps,
-        lambda_ss if joint else 1.0,
-        lambda_reg,
-        nll=nll,
-        detach=detach or not joint,
-        ce_weight=1.0 if joint else 0.0,
-    )
-    n_qat = int(round(qat_frac * epochs))
-    n_plain = epochs - n_qat
-    bar = _Bar(epochs, "heads" if not joint else "joint", not progress)
-    ds = _is_tf_dataset(x)
-    for phase, n_ep in (("float", n_plain), ("qat", n_qat)):
-        if n_ep <= 0:
-            continue
-        snap.set_qat(snap_model, phase == "qat")
-        trainer.compile(optimizer=keras.optimizers.Adam(lr if phase == "float" else lr / 4))
-        trainer.fit(
-            x,
-            None if ds else y,
-            epochs=n_ep,
-            batch_size=None if ds else batch_size,
-            verbose=0,
-            shuffle=not ds,
-            callbacks=[bar.callback(["nll", "ce", "acc"] if labelled else ["nll"])],
-        )
-    bar.close()
-    return n_qat
-
-
-def tap_entries(backbone, taps: list[str], tap_prev: dict[str, str]) -> list[dict]:
-    """config["taps"]: name, layer, prev and the channel counts d_prev, d."""
-    return [
-        {
-            "name": f"tap{k}",
-            "layer": name,
-            "prev": tap_prev[name],
-            "d_prev": int(backbone.get_layer(tap_prev[name]).output.shape[-1]),
-            "d": int(backbone.get_layer(name).output.shape[-1]),
-        }
-        for k, name in enumerate(taps)
-    ]
-
-
-def calibrate_snap(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, variant: str = "best",
-                   seed: int = 0, alpha: float = 1.0, quantile: float | None = None,
-                   x_ref: np.ndarray | None = None, y_ref: np.ndarray | None = None,
-                   input_tap: bool = True, alarm_rate: float | None = None) -> dict:  # fmt: skip
-    """The SNAP constants (calib.json) fitted on the dev split and the held-out synthetic shift of it, with
-    the clean inputs x_ref (the train split; labels y_ref) in the hinge reference;
-    `predict(x) -> dict of float outputs` (ModelDir.predict)."""
-    from snapuq import calibrate
-
-    od = predict(x_dev)
-    xsh = calibrate.holdout_shift(x_dev, seed=seed)
-    osh = predict(xsh)
-    xr, yr = calibrate.reference_split(x_ref, y_ref, seed)
-    return calibrate.fit_calibration(
-        od,
-        y_dev,
-        osh,
-        eps=cfg["eps"],
-        logvar_offset=cfg["logvar_offset"],
-        taps_meta=cfg["taps"],
-        alpha=alpha,
-        quantile=quantile,
-        default_variant=variant,
-        outs_ref=None if xr is None else predict(xr),
-        y_ref=yr,
-        x_dev=np.asarray(x_dev, np.float32),
-        x_shift=xsh,
-        x_ref=xr,
-        input_tap=input_tap,
-        alarm_rate=alarm_rate,
-    )
-
-
-def head_config(args_like: dict, taps: list[dict], epochs: int, n_qat: int) -> dict:
-    """The SNAP-head part of config.json (the keys `export`, `eval` and the scorer read)."""
-    eps = float(args_like["eps"])
-    return {
-        "taps": taps,
-        "rank": int(args_like["rank"]),
-        "detach": bool(args_like.get("detach", True)),
-        "frozen_backbone": not args_like.get("joint", False),
-        "lambda_ss": float(args_like.get("lambda_ss", 1e-2)),
-        "lambda_reg": float(args_like.get("lambda_reg", 1e-4)),
-        "eps": eps,
-        "floor": args_like.get("floor", "hard"),
-        "logvar_offset": 2.0 * math.log(eps),
-        "qat_frac": float(args_like.get("qat_frac", 0.2)),
-        "qat_epochs": int(n_qat),
-        "nll": args_like.get("nll", "gauss"),
-        "cov_rank": int(args_like.get("cov_rank", 0)),
-        "variant": args_like.get("variant", "best"),
-        "epochs": int(epochs),
-    }
-
-
-def announce_baselines(ds, cfg: dict, epochs: int, progress: bool, log=print, capped: bool = True) -> None:
-    """Say what the baseline training does and roughly how long it takes, before it starts: the measured
-    backbone training time per epoch x (ensemble members + the early-exit model), capped epochs."""
-    from snapuq.baselines.train import ENSEMBLE_MEMBERS, MAX_EPOCHS
-
-    ep = min(int(epochs), MAX_EPOCHS) if capped else int(epochs)
-    per_epoch = cfg.get("_backbone_s_per_epoch")
-    est = f"~{per_epoch * ep * (ENSEMBLE_MEMBERS + 1.5):.0f} s" if per_epoch else "unknown"
-    log(
-        f"snapuq train: training the baselines ({ENSEMBLE_MEMBERS}-member deep ensemble + early-exit model, "
-        f"{ep} epochs on {len(ds.x_train)} inputs): estimated {est}; --no-baselines skips them"
-    )
-
-
 def check_args(args: argparse.Namespace) -> None:
     """Options and the output directory, before TensorFlow loads and any data is read."""
     from snapuq.io import check_out_dir
-    from snapuq.models import BACKBONES
+    from snapuq.nn.backbones import BACKBONES
 
     if getattr(args, "backbone", None) is not None and args.backbone not in BACKBONES:
         raise SnapuqError(f"unknown --backbone '{args.backbone}' (known: {', '.join(sorted(BACKBONES))})")
@@ -386,49 +185,18 @@ def check_args(args: argparse.Namespace) -> None:
         raise SnapuqError(f"--alpha must be a finite number, got {alpha}")
     validate_head_options(getattr(args, "rank", 64), getattr(args, "qat_frac", 0.2), None,
                           getattr(args, "eps", 1e-2), getattr(args, "cov_rank", 0))  # fmt: skip
-    from snapuq.calibrate import check_alarm_rate
+    from snapuq.uq.calibration import check_alarm_rate
 
     check_alarm_rate(getattr(args, "alarm_rate", None))
     if getattr(args, "out", None) is not None:
         check_out_dir(args.out)
 
 
-def check_data(ds) -> None:
-    """Refuse data no model can be trained or calibrated on, before the first epoch."""
-    for split in ("train", "dev", "test"):
-        if len(getattr(ds, f"x_{split}")) == 0:
-            raise SnapuqError(f"dataset {ds.name}: the {split} split is empty")
-    n_cls = len(np.unique(np.asarray(ds.y_train)))
-    if n_cls < 2:
-        raise SnapuqError(f"dataset {ds.name}: the train split has {n_cls} class; at least 2 are needed")
-    check_input_range(ds)
-
-
-def check_input_range(ds, where: str | None = None) -> None:
-    """Refuse model inputs (the splits after normalisation, and x_ood) that are not finite or beyond
-    +-MAX_ABS_INPUT (1e6, snapuq.data.user): their activations, squared in the heads' NLL, overflow float32
-    and training ends in NaN. One pass over each split, no copy."""
-    from snapuq.data.user import MAX_ABS_INPUT
-
-    for split in ("train", "dev", "test", "ood"):
-        x = getattr(ds, f"x_{split}", None)
-        if x is None or not np.size(x):
-            continue
-        x = np.asarray(x)
-        top = max(abs(float(x.max())), abs(float(x.min())))
-        if not math.isfinite(top) or top > MAX_ABS_INPUT:
-            raise SnapuqError(
-                f"{where or 'dataset ' + str(ds.name)}: x_{split} reaches {top:.3g} as a model input (after "
-                f"normalisation; the limit is +-{MAX_ABS_INPUT:g}, beyond which training overflows float32): "
-                "scale the data or use --normalize standard"
-            )
-
-
 def recipe_from_args(args: argparse.Namespace, dataset: str | None):
     """The dataset's recipe with the options the user gave on top (None = not given)."""
     import dataclasses
 
-    from snapuq.nn.recipe import TrainOptions
+    from snapuq.options import TrainOptions
 
     base = TrainOptions.for_dataset(dataset)
     given = {
@@ -442,14 +210,19 @@ def recipe_from_args(args: argparse.Namespace, dataset: str | None):
     return dataclasses.replace(base, **given)
 
 
+def calib_options(args: argparse.Namespace) -> CalibOptions:
+    """The calibration options of a `snapuq train` command line (recorded as config.json `calibration`)."""
+    return CalibOptions(alpha=getattr(args, "alpha", 1.0), quantile=getattr(args, "hinge_q", None),
+                        variant=getattr(args, "variant", "best"), input_tap=getattr(args, "input_tap", True),
+                        alarm_rate=getattr(args, "alarm_rate", None))
+
+
 def train(args: argparse.Namespace) -> dict:
     check_args(args)
     from snapuq.data import load_dataset
-    from snapuq.models import DEFAULT_BACKBONE, build_backbone
+    from snapuq.nn.backbones import DEFAULT_BACKBONE, build_backbone
 
     if getattr(args, "model", None):
-        from snapuq.api import train_user_model
-
         return train_user_model(args)
     if getattr(args, "baselines_only", False):
         return train_baselines_only(args)
@@ -482,7 +255,7 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     from snapuq.data import load_dataset
     from snapuq.formats import read_config
     from snapuq.modeldir import ModelStage
-    from snapuq.nn.recipe import TrainOptions
+    from snapuq.options import TrainOptions
 
     d = Path(args.out)
     paths = ModelPaths(d)
@@ -524,7 +297,7 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
     timings["load_data"] = time.perf_counter() - t0
     import keras  # after every check: a bad invocation fails in a second, without TensorFlow
 
-    from snapuq import calibrate, snap
+    from snapuq.nn import heads as snap
     from snapuq.nn.recipe import fit_backbone_resumable
 
     bname = args.backbone or DEFAULT_BACKBONE.get(args.dataset, "cnn4")
@@ -580,7 +353,7 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
 
     # ---- calibration on the dev split (+ the held-out synthetic shift family)
     t = time.perf_counter()
-    from snapuq.modeldir import ModelDir
+    from snapuq.nn.saved import ModelDir
 
     cfg = {
         "format": 1,
@@ -594,18 +367,15 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
         "seed": args.seed,
         **head_config(vars(args), tap_entries(backbone, taps, tap_prev), head_epochs, n_qat),
         "recipe": opts.to_dict(),
+        "calibration": calib_options(args).to_dict(),
         "data_meta": ds.meta,
     }
     if history:
         cfg["backbone_history"] = history
     md = ModelDir(out, cfg, snap_model)
-    calib = calibrate_snap(
-        md.predict, cfg, xdv, ydv, args.variant, args.seed,
-        alpha=getattr(args, "alpha", 1.0), quantile=getattr(args, "hinge_q", None),
-        x_ref=xtr, y_ref=ytr, input_tap=getattr(args, "input_tap", True),
-        alarm_rate=getattr(args, "alarm_rate", None),
-    )  # fmt: skip
-    calibrate.write_json_atomic(ModelPaths(out).calib, calib)
+    copts = CalibOptions.from_dict(cfg["calibration"])
+    calib = calibrate(md.predict, cfg, xdv, ydv, copts, seed=args.seed, x_ref=xtr, y_ref=ytr)
+    write_json_atomic(ModelPaths(out).calib, calib)
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
@@ -632,7 +402,7 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
 
 def run(args: argparse.Namespace) -> int:
     cfg = train(args)
-    from snapuq.calibrate import best_variant, check_line
+    from snapuq.uq.calibration import best_variant, check_line
 
     calib = json.loads(ModelPaths(args.out).calib.read_text())
     best = best_variant(calib)
@@ -644,3 +414,94 @@ def run(args: argparse.Namespace) -> int:
     if chk and not chk.get("ok"):
         print(f"snapuq train: warning: {chk.get('hint')}")
     return 0
+
+
+def train_user_model(args: argparse.Namespace) -> dict:
+    """`snapuq train --model my.keras --data DATA --out DIR`: attach, fit, calibrate, save (+ baselines)."""
+    from snapuq.data import with_model_classes
+    from snapuq.data.user import load_user_data, precheck_user_data, with_preprocessing
+
+    t0 = time.perf_counter()
+    if not args.data:
+        raise SnapuqError("--model needs --data DATA (.npz or a folder of class subfolders)")
+    if args.dataset:
+        raise SnapuqError("give either --dataset (built-in) or --model with --data, not both")
+    if not Path(args.model).is_file():
+        raise SnapuqError(f"{args.model}: no such model file")
+    precheck_user_data(args.data)  # an .npz read and checked before TensorFlow loads (read once)
+    progress = not args.no_progress
+    model = load_keras_model(args.model)
+    # a leading Rescaling / Normalization moves into the data path; the data then go to it raw ("auto")
+    model, pre = fold_input_preprocessing(model)
+    check_model(model)  # the layer rules first (fast), then the data, then the conversion check in attach
+    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
+    mode = "none" if pre is not None and args.normalize == "auto" else args.normalize
+    ds = load_user_data(args.data, seed=args.seed, input_shape=shape, normalize=mode)
+    if pre is not None:
+        ds = with_preprocessing(ds, pre)
+        print(f"snapuq train: {pre['formula'].split(': ', 1)[1]} (the data path applies it: "
+              f"scale {_short(pre['scale'])}, offset {_short(pre['offset'])})")  # fmt: skip
+    # n_classes is the model's logits width, not the largest label in the data (a class the data lack is
+    # still an output: the generated C and the manifest must say so); a label outside it is refused here,
+    # before attach converts the model
+    n_classes = int(logits_backbone(model)[0].outputs[0].shape[-1])
+    ds = with_model_classes(ds, n_classes, str(args.data))
+    check_input_range(ds, str(args.data))
+    taps = [t.strip() for t in args.taps.split(",")] if args.taps else None
+    snap = attach(model, taps=taps, rank=args.rank, eps=args.eps, lambda_reg=args.lambda_reg, nll=args.nll,
+                  qat_frac=args.qat_frac, variant=args.variant)  # fmt: skip
+    if snap.n_classes != n_classes:  # the same logits: attach takes them from logits_backbone too
+        ds = with_model_classes(ds, snap.n_classes, str(args.data))
+    snap.fit(ds.x_train, ds.y_train, epochs=args.epochs or 10, batch_size=args.batch_size or 64,
+             lr=args.lr or 2e-3, backbone_epochs=args.backbone_epochs, validation_data=(ds.x_dev, ds.y_dev),
+             seed=args.seed, progress=progress)  # fmt: skip
+    snap.calibrate(ds.x_dev, ds.y_dev, seed=args.seed, input_tap=getattr(args, "input_tap", True),
+                   alarm_rate=getattr(args, "alarm_rate", None))  # fmt: skip
+    snap.history["load_and_prepare_s"] = round(time.perf_counter() - t0, 2)
+    out = snap.save(args.out, dataset=ds)
+    cfg = json.loads((out / "config.json").read_text())
+    if not args.no_baselines:
+        from snapuq.baselines import train_baselines
+
+        t = time.perf_counter()
+        per = snap.history.get("backbone_s_per_epoch") or _estimate_epoch_s(
+            snap.backbone, ds, args.batch_size or 64
+        )
+        cfg["_backbone_s_per_epoch"] = per
+        ep = args.baseline_epochs or args.epochs or 10
+        announce_baselines(ds, cfg, ep, progress)
+        cfg.pop("_backbone_s_per_epoch")
+        train_baselines(ds, cfg, out, seed=args.seed, epochs=ep, progress=progress)
+        cfg["timings_s"]["baselines"] = round(time.perf_counter() - t, 2)
+    cfg["timings_s"]["total"] = round(time.perf_counter() - t0, 2)
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    from snapuq.modeldir import ModelPaths, record_parts
+
+    record_parts(out, (ModelPaths.CONFIG,))
+    return cfg
+
+
+def _short(v: list[float]) -> str:
+    """A per-channel list for one line: one value when all agree, else the first three."""
+    a = np.asarray(v, np.float64)
+    if np.allclose(a, a[0]):
+        return f"{a[0]:.6g}"
+    return "[" + ", ".join(f"{t:.4g}" for t in a[:3]) + (", ...]" if len(a) > 3 else "]")
+
+
+def _estimate_epoch_s(backbone, ds, batch_size: int) -> float:
+    """Seconds per training epoch of the backbone, from a few timed train steps on a clone."""
+    import keras
+
+    m = keras.models.clone_model(backbone)
+    for lay in m.layers:  # the backbone is frozen after the heads' training: time real train steps
+        lay.trainable = True
+    m.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    n = min(len(ds.x_train), 4 * batch_size)
+    x, y = ds.x_train[:n], ds.y_train[:n]
+    m.train_on_batch(x[:batch_size], y[:batch_size])  # trace
+    t = time.perf_counter()
+    for i in range(0, n, batch_size):
+        m.train_on_batch(x[i : i + batch_size], y[i : i + batch_size])
+    per_sample = (time.perf_counter() - t) / n
+    return per_sample * len(ds.x_train)

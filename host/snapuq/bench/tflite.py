@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from snapuq import resources
 from snapuq.errors import SnapuqError
 
 BOARD_KEYS = {"m4": "small", "m7": "big"}
@@ -24,9 +25,9 @@ BOARD_KEYS = {"m4": "small", "m7": "big"}
 
 def bench_tflite(path: str | Path, boards: list[str], n_check: int = 3, repeats: int = 3,
                  build: Path | None = None) -> dict[str, Any]:  # fmt: skip
-    from snapuq.bench_table import BOARDS, ROOT, build_image, run_image
-    from snapuq.ccore import CoreModel
+    from snapuq.bench.table import BOARDS, build_image, run_image
     from snapuq.export.tflm import arena_bytes
+    from snapuq.native.ccore import CoreModel
 
     p = Path(path).resolve()
     buf = p.read_bytes()
@@ -42,7 +43,7 @@ def bench_tflite(path: str | Path, boards: list[str], n_check: int = 3, repeats:
     rng = np.random.default_rng(0)
     inputs = [rng.integers(-128, 128, size=spec.shape).astype(np.int8) for _ in range(n_check)]
     sha = hashlib.sha256(buf).hexdigest()
-    build = (build or ROOT / "build" / "bench-tflite").resolve()
+    build = (build or resources.work_dir("bench-tflite")).resolve()
     # make takes the file in a space-separated list: link a copy under a plain name (its content hash)
     build.mkdir(parents=True, exist_ok=True)
     linked = build / f"model_{sha[:16]}.tflite"

@@ -5,36 +5,29 @@ Writes RDIR/metrics.json (the contract of DESIGN §3 plus extra top-level keys: 
 
 Inputs scored by every method, once: the test split (ID correct vs wrong, risk-coverage, ECE), the dataset's
 OOD set (ID vs OOD), the dev split (alarm thresholds and the dev-set sanity check) and the corrupted frames
-of one CID stream (clean and corrupted segments, see snapuq.stream).
+of one CID stream (clean and corrupted segments, see snapuq.uq.stream).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from snapuq import metrics as M
-from snapuq import stream as S
+from snapuq.data.shifts import corruption_api
 from snapuq.errors import DatasetError, SnapuqError
-from snapuq.formats import MAX_SEED, read_calib, read_config
-from snapuq.io import check_out_dir, default_data_dir, staged_dir, write_text
-from snapuq.modeldir import ModelPaths, check_parts
+from snapuq.evaluation.loading import Timer, _jsonable, load
+from snapuq.evaluation.report import CONTRACT_KEYS
+from snapuq.formats import MAX_SEED
+from snapuq.io import check_out_dir, staged_dir, write_text
+from snapuq.modeldir import ModelPaths, default_data_dir
+from snapuq.uq import metrics as M
+from snapuq.uq import stream as S
 
 COVERAGES = (0.5, 0.8, 0.9, 0.95)
-CONTRACT_KEYS = (
-    "auroc_ok_vs_err",
-    "auroc_id_vs_ood",
-    "aupr_ok_vs_err",
-    "aurc",
-    "ece",
-    "cid_auprc",
-    "cid_delay",
-)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -69,108 +62,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="--seeds: reuse RDIR/seed{S}/metrics.json when newer than that seed's model and calib.json",
     )
-
-
-class Timer:
-    def __init__(self) -> None:
-        self.t: dict[str, float] = {}
-
-    def __call__(self, name: str):
-        timer = self
-
-        class _Ctx:
-            def __enter__(self):
-                self.t0 = time.perf_counter()
-
-            def __exit__(self, *exc):
-                timer.t[name] = round(timer.t.get(name, 0.0) + time.perf_counter() - self.t0, 3)
-
-        return _Ctx()
-
-
-def _jsonable(o):
-    if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return _jsonable(o.tolist())
-    if isinstance(o, (np.floating, float)):
-        f = float(o)
-        return f if math.isfinite(f) else None
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, np.bool_):
-        return bool(o)
-    return o
-
-
-def _check_model_dir(d: Path, calib: bool = True) -> None:
-    if not d.exists():
-        raise SnapuqError(f"model directory {d} does not exist (create it with `snapuq train --out {d}`)")
-    if not d.is_dir():
-        raise SnapuqError(f"{d} is not a directory")
-    paths = ModelPaths(d)
-    for p in (paths.config, paths.keras):
-        if not p.is_file():
-            raise SnapuqError(f"{d}: missing {p.name} (not a model directory written by `snapuq train`)")
-    # the validators every reader runs (snapuq.formats): eval refuses what export refuses, before any work
-    cfg = read_config(paths.config)
-    if calib and paths.calib.exists():
-        read_calib(paths.calib, cfg)
-    # one unit (MANIFEST.sha256): the calibration of this model.keras and, where eval reads it (the int8
-    # rows), the export of both, refused before any work rather than after the float rows
-    with_calib = calib and paths.calib.exists()
-    check_parts(d, need=(paths.CONFIG, paths.KERAS) + ((paths.CALIB,) if with_calib else ()),
-                also=(paths.INT8, paths.MANIFEST) if calib else ())
-
-
-def load(d: Path, calib: bool = True):
-    """The model directory, config.json and calib.json validated first (`calib=False`: without reading
-    calib.json, for `snapuq calibrate`, which replaces it)."""
-    _check_model_dir(d, calib)
-    from snapuq.modeldir import load_model_dir
-
-    try:
-        return load_model_dir(d) if calib else load_model_dir(d, calib=False)
-    except SnapuqError:
-        raise
-    except Exception as e:  # a truncated or foreign model.keras
-        raise SnapuqError(f"{d}: cannot load the model ({type(e).__name__}: {str(e)[:160]})") from e
-
-
-def _corruption_api(ds):
-    """(names, corrupt(x, idx, name, severity, seed)) for a dataset, chosen by modality: the sensor
-    corruptions of snapuq.data.corruptions_sensor for 1-D windows / vectors of your own data, the image
-    corruptions of snapuq.data.corruptions, or for audio datasets (raw test waves kept in ds.meta) the
-    waveform corruptions of snapuq.data.corruptions_audio turned into features."""
-    modality = (getattr(ds, "meta", None) or {}).get("modality")
-    if modality in ("sensor", "vector"):  # your own 1-D data: Sensor-C
-        from snapuq.data import corruptions_sensor as CS
-
-        def apply_sensor(x, idx, name, severity, seed):
-            return CS.corrupt_sensor(x, name, severity, seed=seed)
-
-        return CS.sensor_corruption_names(), apply_sensor
-    if modality == "image" and not (ds.meta or {}).get("waves"):  # your own images: MNIST-C / CIFAR-10-C sets
-        from snapuq.data import corruptions as C
-
-        cn = C.CIFAR10_C if ds.input_shape[-1] == 3 else C.MNIST_C
-
-        def apply_image(x, idx, name, severity, seed):
-            return C.corrupt(x, name, severity=severity, seed=seed)
-
-        return list(cn), apply_image
-    if (getattr(ds, "meta", None) or {}).get("waves"):
-        from snapuq.data import corruptions_audio as A
-
-        def apply_audio(x, idx, name, severity, seed):
-            return A.corrupted_features(ds, name, severity, seed=seed, split="test", idx=idx)
-
-        return A.audio_corruption_names(), apply_audio
-    from snapuq.data import corruptions as C
-
-    return _corruption_functions(C, ds.name)
 
 
 def _method_metrics(u, pred, conf, y, u_ood, stream_res) -> tuple[dict, dict]:
@@ -209,11 +100,11 @@ def _method_metrics(u, pred, conf, y, u_ood, stream_res) -> tuple[dict, dict]:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "seeds", None) is not None:  # '' is refused by parse_seeds, not taken as "not given"
-        from snapuq.multiseed import parse_seeds, run_seeds
+        from snapuq.commands.multiseed import parse_seeds, run_seeds
 
         parse_seeds(args.seeds)
 
-        return run_seeds(args)
+        return run_seeds(args, run)
     from tqdm import tqdm
 
     from snapuq.baselines.methods import METHODS, EvalContext, MethodUnavailable, make_method
@@ -283,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     if args.severity is None:
         args.severity = 0 if cfg["dataset"] in ("mnist", "fashion_mnist") else 3
     with timer("build_stream"):
-        cnames, corrupt = _corruption_api(ds)
+        cnames, corrupt = corruption_api(ds)
         if args.severity == 0:
             from snapuq.data.corruptions import MNIST_C_SEVERITY
 
@@ -393,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
     # comparison on test, p_err/U calibration, and the other calibrated variants (ablation)
     flags = []
     if "snap" in results and "msp" in results:
-        from snapuq.calibrate import dev_check
+        from snapuq.uq.calibration import dev_check
 
         rs, rm = results["snap"][1], results["msp"][1]
         out["dev_check"] = dev_check(rs.u[bounds["dev"]], rm.u[bounds["dev"]], ~ok_dev)
@@ -411,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
         details["snap"]["ece_U"] = M.ece(np.clip(1.0 - ut, 0.0, 1.0), ok_test)
         details["snap"]["auroc_ok_vs_err_p_err"] = M.auroc(pe, ~ok_test)
         details["snap"]["test_alarm_rate"] = float(np.mean(al > 0))
-        from snapuq.calibrate import best_variant
+        from snapuq.uq.calibration import best_variant
 
         hinge = best_variant(ctx.calib).get("hinge")
         if hinge:  # the hinge the alarm fires beyond: its quantile / alarm rate and reference
@@ -432,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
     # plots, metrics.json and report.md of this run replace the previous run's all at once
     with staged_dir(rdir) as stage:
         with timer("plots"):
-            from snapuq import report as R
+            from snapuq.evaluation import report as R
 
             plots = R.make_plots(
                 stage, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg),
@@ -576,26 +467,3 @@ def _int8_block(d: Path, x_test, y_test, x_ood, ctx, snap, bounds) -> dict | Non
     return block
 
 
-def _corruption_functions(C, ds_name: str):
-    """(names, corrupt(x, name, severity, seed)) from the corruptions module of snapuq.data."""
-    names = None
-    for attr in ("corruption_names",):
-        fn = getattr(C, attr, None)
-        if callable(fn):
-            try:
-                names = list(fn(ds_name))
-            except TypeError:
-                names = list(fn())
-    if names is None:
-        reg = getattr(C, "CORRUPTIONS", None)
-        if reg is None:
-            raise SnapuqError("snapuq.data.corruptions has no corruption registry")
-        names = list(reg)
-    corrupt = getattr(C, "corrupt", None)
-    if not callable(corrupt):
-        raise SnapuqError("snapuq.data.corruptions has no corrupt() function")
-
-    def apply(x, idx, name, severity, seed):
-        return corrupt(x, name, severity=severity, seed=seed)
-
-    return names, apply

@@ -16,7 +16,7 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-# Layer naming contract (as snapuq.models.cnn): block outputs shallow to deep are the candidate SNAP taps,
+# Layer naming contract (as nn/backbones/cnn.py): block outputs shallow to deep are the candidate SNAP taps,
 # TAP_PREV[name] is the layer whose output is the tap's predecessor activation a_{l-1}; the default taps are a
 # middle block and the last block (the paper's best: mid + penultimate).
 TAP_LAYERS = ["relu0", "block1", "block2", "block3", "block4"]

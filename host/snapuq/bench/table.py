@@ -36,11 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from snapuq import resources
 from snapuq.errors import SnapuqError
 from snapuq.modeldir import ModelPaths
 
-ROOT = Path(__file__).resolve().parents[2]
-FIRMWARE = ROOT / "firmware"
+ROOT = resources.project_dir()
+FIRMWARE = resources.firmware_dir()
 METHODS = ("base", "snap", "ee", "deep")
 METHOD_LABEL = {"base": "BASE", "snap": "SNAP-UQ", "ee": "EE-ens", "deep": "DEEP"}
 EVAL_METHOD = {"base": "msp", "snap": "snap", "ee": "ee_ensemble", "deep": "deep_ensemble"}
@@ -104,42 +105,6 @@ BOARDS = {
         64 * 1024,
     ),
 }
-
-
-def add_arguments(p) -> None:
-    g = p.add_argument_group("--table (the paper's deployment table)")
-    g.add_argument(
-        "--table", action="store_true", help="board x workload x method table as firmware (JSON + md)"
-    )
-    g.add_argument(
-        "--workloads",
-        default="digits,keywords",
-        help="comma list of model names (models/NAME) or paths (default digits,keywords; resnet8 is "
-        "the Small-MCU CIFAR workload)",
-    )
-    g.add_argument("--table-boards", default="big,small", help="comma list: big, small")
-    g.add_argument("--methods", default=",".join(METHODS), help="comma list of base, snap, ee, deep")
-    g.add_argument("--check-inputs", type=int, default=3, help="inputs checked device vs TFLM per image")
-    g.add_argument(
-        "--data-dir",
-        default=None,
-        help="dataset folder for the check inputs: DIR for every workload, or W=DIR[,W2=DIR2] per "
-        "workload (default: the folder the model was trained from; seeded random int8 inputs without one)",
-    )
-    g.add_argument("--no-real-link", action="store_true", help="skip linking the real-board images")
-    g.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        help="cells built and run at once (default: the CPU count, at most 4); QEMU's instruction "
-        "counts do not depend on host load",
-    )
-    g.add_argument(
-        "--export-variants",
-        metavar="DIR",
-        default=None,
-        help="only convert DIR's base / ee / deep variants to int8 (D/variants/) and exit",
-    )
 
 
 # ------------------------------------------------------------------ building
@@ -463,7 +428,7 @@ def measure_cell(
     expected: list[dict[str, Any]] | None = None,
     make_jobs: int = 1,
 ) -> dict[str, Any]:
-    from snapuq.bench_variants import variant_files
+    from snapuq.bench.variants import variant_files
 
     if method == "snap":
         files = [ModelPaths(model_dir).int8]
@@ -545,14 +510,15 @@ def _jobs(given: int | None) -> int:
 
 
 def run_table(args) -> int:
-    from snapuq.bench_variants import load_variants, variant_files
-    from snapuq.io import check_out_file, default_data_dir, write_text
+    from snapuq.bench.variants import load_variants, variant_files
+    from snapuq.io import check_out_file, write_text
+    from snapuq.modeldir import default_data_dir
 
     t_start = time.time()
     _STOP.clear()
-    out = Path(args.out) if args.out else ROOT / "build" / "bench" / "table.json"
+    out = Path(args.out) if args.out else resources.work_dir("bench", "table.json")
     md_path = out.with_suffix(".md")
-    build = (Path(args.build_dir) if args.build_dir else ROOT / "build" / "bench-table").resolve()
+    build = (Path(args.build_dir) if args.build_dir else resources.work_dir("bench-table")).resolve()
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     boards = [b.strip() for b in args.table_boards.split(",") if b.strip()]
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]

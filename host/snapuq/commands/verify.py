@@ -138,8 +138,8 @@ def verify_tflite(path: str | Path, n: int = 100, inputs: str | None = None) -> 
     integer range, or an .npz), and both runtimes' arenas."""
     from tqdm import tqdm
 
-    from snapuq.ccore import CoreModel
     from snapuq.export.tflm import TFLMInterpreter, arena_bytes
+    from snapuq.native.ccore import CoreModel
 
     p = Path(path)
     try:
@@ -185,7 +185,7 @@ def verify_tflite(path: str | Path, n: int = 100, inputs: str | None = None) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.io import default_data_dir
+    from snapuq.modeldir import default_data_dir
 
     if args.n < 1:
         raise SnapuqError(f"--n must be >= 1, got {args.n}")

@@ -109,10 +109,9 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from snapuq import tfquiet
-    from snapuq.cli import wants_verbose
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    tfquiet.install(show=wants_verbose(argv))
+    tfquiet.install(show=tfquiet.wants_verbose(argv))
     p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
     add_arguments(p)
     args = p.parse_args(argv)

@@ -1,0 +1,114 @@
+"""`snapuq calibrate D`: refit D/calib.json (p_err, alarm, hinge) on the dev split without retraining, and
+refresh the export when D has one (snapuq.uq.calibration holds the fit)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from snapuq.errors import SnapuqError
+from snapuq.modeldir import ModelPaths
+from snapuq.options import CalibOptions
+from snapuq.uq.calibration import (
+    ALARM_RATE_DEFAULT,
+    best_variant,
+    calibrate,
+    check_alarm_rate,
+    check_line,
+    write_json_atomic,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", metavar="DIR", help="model directory written by `snapuq train`")
+    p.add_argument("--data-dir", default=None, help="folder with the dataset files (non-embedded datasets)")
+    p.add_argument(
+        "--hinge-q",
+        type=float,
+        default=None,
+        help="first hinge quantile of the clean reference S (correct dev and train inputs) tried (default "
+        "0.999; raised along 0.999, 1.0 until the dev check passes; 1.0 = the largest)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=1.0,
+        help="confidence term m = alpha (1 - p1) + (1 - alpha)(1 - margin); 1 = MSP (default)",
+    )
+    p.add_argument("--variant", choices=["best", "literal"], default=None, help="default variant (keep)")
+    p.add_argument(
+        "--input-tap", action=argparse.BooleanOptionalAction, default=True,
+        help="add the input tap to S (row / column statistics of the input; default on)",
+    )  # fmt: skip
+    add_alarm_rate_argument(p)
+    p.add_argument("--no-export", action="store_true", help="do not refresh an existing int8 export")
+
+
+def add_alarm_rate_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--alarm-rate", type=float, default=ALARM_RATE_DEFAULT,
+        help="clean false-alarm rate per input the hinge is set for, e.g. 1e-6 (below 1/n of the clean "
+        "reference the tail of its S is extrapolated); default 0: the hinge quantile alone",
+    )  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    from snapuq.evaluation.loading import load
+    from snapuq.modeldir import PartsUpdate
+
+    check_alarm_rate(args.alarm_rate)
+    d = Path(args.model_dir)
+    paths = ModelPaths(d)
+    md = load(d, calib=False)  # the calibration this command replaces may be the broken one
+
+    # calib.json and the export refreshed from it are one unit: staged, swapped in together, recorded in
+    # MANIFEST.sha256; a failure anywhere (the fit, the export, a full disk) leaves DIR as it was
+    with PartsUpdate(d) as up:
+        return _recalibrate(args, d, paths, md, up)
+
+
+def _recalibrate(args: argparse.Namespace, d: Path, paths: ModelPaths, md, up) -> int:
+    from snapuq.data import load_dataset
+
+    cfg = md.config
+    old = None
+    if paths.calib.exists():
+        from snapuq.formats import read_calib
+
+        try:
+            old = read_calib(paths.calib, cfg)
+        except SnapuqError as e:
+            print(f"snapuq calibrate: warning: {e}; replacing it", file=sys.stderr)
+    variant = args.variant or str((old or {}).get("variant", cfg.get("variant", "best")))
+    ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
+    opts = CalibOptions(alpha=args.alpha, quantile=args.hinge_q, variant=variant, input_tap=args.input_tap,
+                        alarm_rate=args.alarm_rate)
+    calib = calibrate(md.predict, cfg, ds.x_dev, ds.y_dev, opts, seed=int(cfg.get("seed", 0)),
+                      x_ref=getattr(ds, "x_train", None), y_ref=getattr(ds, "y_train", None))
+    from snapuq.formats import validate_calib
+
+    validate_calib(calib, f"{paths.calib} (refitted, not written)", cfg)  # what export and eval would refuse
+    write_json_atomic(ModelPaths(up.path).calib, calib)
+    best = best_variant(calib)
+    fit = best["fit"]
+    print(
+        f"snapuq calibrate: {paths.calib}: hinge quantile {best['hinge']['quantile']}, alarm rate "
+        f"{best['hinge'].get('alarm_rate') or 0:g} (q {best['hinge']['q_over_largest_sd']:+.2f} sd over the "
+        f"largest of {best['hinge']['n_ref']} clean references) "
+        f"(tried {', '.join(str(t['quantile']) for t in fit['hinge_quantiles_tried'])}), alarm k "
+        f"{best['alarm']['k']:.3g}, dev ECE(p_err) {fit['dev_ece_p_err']:.4f}"
+    )
+    print(f"snapuq calibrate: {check_line(fit['dev_check'])}")
+    if not fit["dev_check"]["ok"]:
+        print(f"snapuq calibrate: warning: {fit['dev_check']['hint']}")
+    if paths.manifest.exists() and not args.no_export:
+        from snapuq.commands.export import export_model
+
+        print(f"snapuq calibrate: {d}: refreshing the int8 export with the new constants")
+        export_model(d, data_dir=args.data_dir, calib=calib, update=up)  # (and the blob D holds)
+    up.commit()
+    if paths.manifest.exists() and args.no_export:
+        print(f"snapuq calibrate: note: the int8 export in {d} was made from the previous calib.json: it is "
+              f"refused until `snapuq export {d}`")
+    return 0 if fit["dev_check"]["ok"] else 1

@@ -1,0 +1,1 @@
+"""The C core on the host: the ctypes binding, the model blob format."""

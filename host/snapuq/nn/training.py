@@ -1,0 +1,210 @@
+"""Training the SNAP heads on a backbone (the frozen recipe's phases), the head options' checks, and the
+SNAP-head part of config.json. The command (`snapuq train`) and `snapuq.Snap` both call these."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+
+from snapuq.errors import SnapuqError
+from snapuq.nn.backbones import BACKBONES
+
+
+def _backbone_module(name: str):
+
+
+    return importlib.import_module(BACKBONES[name].split(":")[0])
+
+
+class _Bar:
+    """A tqdm bar over epochs as a Keras callback."""
+
+    def __init__(self, total: int, desc: str, disable: bool):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="ep", disable=disable)
+
+    def callback(self, keys):
+        import keras
+
+        bar = self.bar
+
+        class CB(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                logs = logs or {}
+                bar.set_postfix({k: f"{logs[k]:.3f}" for k in keys if k in logs})
+                bar.update(1)
+
+        return CB()
+
+    def close(self):
+        self.bar.close()
+
+
+# the largest head rank r (--rank, --cov-rank): a head's z -> h layer alone is r x r weights per tap (1 M at
+# 1024, ~1 MB int8: past any board's flash), and r = 100000 asked TensorFlow for 40 GB before the first epoch
+MAX_RANK = 1024
+
+
+
+
+def validate_head_options(
+    rank: int, qat_frac: float, epochs: int | None, eps: float, cov_rank: int = 0
+) -> None:
+    """One-line errors for out-of-range head options (shared by the CLI and `snapuq.attach`)."""
+    if rank < 1:
+        raise SnapuqError(f"--rank must be >= 1, got {rank}")
+    if not 0.0 <= qat_frac <= 1.0:
+        raise SnapuqError(f"--qat-frac must be in [0, 1], got {qat_frac}")
+    if epochs is not None and epochs < 1:
+        raise SnapuqError(f"--epochs must be >= 1, got {epochs}")
+    if cov_rank < 0:
+        raise SnapuqError(f"--cov-rank must be >= 0, got {cov_rank}")
+    if rank > MAX_RANK:
+        raise SnapuqError(
+            f"--rank must be <= {MAX_RANK} (MAX_RANK: each head's r x r is r^2 weights per tap), got {rank}"
+        )
+    if cov_rank > MAX_RANK:
+        raise SnapuqError(f"--cov-rank must be <= {MAX_RANK} (MAX_RANK), got {cov_rank}")
+    if not (math.isfinite(eps) and eps > 0):
+        raise SnapuqError(f"--eps must be a finite number > 0, got {eps}")
+
+
+def fit_backbone(backbone, x, y, epochs: int, batch_size: int, lr: float, validation_data=None,
+                 progress: bool = True) -> None:  # fmt: skip
+    """Phase 1 of the frozen recipe: cross-entropy on the logits model."""
+    import keras
+
+    backbone.compile(
+        optimizer=keras.optimizers.Adam(lr),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    bar = _Bar(epochs, "backbone", not progress)
+    backbone.fit(
+        x,
+        y,
+        epochs=epochs,
+        batch_size=None if _is_tf_dataset(x) else batch_size,
+        verbose=0,
+        shuffle=not _is_tf_dataset(x),
+        validation_data=validation_data,
+        callbacks=[bar.callback(["loss", "accuracy", "val_accuracy"])],
+    )
+    bar.close()
+
+
+def _is_tf_dataset(x) -> bool:
+    return type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec")
+
+
+def fit_heads(snap_model, n_taps: int, x, y, epochs: int, *, joint: bool = False, lambda_ss: float = 1e-2,
+              lambda_reg: float = 1e-4, nll: str = "gauss", detach: bool = True, qat_frac: float = 0.2,
+              batch_size: int = 64, lr: float = 2e-3, progress: bool = True,
+              labelled: bool = True) -> int:  # fmt: skip
+    """Phase 2: the SNAP heads (frozen backbone: self-supervised NLL + R_var only) or everything (joint),
+    fake-quant (QAT) in the last round(qat_frac * epochs) epochs. `x` is an array (with labels `y`, which
+    only the joint recipe needs) or a batched tf.data.Dataset of (x, y); `labelled=False` (placeholder labels)
+    keeps ce/acc off the progress bar. Returns the number of QAT epochs."""
+    import keras
+
+    from snapuq.nn import heads as snap
+
+    trainer = snap.SnapTrainer(
+        snap_model,
+        n_taps,
+        lambda_ss if joint else 1.0,
+        lambda_reg,
+        nll=nll,
+        detach=detach or not joint,
+        ce_weight=1.0 if joint else 0.0,
+    )
+    n_qat = int(round(qat_frac * epochs))
+    n_plain = epochs - n_qat
+    bar = _Bar(epochs, "heads" if not joint else "joint", not progress)
+    ds = _is_tf_dataset(x)
+    for phase, n_ep in (("float", n_plain), ("qat", n_qat)):
+        if n_ep <= 0:
+            continue
+        snap.set_qat(snap_model, phase == "qat")
+        trainer.compile(optimizer=keras.optimizers.Adam(lr if phase == "float" else lr / 4))
+        trainer.fit(
+            x,
+            None if ds else y,
+            epochs=n_ep,
+            batch_size=None if ds else batch_size,
+            verbose=0,
+            shuffle=not ds,
+            callbacks=[bar.callback(["nll", "ce", "acc"] if labelled else ["nll"])],
+        )
+    bar.close()
+    return n_qat
+
+
+def tap_entries(backbone, taps: list[str], tap_prev: dict[str, str]) -> list[dict]:
+    """config["taps"]: name, layer, prev and the channel counts d_prev, d."""
+    return [
+        {
+            "name": f"tap{k}",
+            "layer": name,
+            "prev": tap_prev[name],
+            "d_prev": int(backbone.get_layer(tap_prev[name]).output.shape[-1]),
+            "d": int(backbone.get_layer(name).output.shape[-1]),
+        }
+        for k, name in enumerate(taps)
+    ]
+
+
+def head_config(args_like: dict, taps: list[dict], epochs: int, n_qat: int) -> dict:
+    """The SNAP-head part of config.json (the keys `export`, `eval` and the scorer read)."""
+    eps = float(args_like["eps"])
+    return {
+        "taps": taps,
+        "rank": int(args_like["rank"]),
+        "detach": bool(args_like.get("detach", True)),
+        "frozen_backbone": not args_like.get("joint", False),
+        "lambda_ss": float(args_like.get("lambda_ss", 1e-2)),
+        "lambda_reg": float(args_like.get("lambda_reg", 1e-4)),
+        "eps": eps,
+        "floor": args_like.get("floor", "hard"),
+        "logvar_offset": 2.0 * math.log(eps),
+        "qat_frac": float(args_like.get("qat_frac", 0.2)),
+        "qat_epochs": int(n_qat),
+        "nll": args_like.get("nll", "gauss"),
+        "cov_rank": int(args_like.get("cov_rank", 0)),
+        "variant": args_like.get("variant", "best"),
+        "epochs": int(epochs),
+    }
+
+
+def check_data(ds) -> None:
+    """Refuse data no model can be trained or calibrated on, before the first epoch."""
+    for split in ("train", "dev", "test"):
+        if len(getattr(ds, f"x_{split}")) == 0:
+            raise SnapuqError(f"dataset {ds.name}: the {split} split is empty")
+    n_cls = len(np.unique(np.asarray(ds.y_train)))
+    if n_cls < 2:
+        raise SnapuqError(f"dataset {ds.name}: the train split has {n_cls} class; at least 2 are needed")
+    check_input_range(ds)
+
+
+def check_input_range(ds, where: str | None = None) -> None:
+    """Refuse model inputs (the splits after normalisation, and x_ood) that are not finite or beyond
+    +-MAX_ABS_INPUT (1e6, snapuq.data.user): their activations, squared in the heads' NLL, overflow float32
+    and training ends in NaN. One pass over each split, no copy."""
+    from snapuq.data.user import MAX_ABS_INPUT
+
+    for split in ("train", "dev", "test", "ood"):
+        x = getattr(ds, f"x_{split}", None)
+        if x is None or not np.size(x):
+            continue
+        x = np.asarray(x)
+        top = max(abs(float(x.max())), abs(float(x.min())))
+        if not math.isfinite(top) or top > MAX_ABS_INPUT:
+            raise SnapuqError(
+                f"{where or 'dataset ' + str(ds.name)}: x_{split} reaches {top:.3g} as a model input (after "
+                f"normalisation; the limit is +-{MAX_ABS_INPUT:g}, beyond which training overflows float32): "
+                "scale the data or use --normalize standard"
+            )

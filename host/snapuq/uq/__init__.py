@@ -1,0 +1,1 @@
+"""Uncertainty arithmetic on arrays (numpy only): the SNAP score, calibration fits, metrics, streams."""
