@@ -11,14 +11,17 @@ import socket
 import threading
 import time
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from snapuq.harness.protocol import Device, DeviceReplyError
-from snapuq.harness.qemu import ROOT, QemuProcess, board_spec, build_firmware, open_serial
+from snapuq.harness.qemu import QemuProcess, board_spec, build_firmware, open_serial
 from snapuq.harness.reference import HostReference
 from snapuq.native.ccore import CoreModel
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (tests run from it)
 
 MODEL = ROOT / "models" / "digits"
 BUILD = ROOT / "build" / "test-firmware"

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from snapuq.harness.qemu import ROOT, QemuProcess, board_spec, build_firmware
+from snapuq.harness.qemu import QemuProcess, board_spec, build_firmware
 from snapuq.harness.runner import Options, run
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (tests run from it)
 
 MODEL = ROOT / "models" / "digits"
 BUILD = ROOT / "build" / "test-firmware"

@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 
 from snapuq.harness.protocol import Device
-from snapuq.harness.qemu import ROOT, QemuProcess, board_spec, build_firmware, open_serial
+from snapuq.harness.qemu import QemuProcess, board_spec, build_firmware, open_serial
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (tests run from it)
 
 MODEL = ROOT / "models" / "digits"
 BUILD = ROOT / "build" / "test-firmware"

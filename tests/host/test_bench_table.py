@@ -13,7 +13,9 @@ import pytest
 
 from snapuq.bench.table import _OVERFLOW, _expected, markdown, measure_cell
 from snapuq.harness.protocol import Device
-from snapuq.harness.qemu import ROOT, PipeSerial
+from snapuq.harness.qemu import PipeSerial
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (tests run from it)
 
 VARIANTS = ROOT / "models" / "digits" / "variants"
 BUILD = ROOT / "build" / "test-bench-table"

@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 
 from snapuq import cli
-from snapuq.harness.qemu import ROOT, build_host_firmware, kill_owned, popen_owned
+from snapuq.harness.qemu import build_host_firmware, kill_owned, popen_owned
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (tests run from it)
 
 MODEL = ROOT / "models" / "digits"
 BUILD = ROOT / "build" / "test-energy-host"
