@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "models" / "digits"
 KEYWORDS = ROOT / "models" / "keywords"
 SKIP = shutil.ignore_patterns("eval", "baselines", "variants")  # what no consumer here reads
+# a directory as an older snapuq wrote it: the shipped one without its record
+LEGACY = shutil.ignore_patterns("eval", "baselines", "variants", "MANIFEST.sha256")
 
 
 def _tree(d: Path) -> dict[str, tuple[bytes, int]]:
@@ -283,7 +285,7 @@ def test_blob_from_mixed_parts_refused(D: Path, tmp_path: Path, capsys) -> None:
     assert rc == 1 and not (tmp_path / "b.snapuq").exists()
     # a directory of an older snapuq (no record): the manifest's own sha256 of the model refuses it
     old = tmp_path / "old" / "digits"
-    shutil.copytree(SHIPPED, old, ignore=SKIP)
+    shutil.copytree(SHIPPED, old, ignore=LEGACY)
     shutil.copy2(KEYWORDS / p.INT8, old / p.INT8)
     rc, _, err = _run(capsys, "micropython", "blob", old)
     assert rc == 1 and "snapuq.json does not match the model: sha256 differs" in _one_line(err), err
@@ -348,7 +350,11 @@ def test_device_guard_covers_the_snap_constants(D: Path, exported: Path, tmp_pat
     quiet = {k: v for k, v in prof.items() if k != "snap_sha256"}
     with pytest.raises(ModelMismatchError, match="does not report the sha256 of its SNAP constants"):
         check_model_identity(quiet, ref.tflite, D, ref.manifest)
-    check_model_identity(quiet, ref.tflite, SHIPPED, ref.manifest)  # shipped header: of an older snapuq
+    old = tmp_path / "old" / "digits"  # a header of an older snapuq: no SNAPUQ_MODEL_SNAP_SHA256
+    shutil.copytree(D, old)
+    h = old / "snapuq_model.h"
+    h.write_text("".join(ln for ln in h.read_text().splitlines(True) if "SNAPUQ_MODEL_SNAP_SHA256" not in ln))
+    check_model_identity(quiet, ref.tflite, old, ref.manifest)
     check_model_identity({**quiet, "snap": 0}, ref.tflite, D, ref.manifest)  # no SNAP on the device
 
 
@@ -385,7 +391,7 @@ def test_directory_without_a_record_works_and_migrates(tmp_path: Path, exported:
     import sys
 
     d = tmp_path / "old" / "digits"
-    shutil.copytree(SHIPPED, d, ignore=SKIP)
+    shutil.copytree(SHIPPED, d, ignore=LEGACY)
     p = ModelPaths(d)
     rc, out, err = _run(capsys, "verify", d, "--n", "2")
     assert rc == 0 and "snapuq: note:" not in err  # not a terminal: a script's stderr stays as it was
