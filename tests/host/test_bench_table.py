@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapuq.bench.table import _OVERFLOW, _expected, markdown, measure_cell
+from snapuq.bench.firmware import _OVERFLOW, _expected
+from snapuq.bench.table import markdown, measure_cell
 from snapuq.harness.protocol import Device
 from snapuq.harness.qemu import PipeSerial
 
@@ -232,7 +233,7 @@ def test_data_dir_for_every_workload_or_per_workload() -> None:
 
 
 def test_paper_side_by_side_and_snap_overhead() -> None:
-    from snapuq.bench.table import paper_markdown
+    from snapuq.bench.table_markdown import paper_markdown
 
     def ok(method: str, flash: int, peak: int, instr: float) -> dict:
         return {
