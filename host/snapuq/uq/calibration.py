@@ -24,10 +24,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
 
 from snapuq.errors import SnapuqError
 from snapuq.options import CalibOptions
+from snapuq.uq.fitting import (
+    INTAP_WEIGHT,
+    _auroc,
+    _ece,
+    clean_mean_sd,
+    conformal_quantile,
+    fit_alarm_k,
+    fit_input_tap,
+    fit_logistic,
+    fit_perr,
+    tail_quantile,
+)
 from snapuq.uq.score import (
     SnapScorer,
     class_probs,
@@ -35,7 +46,6 @@ from snapuq.uq.score import (
     one_minus_max,
     per_tap_stat,
     perr_map,
-    sigmoid,
     tap_stats,
 )
 
@@ -87,65 +97,13 @@ def _holdout_shift_1d(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return out.reshape(shape).astype(np.float32)
 
 
-def fit_logistic(
-    X: np.ndarray, y: np.ndarray, nonneg: bool, l2: float = 1e-3, balanced: bool = True
-) -> np.ndarray:
-    """Logistic regression by L-BFGS-B, class-balanced weights (balanced) or plain likelihood (a calibrated
-    probability); X (N, k) without intercept. Returns [b0, b...]; with nonneg the slopes are >= 0."""
-    X = np.asarray(X, np.float64)
-    y = np.asarray(y, np.float64)
-    mu, sd = X.mean(0), X.std(0) + 1e-12
-    Xs = (X - mu) / sd
-    pos = max(y.sum(), 1.0)
-    neg = max(len(y) - y.sum(), 1.0)
-    wts = np.where(y > 0, 0.5 / pos, 0.5 / neg) if balanced else np.full(len(y), 1.0 / max(len(y), 1))
-
-    def f(b):
-        z = b[0] + Xs @ b[1:]
-        lz = np.logaddexp(0, z)
-        loss = np.sum(wts * (lz - y * z)) + l2 * np.sum(b[1:] ** 2)
-        p = sigmoid(z)
-        g = np.r_[np.sum(wts * (p - y)), Xs.T @ (wts * (p - y)) + 2 * l2 * b[1:]]
-        return loss, g
-
-    k = X.shape[1]
-    bounds = [(None, None)] + [((0.0, None) if nonneg else (None, None))] * k
-    r = minimize(f, np.zeros(k + 1), jac=True, method="L-BFGS-B", bounds=bounds)
-    b = r.x
-    slopes = b[1:] / sd
-    return np.r_[b[0] - np.sum(slopes * mu), slopes]
-
-
-def _auroc(score: np.ndarray, pos: np.ndarray) -> float:
-    from sklearn.metrics import roc_auc_score
-
-    pos = np.asarray(pos, bool)
-    if pos.all() or not pos.any():
-        return float("nan")
-    return float(roc_auc_score(pos, score))
-
-
 DEV_CHECK_TOL = 0.0
 HINGE_STEPS = (0.995, 0.999, 1.0)
 HINGE_Q_DEFAULT = 0.999
 # `--alarm-rate` default: 0 = the hinge quantile alone (conformal, about 1e-3 false alarms per clean input);
 # a lower rate (e.g. 1e-6) extrapolates the tail of the reference S (`tail_quantile`, SNAP_STUDY.md §8.6)
 ALARM_RATE_DEFAULT = 0.0
-TAIL_FRAC = 0.02  # the top 2 % (at least 20) of the reference S fit the tail
 REF_MAX = 5000  # clean train inputs at most in the hinge reference (a seeded subsample beyond)
-PERR_DELTA = 1.0 / 512
-PERR_RAMP = 1e-4
-ALARM_K_GRID = tuple(float(v) for v in np.geomspace(0.05, 50.0, 61))
-
-
-def conformal_quantile(s: np.ndarray, level: float) -> float:
-    """The ceil((n + 1) level)-th smallest of n scores (the largest when that exceeds n): a fresh score
-    exchangeable with them exceeds it with probability at most 1 - level (or 1 / (n + 1) at the top)."""
-    v = np.sort(np.asarray(s, np.float64).reshape(-1))
-    if v.size == 0:
-        raise SnapuqError("no clean reference scores for the hinge")
-    k = min(v.size, max(1, int(np.ceil((v.size + 1) * float(level) - 1e-9))))
-    return float(v[k - 1])
 
 
 def best_variant(calib: dict | None) -> dict:
@@ -162,27 +120,6 @@ def check_alarm_rate(rate: float | None) -> float | None:
     if not 0.0 < float(rate) < 0.5:
         raise SnapuqError(f"--alarm-rate must be in [0, 0.5) (0: the hinge quantile alone), got {rate}")
     return float(rate)
-
-
-def tail_quantile(s: np.ndarray, rate: float) -> tuple[float, dict]:
-    """(q, record): the level a fresh score exchangeable with the n scores `s` exceeds with probability
-    `rate`. For rate >= 1 / (n + 1) it is the conformal quantile 1 - rate (distribution-free). Below, no
-    reference score is that rare: the excesses of the top k (TAIL_FRAC of them, at least 20) over the
-    (k + 1)-th largest u are fitted with an exponential tail (peaks over threshold, mean excess beta) and
-    extrapolated, q = u + beta ln(k / (n rate)), never below the largest score."""
-    v = np.sort(np.asarray(s, np.float64).reshape(-1))[::-1]
-    n = v.size
-    if n == 0:
-        raise SnapuqError("no clean reference scores for the hinge")
-    if not 0.0 < rate < 1.0:
-        raise SnapuqError(f"alarm rate must be in (0, 1), got {rate}")
-    if rate >= 1.0 / (n + 1) or n < 2:
-        return conformal_quantile(v, 1.0 - rate), {"rule": "conformal", "n": int(n)}
-    k = min(n - 1, max(20, int(np.ceil(TAIL_FRAC * n))))
-    u = float(v[k])
-    beta = float(np.mean(v[:k] - u))
-    q = max(u + beta * float(np.log(k / (n * rate))), float(v[0]))
-    return q, {"rule": "exponential tail", "n": int(n), "k": int(k), "u": u, "beta": beta}
 
 
 def dev_check(u_dev: np.ndarray, msp_u: np.ndarray, err_dev: np.ndarray, tol: float = DEV_CHECK_TOL) -> dict:
@@ -208,64 +145,6 @@ def dev_check(u_dev: np.ndarray, msp_u: np.ndarray, err_dev: np.ndarray, tol: fl
             "(`--alpha 1`)"
         )
     return out
-
-
-def fit_perr(m: np.ndarray, err: np.ndarray, l2: float = 1e-3) -> dict:
-    """p_err as a strictly increasing, calibrated function of m: a logistic with non-negative slopes on
-    [ln(m + 1/512), m], fitted by plain likelihood on dev correct/wrong, tabulated at m = i/256 (257
-    knots, linear in between); a 1e-4 ramp keeps it strictly increasing when the slopes are 0."""
-    m = np.clip(np.asarray(m, np.float64), 0.0, 1.0)
-    y = np.asarray(err, np.float64)
-    if y.sum() == 0 or y.sum() == len(y):
-        r = min(max(y.mean(), 1e-4), 1 - 1e-4)
-        b = np.array([np.log(r / (1 - r)), 0.0, 0.0])
-    else:
-        b = fit_logistic(np.c_[np.log(m + PERR_DELTA), m], y, nonneg=True, l2=l2, balanced=False)
-    grid = np.linspace(0.0, 1.0, 257)
-    sig = sigmoid(b[0] + b[1] * np.log(grid + PERR_DELTA) + b[2] * grid)
-    knots = (1.0 - PERR_RAMP) * sig + PERR_RAMP * grid
-    return {"knots": [float(v) for v in knots], "form": "logistic on [ln(m + 1/512), m]", "coef": b.tolist()}
-
-
-def fit_alarm_k(pe: np.ndarray, F: np.ndarray, y: np.ndarray) -> float:
-    """k of alarm = F / (F + k) by likelihood of U = p_err + alarm (1 - p_err) as P(wrong or shifted)."""
-    from snapuq.uq.score import alarm_map
-
-    pe, y = np.asarray(pe, np.float64), np.asarray(y, np.float64)
-    best, best_ll = ALARM_K_GRID[len(ALARM_K_GRID) // 2], -np.inf
-    for k in ALARM_K_GRID:
-        u = np.clip(pe + alarm_map(F, k) * (1.0 - pe), 1e-6, 1 - 1e-6)
-        ll = float(np.mean(y * np.log(u) + (1 - y) * np.log1p(-u)))
-        if ll > best_ll:
-            best, best_ll = k, ll
-    return float(best)
-
-
-INTAP_WEIGHT = 2.0  # the input tap's weight in S relative to one SNAP tap (docs/SNAP_STUDY.md §7.4)
-
-
-def fit_input_tap(x_dev: np.ndarray, ok_dev: np.ndarray, x_ref: np.ndarray | None, n_taps: int) -> dict:
-    """calib.json "intap": the diagonal Gaussian (mu, sigma per statistic) of `input_summary` on x_ref (else
-    the clean dev inputs), sigma floored at 1e-3 of the inputs' overall sd; the mean / sd of its mean
-    squared z on the clean dev inputs; the weight INTAP_WEIGHT / (n_taps + INTAP_WEIGHT)."""
-    from snapuq.uq.score import input_summary, input_view, intap_stat
-
-    xd = np.asarray(x_dev, np.float32)
-    rows, cols = input_view(xd.shape[1:])
-    on_ref = x_ref is not None and len(x_ref) >= 10
-    base = np.asarray(x_ref, np.float32) if on_ref else xd[ok_dev]
-    if len(base) < 2:
-        raise SnapuqError("input tap: needs at least 2 clean inputs to fit its statistics")
-    f = input_summary(base, rows, cols)
-    floor = 1e-3 * float(np.std(base)) + 1e-9
-    it = {"rows": rows, "cols": cols, "mu": f.mean(0).tolist(), "sigma": (f.std(0) + floor).tolist(),
-          "n_fit": int(len(base)), "fit_on": "train" if on_ref else "dev clean",
-          "weight": INTAP_WEIGHT / (n_taps + INTAP_WEIGHT)}  # fmt: skip
-    y = intap_stat(xd, it)
-    ref = y[ok_dev] if ok_dev.sum() >= 10 else y
-    it["mean"] = float(np.mean(ref))
-    it["sd"] = float(np.std(ref) + 1e-6)
-    return it
 
 
 def fit_calibration(
@@ -324,9 +203,7 @@ def fit_calibration(
     for k in range(L):
         t = {**taps_meta[k], "c_e": 0.5, "c_l": 0.5, "two_sided": True}
         y = per_tap_stat(eb[:, k : k + 1], lb[:, k : k + 1], [t])[:, 0]
-        ref = y[ok] if ok.sum() >= 10 else y
-        t["mean"] = float(np.mean(ref))
-        t["sd"] = float(np.std(ref) + 1e-6)
+        t["mean"], t["sd"] = clean_mean_sd(y, ok)
         taps.append(t)
     best: dict = {
         "variant": "best",
@@ -346,7 +223,6 @@ def fit_calibration(
     xs_dev, xs_sh, xs_ref = (x_dev, x_shift, x_ref) if use_in else (None, None, None)
     sc = SnapScorer(best)
     f_dev = sc.features(outs_dev, xs_dev)
-    f_sh = sc.features(outs_shift, xs_sh)
     S_clean = f_dev["S"][ok] if ok.sum() >= 10 else f_dev["S"]
     S_ref, n_ref = S_clean, 0
     if outs_ref is not None:
@@ -392,7 +268,7 @@ def fit_calibration(
         if chk["ok"]:
             break
     best["beta"] = [0.0, 0.0, 0.0]  # unused by version 2 (the logistic form is the literal variant's)
-    best["u_threshold"] = float(np.quantile(u_dev[ok] if ok.any() else u_dev, 1.0 - u_flag_rate))
+    best["u_threshold"] = _u_threshold(u_dev, ok, u_flag_rate)
     ones = np.ones(len(f_sh["S"]))
     zeros = np.zeros(len(u_dev))
     best["fit"] = {
@@ -440,7 +316,7 @@ def fit_calibration(
         float(v) for v in fit_logistic(np.c_[fl["S"], fl["m"]], err_dev.astype(float), nonneg=False)
     ]
     ul = SnapScorer(lit).score(outs_dev)["U"]
-    lit["u_threshold"] = float(np.quantile(ul[ok] if ok.any() else ul, 1.0 - u_flag_rate))
+    lit["u_threshold"] = _u_threshold(ul, ok, u_flag_rate)
     lit["fit"] = {
         "dev_auroc_U_ok_vs_err": _auroc(ul, err_dev),
         "dev_auroc_S_ok_vs_err": _auroc(fl["S"], err_dev),
@@ -455,14 +331,13 @@ def fit_calibration(
     return best
 
 
-def _ece(p_err: np.ndarray, err: np.ndarray) -> float:
-    from snapuq.uq import metrics as M
-
-    return float(M.ece(1.0 - np.asarray(p_err, np.float64), ~np.asarray(err, bool)))
-
-
 # ----------------------------------------------------------------------------------------------
 # `snapuq calibrate DIR`: refit calib.json on the dev split without retraining
+
+
+def _u_threshold(u: np.ndarray, ok: np.ndarray, rate: float) -> float:
+    """The U above which a `rate` share of the correct dev inputs (all dev inputs when none is) is flagged."""
+    return float(np.quantile(u[ok] if ok.any() else u, 1.0 - rate))
 
 
 def reference_split(x, y=None, seed: int = 0, n_max: int = REF_MAX):
@@ -492,23 +367,12 @@ def calibrate(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, opts: Ca
     osh = predict(xsh)
     xr, yr = reference_split(x_ref, y_ref, seed)
     return fit_calibration(
-        od,
-        np.asarray(y_dev).astype(np.int64),
-        osh,
-        eps=eps,
-        logvar_offset=float(cfg.get("logvar_offset", 2.0 * np.log(eps))),
-        taps_meta=cfg["taps"],
-        alpha=opts.alpha,
-        quantile=opts.quantile,
-        default_variant=opts.variant,
-        outs_ref=None if xr is None else predict(xr),
-        y_ref=yr,
-        x_dev=xdv,
-        x_shift=xsh,
-        x_ref=xr,
-        input_tap=opts.input_tap,
-        alarm_rate=opts.alarm_rate,
-    )
+        od, np.asarray(y_dev).astype(np.int64), osh, eps=eps,
+        logvar_offset=float(cfg.get("logvar_offset", 2.0 * np.log(eps))), taps_meta=cfg["taps"],
+        alpha=opts.alpha, quantile=opts.quantile, default_variant=opts.variant,
+        outs_ref=None if xr is None else predict(xr), y_ref=yr, x_dev=xdv, x_shift=xsh, x_ref=xr,
+        input_tap=opts.input_tap, alarm_rate=opts.alarm_rate,
+    )  # fmt: skip
 
 
 def write_json_atomic(path: Path, obj) -> None:
