@@ -39,15 +39,23 @@ from typing import Any
 import numpy as np
 
 from snapuq.data.dataset import Dataset
+from snapuq.data.user_normalization import (  # noqa: F401 (re-exported)
+    _normalization,
+    apply_normalization,
+    normalization_channels,
+    with_preprocessing,
+)
+from snapuq.data.user_readers import (
+    MAX_IMAGE_PIXELS,  # noqa: F401 (re-exported)
+    _class_dirs,
+    _files,
+    _kind,
+    _read_files,
+)
 from snapuq.errors import DatasetError
 
-IMAGE_EXT = (".png", ".jpg", ".jpeg", ".bmp")
-AUDIO_EXT = (".wav",)
 NPZ_REQUIRED = ("x_train", "y_train", "x_test", "y_test")
-NORMALIZE = ("auto", "none", "standard")
 DEV_FRAC = 0.15
-# the largest image decoded (width x height): a header that claims more is refused before any decoding
-MAX_IMAGE_PIXELS = 4096 * 4096
 # the largest |model input| `snapuq train` accepts (after normalisation): beyond it activations, their
 # squares in the heads' NLL and the gradients overflow float32 (training ends in NaN)
 MAX_ABS_INPUT = 1e6
@@ -102,80 +110,6 @@ def _split_dev(x: np.ndarray, y: np.ndarray, seed: int, frac: float = DEV_FRAC):
     return x[~dmask], y[~dmask], x[dmask], y[dmask]
 
 
-def _normalization(x_train: np.ndarray, raw_dtype: np.dtype, mode: str) -> dict[str, Any]:
-    if mode not in NORMALIZE:
-        raise DatasetError(f"unknown normalisation '{mode}' (known: {', '.join(NORMALIZE)})")
-    c = int(x_train.shape[-1]) if x_train.ndim >= 2 else 1
-    if mode == "standard":
-        axes = tuple(range(x_train.ndim - 1)) if x_train.ndim >= 2 else (0,)
-        mean = x_train.astype(np.float64).mean(axis=axes).reshape(-1)
-        std = x_train.astype(np.float64).std(axis=axes).reshape(-1)
-        std = np.where(std > 1e-12, std, 1.0)
-        return {
-            "kind": "standard",
-            "scale": (1.0 / std).tolist(),
-            "offset": (-mean / std).tolist(),
-            "formula": "x_model = x_raw * scale[c] + offset[c] (per channel c, last axis)",
-        }
-    if mode == "auto" and np.issubdtype(raw_dtype, np.integer):
-        return {"kind": "scale", "scale": [1.0 / 255.0] * c, "offset": [0.0] * c,
-                "formula": "x_model = x_raw / 255"}  # fmt: skip
-    return {"kind": "none", "scale": [1.0] * c, "offset": [0.0] * c, "formula": "x_model = x_raw"}
-
-
-def normalization_channels(norm: dict[str, Any] | None, shape) -> tuple[np.ndarray, np.ndarray] | None:
-    """(scale, offset) of a normalization record as they broadcast over inputs of `shape` (batch axis
-    first): one value, or one per channel of the last axis; (N, F) vectors take a longer record's first
-    value (one channel). None when there is no normalization. The host's data path (`apply_normalization`)
-    and the generated device quantizer (snapuq.export.cgen) both read a record through this."""
-    if not norm or norm.get("kind", "none") == "none":
-        return None
-    s = np.asarray(norm["scale"], np.float64).reshape(-1)
-    o = np.asarray(norm["offset"], np.float64).reshape(-1)
-    if len(shape) == 2 and len(s) > 1 and shape[-1] != len(s):  # (N, F) vectors: one channel
-        s, o = s[:1], o[:1]
-    return s, o
-
-
-def apply_normalization(x: np.ndarray, norm: dict[str, Any]) -> np.ndarray:
-    """x_model = x_raw * scale + offset (per channel, last axis; one value broadcasts)."""
-    x = np.asarray(x, np.float64)
-    so = normalization_channels(norm, x.shape)
-    if so is None:
-        return x.astype(np.float32)
-    return (x * so[0] + so[1]).astype(np.float32)
-
-
-def compose_normalization(first: dict[str, Any] | None, then: dict[str, Any]) -> dict[str, Any]:
-    """One record for x -> then(first(x)): scale = s1 s2, offset = o1 s2 + o2 (per channel)."""
-    if not first or first.get("kind", "none") == "none":
-        return dict(then)
-    s1, o1 = (np.asarray(first[k], np.float64) for k in ("scale", "offset"))
-    s2, o2 = (np.asarray(then[k], np.float64) for k in ("scale", "offset"))
-    if len(s1) != len(s2) and 1 not in (len(s1), len(s2)):
-        raise DatasetError(f"normalization: {len(s1)} and {len(s2)} channels do not compose")
-    return {**then, "kind": f"{first.get('kind')}+{then.get('kind')}", "scale": (s1 * s2).tolist(),
-            "offset": (o1 * s2 + o2).tolist(),
-            "formula": f"{first.get('formula', '')}; then {then.get('formula', '')}"}  # fmt: skip
-
-
-def with_preprocessing(ds: Dataset, pre: dict[str, Any]) -> Dataset:
-    """The dataset as a model without its leading Rescaling / Normalization (`snapuq.api.
-    fold_input_preprocessing`) takes it: every x split mapped by `pre`, and the recorded normalization
-    (raw reading -> model input) composed with it."""
-    from dataclasses import replace
-
-    meta = dict(ds.meta or {})
-    meta["normalization"] = compose_normalization(meta.get("normalization"), pre)
-    meta["model_preprocessing"] = list(pre.get("layers", []))
-    return replace(
-        ds,
-        x_train=apply_normalization(ds.x_train, pre),
-        x_dev=apply_normalization(ds.x_dev, pre),
-        x_test=apply_normalization(ds.x_test, pre),
-        x_ood=None if ds.x_ood is None else apply_normalization(ds.x_ood, pre),
-        meta=meta,
-    )
 
 
 def _fit_shape(x: np.ndarray, shape: tuple[int, ...] | None, where: str) -> np.ndarray:
@@ -344,104 +278,6 @@ def load_npz(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | Non
 
 
 # ---------------------------------------------------------------------------------------------- folders
-def _class_dirs(root: Path) -> list[Path]:
-    return sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-
-
-def _files(d: Path) -> list[Path]:
-    return sorted(f for f in d.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_EXT + AUDIO_EXT)
-
-
-def _read_image(f: Path, shape: tuple[int, ...] | None) -> np.ndarray:
-    import warnings
-
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with warnings.catch_warnings():  # Pillow's own bomb warning: an error here (refused below)
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            im0 = Image.open(f)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
-        raise DatasetError(f"{f}: refused before decoding: {str(e).split(' exceeds')[0]}, more than "
-                           f"MAX_IMAGE_PIXELS = {MAX_IMAGE_PIXELS} (4096 x 4096)") from None  # fmt: skip
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as e:
-        raise DatasetError(f"{f}: cannot decode the image ({e})") from None
-    try:
-        with im0 as im:
-            w, h = im.size
-            if w * h > MAX_IMAGE_PIXELS:  # from the header: nothing decoded yet
-                raise DatasetError(f"{f}: {w}x{h} pixels, more than MAX_IMAGE_PIXELS = {MAX_IMAGE_PIXELS} "
-                                   "(4096 x 4096): refused before decoding")  # fmt: skip
-            c = int(shape[-1]) if shape and len(shape) == 3 else None
-            im = im.convert("L" if c == 1 else "RGB") if c in (1, 3, None) else None
-            if im is None:
-                raise DatasetError(f"{f}: the model takes {c} channels; images give 1 (L) or 3 (RGB)")
-            if shape and len(shape) == 3 and im.size != (int(shape[1]), int(shape[0])):
-                im = im.resize((int(shape[1]), int(shape[0])), Image.BILINEAR)
-            a = np.asarray(im, np.uint8)
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as e:
-        raise DatasetError(f"{f}: cannot decode the image ({e})") from None
-    return a[..., None] if a.ndim == 2 else a
-
-
-def read_wav16k(f: Path) -> np.ndarray:
-    """A 16 kHz mono wav -> int16 (16000,) (zero-padded / cut to 1 s)."""
-    import struct
-    import warnings
-
-    from scipy.io import wavfile
-
-    from snapuq.data import audio
-
-    try:
-        with warnings.catch_warnings(record=True) as seen:  # scipy's warnings: no lines of their own
-            warnings.simplefilter("always", wavfile.WavFileWarning)
-            rate, data = wavfile.read(f)
-    except (ValueError, OSError, EOFError, struct.error) as e:
-        raise DatasetError(f"{f}: cannot read the wav file (damaged or cut short: {e})") from None
-    cut = [str(w.message) for w in seen if "EOF" in str(w.message)]
-    if cut:  # a data chunk shorter than its header says (an unknown chunk such as LIST is only skipped)
-        raise DatasetError(f"{f}: the wav file is cut short ({cut[0]})")
-    if rate != audio.SAMPLE_RATE:
-        raise DatasetError(f"{f}: {rate} Hz, expected {audio.SAMPLE_RATE} Hz (resample the clips first)")
-    if data.ndim != 1:
-        raise DatasetError(f"{f}: {data.shape[1]} channels, expected mono")
-    if np.issubdtype(data.dtype, np.floating):
-        if not np.all(np.isfinite(data)):
-            raise DatasetError(f"{f}: float samples that are NaN or inf")
-        w = audio.to_int16(data)
-    elif data.dtype == np.int16:
-        w = data
-    elif data.dtype == np.int32:
-        w = (data >> 16).astype(np.int16)
-    elif data.dtype == np.uint8:
-        w = ((data.astype(np.int16) - 128) << 8).astype(np.int16)
-    else:
-        raise DatasetError(f"{f}: unsupported sample type {data.dtype}")
-    return audio.fit_length(w).astype(np.int16)
-
-
-def _read_files(files: list[Path], kind: str, shape: tuple[int, ...] | None) -> np.ndarray:
-    if kind == "image":
-        imgs = [_read_image(f, shape) for f in files]
-        sizes = {a.shape for a in imgs}
-        if len(sizes) > 1:
-            raise DatasetError(
-                f"images have different sizes {sorted(sizes)[:3]}; give the model (its input size) to resize"
-            )
-        return np.stack(imgs)
-    return np.stack([read_wav16k(f) for f in files])
-
-
-def _kind(files: list[Path], where: Path) -> str:
-    kinds = {"image" if f.suffix.lower() in IMAGE_EXT else "audio" for f in files}
-    if not kinds:
-        raise DatasetError(f"{where}: no PNG/JPEG images or WAV clips found")
-    if len(kinds) > 1:
-        raise DatasetError(f"{where}: mixes images and WAV clips; use one kind per data set")
-    return kinds.pop()
-
-
 def load_folder(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | None = None,
                 normalize: str = "auto") -> Dataset:  # fmt: skip
     """A Dataset from a folder of class subfolders (see the module doc)."""
