@@ -19,17 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from snapuq.api import attach, load_keras_model
 from snapuq.baselines.train import announce_baselines
+from snapuq.commands.train_user import train_user_model
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED
 from snapuq.io import write_text
 from snapuq.modeldir import ModelPaths
-from snapuq.nn.graph import check_model, fold_input_preprocessing, logits_backbone
 from snapuq.nn.training import (
     _backbone_module,
     check_data,
-    check_input_range,
     fit_heads,
     head_config,
     tap_entries,
@@ -76,12 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--rank", type=int, default=64,
                    help="rank r of the projection P (default 64; 1..1024: MAX_RANK)")  # fmt: skip
-    p.add_argument(
-        "--detach",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="stop gradients into the tap targets (default on)",
-    )
+    p.add_argument("--detach", action=argparse.BooleanOptionalAction, default=True,
+                   help="stop gradients into the tap targets (default on)")  # fmt: skip
     p.add_argument(
         "--joint", action="store_true", help="train backbone and heads jointly (default: frozen backbone)"
     )
@@ -93,29 +87,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--lambda-reg", type=float, default=1e-4, help="weight of R_var = sum |log sigma^2|")
     p.add_argument("--eps", type=float, default=1e-2, help="variance floor: sigma^2 >= eps^2")
-    p.add_argument(
-        "--floor",
-        choices=["hard", "softplus"],
-        default="hard",
-        help="variance floor form (softplus is float-only: no int8 export)",
-    )
+    p.add_argument("--floor", choices=["hard", "softplus"], default="hard",
+                   help="variance floor form (softplus is float-only: no int8 export)")  # fmt: skip
     p.add_argument("--nll", choices=["gauss", "student_t", "huber"], default="gauss")
-    p.add_argument(
-        "--cov-rank",
-        type=int,
-        default=0,
-        help="low-rank + diagonal covariance diag(sigma^2) + B B^T with this rank (Woodbury; float only)",
-    )
+    p.add_argument("--cov-rank", type=int, default=0,
+                   help="low-rank + diagonal covariance diag(sigma^2) + B B^T with this rank "
+                   "(Woodbury; float only)")  # fmt: skip
     p.add_argument(
         "--variant", choices=["best", "literal"], default="best", help="default SNAP scoring variant"
     )
     p.add_argument(
-        "--hinge-q",
-        type=float,
-        default=None,
+        "--hinge-q", type=float, default=None,
         help="first hinge quantile of the clean reference S (correct dev + train inputs; default 0.999, "
         "raised until the dev check passes; 1.0 = the largest)",
-    )
+    )  # fmt: skip
     p.add_argument(
         "--alpha", type=float, default=1.0, help="confidence term weight of 1 - MSP vs 1 - margin (default 1)"
     )
@@ -132,12 +117,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lr", type=float, default=None, help="peak learning rate (default: the dataset's recipe)"
     )
-    p.add_argument(
-        "--head-epochs",
-        type=int,
-        default=None,
-        help="SNAP-head epochs (default: the recipe's, else --epochs)",
-    )
+    p.add_argument("--head-epochs", type=int, default=None,
+                   help="SNAP-head epochs (default: the recipe's, else --epochs)")  # fmt: skip
     p.add_argument("--optimizer", choices=["adam", "sgd"], default=None, help="default: the dataset's recipe")
     p.add_argument("--schedule", choices=["constant", "cosine"], default=None,
                    help="learning-rate schedule (cosine: decay to 0 after --warmup-epochs)")  # fmt: skip
@@ -316,16 +297,8 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
     backbone = build_backbone(bname, ds.input_shape, ds.n_classes)
     # ---- phase 1: backbone (frozen recipe) or joint
     t = time.perf_counter()
-    snap_model = snap.add_heads(
-        backbone,
-        taps,
-        tap_prev,
-        rank=args.rank,
-        eps=args.eps,
-        floor=args.floor,
-        detach=args.detach,
-        cov_rank=args.cov_rank,
-    )
+    snap_model = snap.add_heads(backbone, taps, tap_prev, rank=args.rank, eps=args.eps, floor=args.floor,
+                                detach=args.detach, cov_rank=args.cov_rank)  # fmt: skip
     history: list[dict] = []
     if not args.joint:
         identity = {"dataset": args.dataset, "backbone": bname, "seed": int(args.seed),
@@ -414,94 +387,3 @@ def run(args: argparse.Namespace) -> int:
     if chk and not chk.get("ok"):
         print(f"snapuq train: warning: {chk.get('hint')}")
     return 0
-
-
-def train_user_model(args: argparse.Namespace) -> dict:
-    """`snapuq train --model my.keras --data DATA --out DIR`: attach, fit, calibrate, save (+ baselines)."""
-    from snapuq.data import with_model_classes
-    from snapuq.data.user import load_user_data, precheck_user_data, with_preprocessing
-
-    t0 = time.perf_counter()
-    if not args.data:
-        raise SnapuqError("--model needs --data DATA (.npz or a folder of class subfolders)")
-    if args.dataset:
-        raise SnapuqError("give either --dataset (built-in) or --model with --data, not both")
-    if not Path(args.model).is_file():
-        raise SnapuqError(f"{args.model}: no such model file")
-    precheck_user_data(args.data)  # an .npz read and checked before TensorFlow loads (read once)
-    progress = not args.no_progress
-    model = load_keras_model(args.model)
-    # a leading Rescaling / Normalization moves into the data path; the data then go to it raw ("auto")
-    model, pre = fold_input_preprocessing(model)
-    check_model(model)  # the layer rules first (fast), then the data, then the conversion check in attach
-    shape = tuple(int(d) for d in model.inputs[0].shape[1:])
-    mode = "none" if pre is not None and args.normalize == "auto" else args.normalize
-    ds = load_user_data(args.data, seed=args.seed, input_shape=shape, normalize=mode)
-    if pre is not None:
-        ds = with_preprocessing(ds, pre)
-        print(f"snapuq train: {pre['formula'].split(': ', 1)[1]} (the data path applies it: "
-              f"scale {_short(pre['scale'])}, offset {_short(pre['offset'])})")  # fmt: skip
-    # n_classes is the model's logits width, not the largest label in the data (a class the data lack is
-    # still an output: the generated C and the manifest must say so); a label outside it is refused here,
-    # before attach converts the model
-    n_classes = int(logits_backbone(model)[0].outputs[0].shape[-1])
-    ds = with_model_classes(ds, n_classes, str(args.data))
-    check_input_range(ds, str(args.data))
-    taps = [t.strip() for t in args.taps.split(",")] if args.taps else None
-    snap = attach(model, taps=taps, rank=args.rank, eps=args.eps, lambda_reg=args.lambda_reg, nll=args.nll,
-                  qat_frac=args.qat_frac, variant=args.variant)  # fmt: skip
-    if snap.n_classes != n_classes:  # the same logits: attach takes them from logits_backbone too
-        ds = with_model_classes(ds, snap.n_classes, str(args.data))
-    snap.fit(ds.x_train, ds.y_train, epochs=args.epochs or 10, batch_size=args.batch_size or 64,
-             lr=args.lr or 2e-3, backbone_epochs=args.backbone_epochs, validation_data=(ds.x_dev, ds.y_dev),
-             seed=args.seed, progress=progress)  # fmt: skip
-    snap.calibrate(ds.x_dev, ds.y_dev, seed=args.seed, input_tap=getattr(args, "input_tap", True),
-                   alarm_rate=getattr(args, "alarm_rate", None))  # fmt: skip
-    snap.history["load_and_prepare_s"] = round(time.perf_counter() - t0, 2)
-    out = snap.save(args.out, dataset=ds)
-    cfg = json.loads((out / "config.json").read_text())
-    if not args.no_baselines:
-        from snapuq.baselines import train_baselines
-
-        t = time.perf_counter()
-        per = snap.history.get("backbone_s_per_epoch") or _estimate_epoch_s(
-            snap.backbone, ds, args.batch_size or 64
-        )
-        cfg["_backbone_s_per_epoch"] = per
-        ep = args.baseline_epochs or args.epochs or 10
-        announce_baselines(ds, cfg, ep, progress)
-        cfg.pop("_backbone_s_per_epoch")
-        train_baselines(ds, cfg, out, seed=args.seed, epochs=ep, progress=progress)
-        cfg["timings_s"]["baselines"] = round(time.perf_counter() - t, 2)
-    cfg["timings_s"]["total"] = round(time.perf_counter() - t0, 2)
-    (out / "config.json").write_text(json.dumps(cfg, indent=1))
-    from snapuq.modeldir import ModelPaths, record_parts
-
-    record_parts(out, (ModelPaths.CONFIG,))
-    return cfg
-
-
-def _short(v: list[float]) -> str:
-    """A per-channel list for one line: one value when all agree, else the first three."""
-    a = np.asarray(v, np.float64)
-    if np.allclose(a, a[0]):
-        return f"{a[0]:.6g}"
-    return "[" + ", ".join(f"{t:.4g}" for t in a[:3]) + (", ...]" if len(a) > 3 else "]")
-
-
-def _estimate_epoch_s(backbone, ds, batch_size: int) -> float:
-    """Seconds per training epoch of the backbone, from a few timed train steps on a clone."""
-    import keras
-
-    m = keras.models.clone_model(backbone)
-    for lay in m.layers:  # the backbone is frozen after the heads' training: time real train steps
-        lay.trainable = True
-    m.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    n = min(len(ds.x_train), 4 * batch_size)
-    x, y = ds.x_train[:n], ds.y_train[:n]
-    m.train_on_batch(x[:batch_size], y[:batch_size])  # trace
-    t = time.perf_counter()
-    for i in range(0, n, batch_size):
-        m.train_on_batch(x[i : i + batch_size], y[i : i + batch_size])
-    per_sample = (time.perf_counter() - t) / n
-    return per_sample * len(ds.x_train)
