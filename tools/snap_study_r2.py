@@ -35,10 +35,10 @@ EARLY = {"digits": "relu0", "keywords": "relu0", "cifar10": "relu0"}
 def dump(d: str) -> None:
     import keras
 
-    from snapuq.commands import calibrate as C
     from snapuq.data import load_dataset, load_ood
     from snapuq.data.shifts import corruption_api
     from snapuq.nn.saved import load_model_dir
+    from snapuq.uq import calibration as C
     from snapuq.uq.score import tap_stats
 
     md = load_model_dir(d)
@@ -117,7 +117,7 @@ def fa_resampled(u_test, u_dev, draws: int = 30, n_seg: int = 16, seg: int = 300
 def evaluate(D, names, S, ok_dev, *, rule: str = "dev", k: float | None = None) -> dict:
     """U from S with the hinge rule ('dev': quantile steps on clean dev S as in the first revision;
     'conf0.999' / 'max': of clean dev + train S) and k fitted (None) or fixed; the study's figures."""
-    from snapuq.commands import calibrate as C
+    from snapuq.uq import calibration as C
     from snapuq.uq import metrics as M
     from snapuq.uq.score import alarm_map, perr_map
 
@@ -178,7 +178,7 @@ def _prep(d: str, classcond: bool = False) -> dict:
     k = 0.05): m = 1 - MSP, p_err, S, F per set. classcond: the per-tap statistic is standardized by the
     mean / sd of its predicted class (correct train + dev inputs, shrunk to the pooled values with 20
     pseudo-inputs) instead of the pooled clean dev mean / sd."""
-    from snapuq.commands import calibrate as C
+    from snapuq.uq import calibration as C
     from snapuq.uq.score import perr_map
 
     D, names = load(d)
@@ -323,7 +323,7 @@ def _input_term(P: dict) -> dict:
 def _with_input_tap(P: dict, weight: float = 2.0, alone: bool = False) -> dict:
     """P with S = the taps' terms and the input term weighted `weight` against each tap (alone: the input
     term only), and F its hinge under the shipped rule; weight 2 is the shipped S (§7.4)."""
-    from snapuq.commands import calibrate as C
+    from snapuq.uq import calibration as C
 
     t = _input_term(P)
     n_taps = P["D"]["dev"]["eb"].shape[1]
@@ -343,7 +343,7 @@ def perr_joint(dirs: list[str]) -> None:
     dev errors alone are 5-8 on digits) instead of m alone: test AUROC ✓/✗ minus MSP's per DIR, for the
     feature = the shipped S, the taps' S, the input term. A margin above MSP would absorb one alarmed
     clean input (1 / n_correct: 0.0023 digits, 0.0013 keywords)."""
-    from snapuq.commands import calibrate as C
+    from snapuq.uq import calibration as C
     from snapuq.uq import metrics as M
 
     for d in dirs:
@@ -417,7 +417,7 @@ def order_stats(dirs: list[str]) -> None:
     """§8: per corruption, over the DIRs: the input term alone (AUROC clean test vs corrupted), the fraction
     of corrupted inputs whose alarm fires, and U's AUROC, for the shipped input statistics and for the
     time-order-free ones; then each U's summary line."""
-    from snapuq.commands import calibrate as C
+    from snapuq.uq import calibration as C
     from snapuq.uq import metrics as M
 
     def u_with(P: dict, t: dict) -> dict:
