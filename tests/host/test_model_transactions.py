@@ -320,10 +320,10 @@ def test_generated_c_of_another_export_refused(D: Path, exported: Path, tmp_path
 
 
 def test_device_guard_covers_the_snap_constants(D: Path, exported: Path, tmp_path: Path) -> None:
+    from snapuq.harness.identity import ModelMismatchError, check_model_identity
     from snapuq.harness.protocol import Device
     from snapuq.harness.qemu import PipeSerial, build_host_firmware
     from snapuq.harness.reference import HostReference
-    from snapuq.harness.runner import ModelMismatchError, check_model_identity
     from snapuq.native.blob import snap_sha256, write_blob
 
     if shutil.which("gcc") is None or shutil.which("make") is None:

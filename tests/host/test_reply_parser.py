@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from snapuq.errors import DeviceError
-from snapuq.harness.protocol import (
+from snapuq.harness.protocol import Device
+from snapuq.harness.replies import (
     FIELDS,
-    Device,
     DeviceReplyError,
     Reply,
     TransportError,

@@ -4,20 +4,17 @@ write results.jsonl incrementally and summary.json (DESIGN §3 contract)."""
 from __future__ import annotations
 
 import hashlib
-import math
-import statistics
 import sys
-import time
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from snapuq.errors import DeviceError, SnapuqError
-from snapuq.harness.energy import board_power
-from snapuq.harness.protocol import Device, DeviceReplyError, Reply, TransportError
+from snapuq.harness.identity import check_model_identity
+from snapuq.harness.options import Options, check_options
+from snapuq.harness.protocol import Device
 from snapuq.harness.qemu import (
     QemuProcess,
     board_spec,
@@ -25,6 +22,7 @@ from snapuq.harness.qemu import (
     open_serial,
 )
 from snapuq.harness.reference import HostReference
+from snapuq.harness.replies import DeviceReplyError, Reply, TransportError
 from snapuq.harness.results import (
     OutLock,
     ResultsWriter,
@@ -34,82 +32,11 @@ from snapuq.harness.results import (
     sha256_file,
     start_run,
 )
-from snapuq.io import check_out_dir, read_json, write_json
+from snapuq.harness.summary import Counter, write_summary
+from snapuq.io import check_out_dir, read_json
 from snapuq.modeldir import ModelPaths
 
 SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "pe", "al", "flag")
-
-
-@dataclass
-class Options:
-    port: str
-    model: Path
-    dataset: str
-    split: str
-    out: Path
-    limit: int | None = None
-    start: int = 0
-    data_dir: str | None = None
-    resume: bool = False
-    retries: int = 5
-    timeout: float = 20.0
-    icount: bool = True
-    baud: int = 115200
-    check_outputs: bool = True
-    build_dir: Path | None = None
-    power: str | None = None
-    power_vdd_mv: int = 3300  # --power: the supply the PPK2 (ampere meter) sits in series with
-    progress: bool = True
-    firmware: Path | None = None  # qemu: boot this ELF (e.g. from `pio run -e qemu_m4`) instead of make
-    stop_after: int | None = None  # for tests: stop (as if killed) after this many new lines
-    stream: bool = False  # stream a CID stream (clean / corrupted segments of the split) instead of the split
-    severity: int = 3
-    segment: int = 300
-
-
-class Counter:
-    """Turns device counter ticks into what they really are."""
-
-    def __init__(self, profile: dict[str, Any], board: str, icount: bool):
-        self.kind = str(profile.get("counter", "?"))
-        self.hz = int(profile.get("counter_hz", 0)) or 1
-        self.cpu_hz = int(profile.get("cpu_hz", 0)) or self.hz
-        self.board = board
-        self.qemu = self.kind.startswith("qemu")
-        self.icount = icount and self.qemu
-        if self.icount:
-            self.unit = "qemu_instructions"
-        elif self.qemu:
-            self.unit = "qemu_virtual_ticks_25mhz_host_paced"
-        elif self.kind == "host_ns":
-            self.unit = "host_ns"
-        else:
-            self.unit = "cycles"
-
-    def cycles(self, ticks: int) -> int:
-        if self.icount:
-            # -icount shift=0: 1 ns of virtual time per instruction, whatever the emulated SYSCLK
-            return int(ticks) * 1_000_000_000 // self.hz
-        if self.unit == "cycles":
-            return int(round(int(ticks) * self.cpu_hz / self.hz))
-        return int(ticks)
-
-    def microseconds(self, cycles: float) -> tuple[float | None, str]:
-        if self.unit == "cycles":
-            return cycles / self.cpu_hz * 1e6, "measured"
-        if self.icount:
-            bp = board_power(self.board)
-            if bp is not None:
-                return cycles / bp.clock_hz * 1e6, (
-                    f"model: QEMU instructions / {bp.clock_hz // 1_000_000} MHz of {bp.mcu}, "
-                    "1 instruction per cycle")
-            # an emulated part that stands for itself (qemu_stm32f405): its own emulated SYSCLK
-            return cycles / self.cpu_hz * 1e6, (
-                f"model: QEMU instructions / {self.cpu_hz // 1_000_000} MHz emulated SYSCLK, "
-                "1 instruction per cycle")
-        if self.unit == "host_ns":
-            return cycles / 1000.0, "host wall time"
-        return None, "not available (QEMU without -icount)"
 
 
 def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
@@ -128,8 +55,6 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
         from snapuq.data.shifts import corruption_api
         from snapuq.uq import stream as S
 
-        if not 1 <= opts.severity <= 5:
-            raise SnapuqError(f"--severity must be in 1..5, got {opts.severity}")
         names, corrupt = corruption_api(ds)
         st = S.build_stream(x, y, names, corrupt, severity=opts.severity, seg_len=opts.segment,
                             clean_len=opts.segment, seed=seed)
@@ -140,52 +65,6 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
     end = len(x) if opts.limit is None else min(len(x), opts.start + opts.limit)
     return x[opts.start:end], y[opts.start:end], (seg[opts.start:end] if seg is not None else None)
 
-
-class ModelMismatchError(SnapuqError):
-    """The firmware runs another model than --model (a user error, not a device fault)."""
-
-
-def check_model_identity(prof: dict[str, Any], tflite: bytes, model_dir: Path,
-                         manifest: dict[str, Any] | None = None) -> None:
-    """Refuse a firmware built for another model: the firmware reports the sha256 of the flatbuffer
-    it runs (`profile` model_sha256=...), the host hashes --model's model_int8.tflite; with `manifest`
-    (--model's snapuq.json), a SNAP build also the sha256 of the SNAP constants it scores with (snap_sha256:
-    SNAPUQ_MODEL_SNAP_SHA256 of the snapuq_model.h it was built from, or an uploaded blob's section), so a
-    firmware built from another export of the same flatbuffer (before a `snapuq calibrate`) is refused too."""
-    host_sha = hashlib.sha256(tflite).hexdigest()
-    dev_sha = str(prof.get("model_sha256", ""))
-    dev_name = prof.get("model", "?")
-    if not dev_sha:
-        raise ModelMismatchError(
-            f"the firmware (model '{dev_name}') does not report its model's sha256: rebuild and flash it "
-            f"from this checkout for --model {model_dir} (sha256 {host_sha[:16]})")
-    if dev_sha != host_sha:
-        raise ModelMismatchError(
-            f"the firmware runs model '{dev_name}' (sha256 {dev_sha[:16]}) but --model {model_dir} is "
-            f"sha256 {host_sha[:16]}: build and flash the firmware for it "
-            "(platformio.ini custom_snapuq_model, or make -C firmware MODEL=...)")
-    if manifest is not None and int(prof.get("snap") or 0) and int(prof.get("snap_ok", 1) or 0):
-        check_snap_identity(prof, manifest, model_dir)
-
-
-def check_snap_identity(prof: dict[str, Any], manifest: dict[str, Any], model_dir: Path) -> None:
-    from snapuq.export.cgen import header_snap_sha256
-    from snapuq.native.blob import snap_sha256
-
-    host = snap_sha256(manifest)
-    dev = str(prof.get("snap_sha256") or "")
-    rebuild = f"rebuild and flash it from {ModelPaths(model_dir).c_source} (make -C firmware MODEL=...)"
-    if dev and dev != host:
-        raise ModelMismatchError(
-            f"the firmware scores with other SNAP constants (sha256 {dev[:16]}) than --model {model_dir} "
-            f"(snapuq.json: {host[:16]}): it was built from another export of this model (before a "
-            f"`snapuq calibrate`?); {rebuild}")
-    hdr = ModelPaths(model_dir).c_header
-    if not dev and header_snap_sha256(hdr) is not None:
-        raise ModelMismatchError(
-            f"the firmware (model '{prof.get('model', '?')}') does not report the sha256 of its SNAP "
-            f"constants and {hdr} defines them: it was built from an older snapuq_model.h; {rebuild}")
-    # neither the firmware nor the generated C says (both from before the check): nothing to compare
 
 
 def compare(host_outs: list[np.ndarray], host_snap: dict[str, Any], dev_outs: dict[int, list[int]] | None,
@@ -286,37 +165,6 @@ def _checked(dev: Device, xq: bytes, opts: Options, ref: HostReference,
         diff = compare(host.outputs, host.snap, outs, res)
     return inf, res, outs, retried, host, diff
 
-
-def check_options(opts: Options) -> None:
-    """Every numeric option in range, before any work."""
-    if opts.limit is not None and opts.limit < 1:
-        raise SnapuqError(f"--limit must be >= 1 (omit it for the whole split), got {opts.limit}")
-    if opts.start < 0:
-        raise SnapuqError(f"--start must be >= 0, got {opts.start}")
-    if opts.retries < 0:
-        raise SnapuqError(f"--retries must be >= 0, got {opts.retries}")
-    if not (opts.timeout > 0 and math.isfinite(opts.timeout)):
-        raise SnapuqError(f"--timeout must be a finite number of seconds > 0 (each wait adds the time its "
-                          f"bytes take on the link), got {opts.timeout}")
-    if opts.baud <= 0:
-        raise SnapuqError(f"--baud must be > 0, got {opts.baud}")
-    if opts.stream and not 1 <= opts.severity <= 5:
-        raise SnapuqError(f"--severity must be in 1..5, got {opts.severity}")
-    if opts.stream and opts.segment < 1:
-        raise SnapuqError(f"--segment must be >= 1, got {opts.segment}")
-    if opts.firmware is not None:
-        check_elf(Path(opts.firmware))
-
-
-def check_elf(path: Path) -> None:
-    if not path.is_file():
-        raise SnapuqError(f"--firmware {path}: no such file")
-    with open(path, "rb") as f:
-        head = f.read(20)
-    if head[:4] != b"\x7fELF":
-        raise SnapuqError(f"--firmware {path}: not an ELF image (build one with make -C firmware or pio run)")
-    if len(head) < 20 or head[4] != 1 or int.from_bytes(head[18:20], "little") != 40:
-        raise SnapuqError(f"--firmware {path}: not a 32-bit ARM ELF image")
 
 
 class _Stop(BaseException):
@@ -549,80 +397,3 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
                          exchange_retries=exchange_retries)
 
 
-def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, Any], prof: dict[str, Any],
-                  counter: Counter, opts: Options, complete: bool = True, note: str | None = None,
-                  n_total: int | None = None, transport_faults: int | None = None,
-                  exchange_retries: int | None = None) -> dict[str, Any]:
-    recs = [done[i] for i in sorted(done)]
-    n = len(recs)
-    cyc = [r["cycles"] for r in recs]
-    cycles_median = int(statistics.median(cyc)) if cyc else 0
-    model_med = int(statistics.median([r["model_cycles"] for r in recs])) if recs else 0
-    snap_med = int(statistics.median([r["snap_cycles"] for r in recs])) if recs else 0
-    us, us_source = counter.microseconds(cycles_median)
-    board = str(prof.get("board", opts.port))
-    bp = board_power(board)
-    energy = None
-    energy_source = "none"
-    energy_note = "no power model for this board"
-    if opts.power:
-        from snapuq.harness.energy import energy_summary
-
-        energy_source = "ppk2"
-        energy, energy_note = energy_summary(out, complete)
-    elif bp is not None and counter.unit in ("cycles", "qemu_instructions"):
-        energy = bp.energy_uj(cycles_median)
-        energy_source = "model"
-        energy_note = (f"{'QEMU instructions' if counter.icount else 'cycles'} x {bp.power_w * 1e3:.1f} mW "
-                       f"/ {bp.clock_hz // 1_000_000} MHz ({bp.mcu}; {bp.source})")
-    correct = sum(1 for r in recs if r["pred"] == r["label"])
-    summary = {
-        "complete": complete,
-        "n": n,
-        "board": board,
-        "mismatches_vs_host": sum(1 for r in recs if not r["match"]),
-        "accuracy": correct / n if n else 0.0,
-        "latency": {"cycles_median": cycles_median, "us_median": us, "cycles_unit": counter.unit,
-                    "us_source": us_source, "model_cycles_median": model_med, "snap_cycles_median": snap_med,
-                    "snap_score_frac_of_model": (snap_med / model_med) if model_med else None},
-        "ram_peak_bytes": int(stats.get("ram_peak", 0)),
-        "flash_bytes": int(stats.get("flash", 0)),
-        "arena_bytes": int(stats.get("arena", 0)),
-        "stack_peak_bytes": int(stats.get("stack_peak", 0)),
-        "ram_static_bytes": int(stats.get("ram_static", 0)),
-        "flash_budget_bytes": int(stats.get("flash_size", 0)),
-        "ram_budget_bytes": int(stats.get("ram_size", 0)),
-        "energy_uj_per_inf": energy,
-        "energy_source": energy_source,
-        "energy_note": energy_note,
-        "counter": prof.get("counter"),
-        "clock": prof.get("clock"),
-        "cpu_hz": prof.get("cpu_hz"),
-        "model_sha256": prof.get("model_sha256"),
-        "kernels": prof.get("kernels"),
-        "retries": sum(int(r.get("retries", 0)) for r in recs),
-        "u_flagged_frac": (sum(1 for r in recs if r.get("flag")) / n) if n else 0.0,
-        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    if transport_faults is not None:
-        summary["transport_faults"] = transport_faults  # damaged replies seen (and retried) in this session
-    if exchange_retries is not None:
-        summary["exchange_retries"] = exchange_retries  # profile / stats / model builtin asked again
-    if not complete:
-        summary["incomplete_reason"] = note
-        summary["n_planned"] = n_total
-    if any("segment" in r for r in recs):  # --stream: the device's U per segment, clean vs corrupted
-        segs: dict[str, dict[str, Any]] = {}
-        for r in recs:
-            g = segs.setdefault(r.get("segment", "clean"), {"n": 0, "correct": 0, "u_sum": 0.0, "flagged": 0})
-            g["n"] += 1
-            g["correct"] += int(r["pred"] == r["label"])
-            g["u_sum"] += float(r.get("u") or 0.0)
-            g["flagged"] += int(bool(r.get("flag")))
-        summary["stream"] = {
-            k: {"n": g["n"], "accuracy": g["correct"] / g["n"], "u_mean": g["u_sum"] / g["n"],
-                "flagged_frac": g["flagged"] / g["n"]}
-            for k, g in segs.items()
-        }
-    write_json(out / "summary.json", summary)
-    return summary
