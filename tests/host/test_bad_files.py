@@ -143,7 +143,8 @@ def _model_copy(root: Path, name: str, calib=None, config=None) -> Path:
 
 
 def test_shipped_models_pass_the_validators() -> None:
-    shipped = sorted(p.parent for p in (ROOT / "models").glob("*/calib.json"))
+    shipped = sorted(p.parent for p in (ROOT / "models").glob("*/calib.json")  # not a running train's
+                     if not p.parent.name.startswith(".") and "_seed" not in p.parent.name)  # fmt: skip
     assert {"digits", "keywords", "resnet8"} <= {d.name for d in shipped}, shipped  # tracked in git
     for d in shipped:
         raw = json.loads((d / "config.json").read_text())
