@@ -16,6 +16,24 @@ from snapuq.errors import ModelFormatError, SnapuqError
 from snapuq.formats import read_config
 
 
+def _lock_staging(path: Path, busy: str, clear: bool):
+    """Create the staging folder `path`, hold an exclusive flock on path/.lock (refused in one line, `busy`,
+    when another command holds it) and, with `clear`, remove what a killed run left there."""
+    import fcntl
+
+    path.mkdir(exist_ok=True)
+    lock = open(path / ".lock", "w")  # noqa: SIM115 (held until close)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise SnapuqError(f"{busy} (lock {path}/.lock)") from None
+    if clear:
+        for p in path.iterdir():
+            if p.name != ".lock":
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+    return lock
+
 @dataclass(frozen=True)
 class ModelPaths:
     """Every file of a model directory, by role. `snapuq train` writes config, keras, calib and
@@ -90,7 +108,6 @@ class ModelStage:
         self._lock = None
 
     def open(self, resume: bool) -> Path:
-        import fcntl
 
         from snapuq.io import check_out_dir
 
@@ -103,20 +120,8 @@ class ModelStage:
                     f"{self.path}: holds an interrupted run's checkpoint; add --resume to continue it, or "
                     f"remove the folder to start over"
                 )
-        self.path.mkdir(exist_ok=True)
-        lock = open(self.path / ".lock", "w")  # noqa: SIM115 (held until close)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
-            raise SnapuqError(
-                f"{self.out}: another `snapuq train` is writing it (lock {self.path}/.lock)"
-            ) from None
-        self._lock = lock
-        if not resume:  # a fresh run: nothing of an earlier failed run may leak in
-            for p in self.path.iterdir():
-                if p.name != ".lock":
-                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+        busy = f"{self.out}: another `snapuq train` is writing it"
+        self._lock = _lock_staging(self.path, busy, clear=not resume)  # fresh: nothing of a failed run
         return self.path
 
     def commit(self, made: tuple[str, ...] = TRAIN_PARTS) -> Path:
@@ -376,25 +381,13 @@ class PartsUpdate:
         self.close()
 
     def open(self) -> Path:
-        import fcntl
 
         from snapuq.io import check_out_dir
 
         if not self.d.is_dir():
             raise SnapuqError(f"{self.d}: no such model directory")
         check_out_dir(self.d, "model directory")
-        self.path.mkdir(exist_ok=True)
-        lock = open(self.path / ".lock", "w")  # noqa: SIM115 (held until close)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
-            raise SnapuqError(f"{self.d}: another snapuq command is writing it (lock {self.path}/.lock)") \
-                from None
-        self._lock = lock
-        for p in self.path.iterdir():  # what a killed run left
-            if p.name != ".lock":
-                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        self._lock = _lock_staging(self.path, f"{self.d}: another snapuq command is writing it", clear=True)
         self.old = read_parts(self.d)
         self._seen = self._state()
         return self.path
