@@ -167,3 +167,114 @@ def test_the_recorded_calibration_options_survive_a_second_seed(tmp_path: Path):
     T.add_arguments(p)
     ns = p.parse_args(train_argv(d, cfg, None, 1, tmp_path / "M_seed1", None))
     assert T.calib_options(ns) == rec
+
+
+def test_shared_baselines_train_the_other_seeds_without_their_own(tmp_path: Path):
+    d = tmp_path / "M"
+    (d / "baselines").mkdir(parents=True)
+    cfg = {"dataset": "digits", "seed": 0, "epochs": 3, "rank": 32, "taps": [{"layer": "relu1"}]}
+    assert "--no-baselines" not in train_argv(d, cfg, None, 1, tmp_path / "M_seed1", None)
+    assert "--no-baselines" in train_argv(d, cfg, None, 1, tmp_path / "M_seed1", None, shared_baselines=True)
+
+
+def _fake_model(d: Path, seed: int, baselines: bool) -> None:
+    d.mkdir(parents=True)
+    tap = {"layer": "relu1", "prev": "relu0", "name": "tap0", "d_prev": 8, "d": 8}
+    (d / "config.json").write_text(json.dumps({"dataset": "digits", "seed": seed, "epochs": 3, "rank": 32,
+                                               "taps": [tap]}))  # fmt: skip
+    (d / "model.keras").write_bytes(b"x")
+    if baselines:
+        (d / "baselines").mkdir()
+        (d / "baselines" / "baselines.json").write_text(json.dumps({"seed": seed}))
+
+
+def _eval_args(d: Path, rdir: Path, **kw):
+    import argparse
+
+    from snapuq.commands import evaluate as E
+
+    p = argparse.ArgumentParser()
+    E.add_arguments(p)
+    argv = [str(d), "--report", str(rdir), "--seeds", "0,1,2", "--no-progress"]
+    for k, v in kw.items():
+        argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
+    return p.parse_args(argv)
+
+
+def test_run_seeds_scores_dir_baselines_at_every_seed(tmp_path: Path, monkeypatch):
+    """--shared-baselines: every seed's eval gets DIR/baselines, the aggregate and report say so, a missing
+    seed trains without baselines of its own (and continues its checkpoint with --resume), and --resume
+    reuses a seed's report only when it scored the same baselines."""
+    from snapuq.commands import multiseed as MS
+    from snapuq.commands import train as T
+
+    d = tmp_path / "M"
+    _fake_model(d, 0, baselines=True)
+    _fake_model(tmp_path / "M_seed1", 1, baselines=False)
+    trained: list[list[str]] = []
+
+    def fake_train(ns):
+        trained.append([ns.out, ns.no_baselines, ns.resume])
+        _fake_model(Path(ns.out), ns.seed, baselines=False)
+        return 0
+
+    monkeypatch.setattr(T, "run", fake_train)
+    seen: list[tuple[str, str | None]] = []
+
+    def fake_eval(a):
+        seen.append((a.model_dir, a.baselines))
+        m = _metrics(a.seed)
+        own = Path(a.model_dir) / "baselines"
+        b = Path(a.baselines) if a.baselines else own
+        m["baselines"] = {"dir": str(b) if b.is_dir() else None, "own": b == own, "seed": 0}
+        Path(a.report).mkdir(parents=True, exist_ok=True)
+        (Path(a.report) / "metrics.json").write_text(json.dumps(m))
+        return 0
+
+    rdir = tmp_path / "R"
+    assert MS.run_seeds(_eval_args(d, rdir, shared_baselines=True, resume=True), fake_eval) == 0
+    assert trained == [[str(tmp_path / "M_seed2"), True, True]]
+    assert [b for _, b in seen] == [str(d / "baselines")] * 3
+    agg = json.loads((rdir / "metrics.json").read_text())
+    assert agg["baselines"] == {"dir": str(d / "baselines"), "seed": 0}
+    assert agg["n_seeds"]["snap"]["auroc_ok_vs_err"] == 3
+    assert "trained with seed 0" in (rdir / "report.md").read_text()
+    # --resume: the same baselines -> reused; each seed's own baselines -> evaluated again
+    seen.clear()
+    assert MS.run_seeds(_eval_args(d, rdir, shared_baselines=True, resume=True), fake_eval) == 0
+    assert seen == []
+    assert MS.run_seeds(_eval_args(d, rdir, resume=True), fake_eval) == 0
+    assert [p for p, _ in seen] == [str(tmp_path / "M_seed1"), str(tmp_path / "M_seed2")]
+    agg = json.loads((rdir / "metrics.json").read_text())
+    assert agg["baselines"] is None
+
+
+def test_shared_baselines_need_trained_ones(tmp_path: Path, capsys):
+    d = tmp_path / "M"
+    _fake_model(d, 0, baselines=False)
+    rc = cli.main(["eval", str(d), "--report", str(tmp_path / "R"), "--seeds", "0,1", "--shared-baselines"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "--shared-baselines" in err and "no trained baselines" in err
+    assert "Traceback" not in err
+
+
+def test_aggregate_counts_the_seeds_behind_each_figure():
+    per = {s: _metrics(s) for s in (0, 1, 2)}
+    for s in (1, 2):  # a method unavailable at two seeds (e.g. no baselines there)
+        per[s]["methods"]["energy"] = dict.fromkeys(CONTRACT_KEYS, float("nan"))
+    agg = aggregate(per)
+    assert agg["n_seeds"]["energy"]["auroc_ok_vs_err"] == 1 and agg["n_seeds"]["msp"]["auroc_ok_vs_err"] == 3
+    assert agg["baselines"] is None  # no record: not shared
+
+
+def test_eval_baselines_folder_is_checked_and_recorded(tmp_path: Path, capsys):
+    from snapuq.commands.evaluate import _baselines_record
+
+    d = tmp_path / "M"
+    _fake_model(d, 0, baselines=True)
+    rc = cli.main(["eval", str(d), "--report", str(tmp_path / "R"), "--baselines", str(tmp_path / "nope")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "--baselines" in err and "no such folder" in err and "Traceback" not in err
+    rec = _baselines_record(d / "baselines", own=False)
+    assert rec == {"dir": str(d / "baselines"), "own": False, "seed": 0}
+    assert _baselines_record(tmp_path / "none", own=True) == {"dir": None, "own": True, "seed": None}

@@ -55,3 +55,23 @@ def test_reproduce_trains_evaluates_and_writes_results(mnist_like, tmp_path):
     mt = (models / "mnist" / "model.keras").stat().st_mtime
     assert main(argv + ["--resume"]) == 0
     assert (models / "mnist" / "model.keras").stat().st_mtime == mt
+
+
+def test_results_md_says_when_baselines_are_shared_and_when_a_figure_has_fewer_seeds():
+    """Unit test of the writer (no training): the shared-baselines sentence and the seed count of a cell."""
+    from snapuq.commands.reproduce import render
+
+    def row(v):
+        return {"auroc_ok_vs_err": v, "cid_auprc": v}
+
+    agg = {"seeds": [0, 1, 2], "n_test": 10, "accuracy": {"float": 0.99, "int8": 0.99},
+           "methods": {"snap": row(0.95), "msp": row(0.94), "deep_ensemble": row(0.96)},
+           "sd": {"snap": row(0.01), "msp": row(0.01), "deep_ensemble": row(0.0)},
+           "n_seeds": {"snap": row(3), "msp": row(3), "deep_ensemble": row(1)},
+           "baselines": {"dir": "models/mnist/baselines", "seed": 0}}  # fmt: skip
+    md = render({"mnist": agg})
+    assert "trained once, with seed 0" in md and "models/mnist/baselines" in md
+    assert "0.960 (1 of 3 seeds)" in md and "0.950 ± 0.010 (paper 0.9)" in md
+    old = {k: v for k, v in agg.items() if k not in ("n_seeds", "baselines")}  # a json from before: no note
+    md = render({"cifar10": old})
+    assert "trained once" not in md and "of 3 seeds" not in md

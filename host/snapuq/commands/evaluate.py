@@ -62,6 +62,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="--seeds: reuse RDIR/seed{S}/metrics.json when newer than that seed's model and calib.json",
     )
+    p.add_argument(
+        "--baselines", default=None, metavar="BDIR",
+        help="the deep ensemble / early-exit models to score (a baselines/ folder; default DIR/baselines)",
+    )  # fmt: skip
+    p.add_argument(
+        "--shared-baselines", action="store_true",
+        help="--seeds: DIR's baselines serve every seed (the other seeds train without their own)",
+    )  # fmt: skip
 
 
 def _method_metrics(u, pred, conf, y, u_ood, stream_res) -> tuple[dict, dict]:
@@ -121,6 +129,9 @@ def run(args: argparse.Namespace) -> int:
     args.data_dir = default_data_dir(d, args.data_dir)
     if args.limit is not None and args.limit < 10:
         raise SnapuqError(f"--limit must be at least 10, got {args.limit}")
+    bdir = Path(args.baselines) if getattr(args, "baselines", None) else ModelPaths(d).baselines
+    if getattr(args, "baselines", None) and not bdir.is_dir():
+        raise SnapuqError(f"--baselines {bdir}: no such folder")
     if args.severity is not None and not 0 <= args.severity <= 5:
         raise SnapuqError(f"--severity must be in 0..5 (0: MNIST-C's published ones), got {args.severity}")
     if args.segment < S.WINDOW:
@@ -210,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         x_dev=x_dev,
         y_dev=y_dev,
         predict=md.predict,
-        baselines_dir=ModelPaths(d).baselines,
+        baselines_dir=bdir,
         calib=getattr(md, "calib", None),
         model_dir=d,
         backbone=cfg.get("backbone"),
@@ -260,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         "accuracy": {"float": float(ok_test.mean()), "int8": None},
         "methods": {n: methods_out[n] for n in names},
     }
+    out["baselines"] = _baselines_record(bdir, own=bdir == ModelPaths(d).baselines)
     out["n_ood"] = int(len(x_ood))
     out["ood_source"] = ood_note or _ood_source(ds, cfg["dataset"])
     if ood_groups:
@@ -418,6 +430,15 @@ def _snap_variants(ctx, snap, x_all, outs, bounds, y_test, st, spec, clean_idx) 
         res[v] = {**main, "shift_auroc_mean": extra["shift_auroc_mean"], "shift_auroc": extra["shift_auroc"]}
         res[v]["params"] = m.params()
     return res
+
+
+def _baselines_record(bdir: Path, own: bool) -> dict:
+    """Which trained baselines were scored: their folder, whether it is the model directory's own, and the
+    seed they were trained with (baselines.json), so a report can say when one set served several seeds."""
+    info = {}
+    if (bdir / "baselines.json").is_file():
+        info = json.loads((bdir / "baselines.json").read_text())
+    return {"dir": str(bdir) if bdir.is_dir() else None, "own": bool(own), "seed": info.get("seed")}
 
 
 def _int8_block(d: Path, x_test, y_test, x_ood, ctx, snap, bounds) -> dict | None:

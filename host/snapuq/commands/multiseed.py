@@ -61,7 +61,13 @@ def seed_dir(d: Path, cfg: dict, seed: int) -> Path:
 
 
 def train_argv(
-    d: Path, cfg: dict, calib: dict | None, seed: int, out: Path, data_dir: str | None
+    d: Path,
+    cfg: dict,
+    calib: dict | None,
+    seed: int,
+    out: Path,
+    data_dir: str | None,
+    shared_baselines: bool = False,
 ) -> list[str]:
     """`snapuq train` arguments that rebuild DIR's model with another seed.
 
@@ -69,7 +75,8 @@ def train_argv(
     (`snapuq train --model` or `snapuq.attach(...).save`) is retrained from DIR/backbone.keras on DIR's
     prepared splits: the SNAP heads, the calibration and the baselines change with the seed, your
     backbone and your data split do not (we cannot rerun your training; put your own DIR_seed{S}
-    directories next to DIR to vary it, and they are used as they are)."""
+    directories next to DIR to vary it, and they are used as they are). With `shared_baselines` the seed
+    trains without baselines of its own (DIR's serve every seed: `eval --seeds --shared-baselines`)."""
     a = ["--out", str(out), "--seed", str(seed), "--no-progress"]
     user = cfg.get("backbone") == "user"
     if user:
@@ -107,7 +114,7 @@ def train_argv(
     a.append("--detach" if cfg.get("detach", True) else "--no-detach")
     if cfg.get("frozen_backbone") is False:
         a.append("--joint")
-    if not ModelPaths(d).baselines.exists():
+    if shared_baselines or not ModelPaths(d).baselines.exists():
         a.append("--no-baselines")
     from snapuq.uq.calibration import best_variant
 
@@ -227,12 +234,13 @@ def aggregate(per_seed: dict[int, dict]) -> dict:
     names = list(first["methods"])
     mean: dict = {}
     sd: dict = {}
+    count: dict = {}
     for n in names:
         rows = [_method_values(m, n) for m in per_seed.values()]
-        mean[n], sd[n] = {}, {}
+        mean[n], sd[n], count[n] = {}, {}, {}
         for k in rows[0]:
-            mu, s, _ = _mean_sd([r.get(k) for r in rows])
-            mean[n][k], sd[n][k] = mu, s
+            mu, s, c = _mean_sd([r.get(k) for r in rows])
+            mean[n][k], sd[n][k], count[n][k] = mu, s, c
     checks = {str(s): seed_checks(m) for s, m in per_seed.items()}
     return {
         "dataset": first["dataset"],
@@ -244,10 +252,22 @@ def aggregate(per_seed: dict[int, dict]) -> dict:
         },
         "methods": mean,
         "sd": sd,
+        "n_seeds": count,  # seeds that measured each figure (a method unavailable at a seed is left out)
+        "baselines": shared_baselines_record(per_seed),
         "checks": checks,
         "criteria": criteria(checks),
         "per_seed": {str(s): m for s, m in per_seed.items()},
     }
+
+
+def shared_baselines_record(per_seed: dict) -> dict | None:
+    """The one baselines folder every seed scored when it is not each seed's own (`--shared-baselines`):
+    {"dir", "seed"} (the seed it was trained with); None when each seed had its own or none."""
+    recs = [m.get("baselines") or {} for m in per_seed.values()]
+    dirs = {r.get("dir") for r in recs}
+    if len(per_seed) < 2 or len(dirs) != 1 or None in dirs or all(r.get("own") for r in recs):
+        return None
+    return {"dir": recs[0]["dir"], "seed": recs[0].get("seed")}
 
 
 def _pm(mu, s, nd=3) -> str:
@@ -267,6 +287,11 @@ def write_report(rdir: Path, agg: dict) -> None:
     L.append(
         f"- test inputs per seed: {agg['n_test']}; accuracy float {_pm(agg['accuracy']['float'], None, 4)}"
     )
+    if agg.get("baselines"):
+        b = agg["baselines"]
+        L.append(f"- deep ensemble and early-exit model: one set ({b['dir']}, trained with seed {b['seed']}) "
+                 "scored at every seed (--shared-baselines): their ± is the eval seed's, not their "
+                 "training's")  # fmt: skip
     cols = [
         *COLUMNS,
         ("cid_false_alarm_rate", "CID false alarm ↓", 3),
@@ -316,10 +341,57 @@ def write_report(rdir: Path, agg: dict) -> None:
     write_text(Path(rdir) / "report.md", "\n".join(L) + "\n")
 
 
+def shared_baselines_dir(d: Path, shared: bool) -> Path | None:
+    """DIR/baselines when `shared` (refused when DIR has none to share), else None."""
+    if not shared:
+        return None
+    b = ModelPaths(d).baselines
+    if not (b / "baselines.json").is_file():
+        raise SnapuqError(f"--shared-baselines: {d} has no trained baselines/ to share (train it with them)")
+    return b
+
+
+def ensure_seed_model(
+    d: Path,
+    cfg: dict,
+    calib: dict | None,
+    seed: int,
+    data_dir: str | None,
+    shared_baselines: bool = False,
+    resume: bool = False,
+    progress: bool = False,
+) -> Path:
+    """The model directory of `seed` (DIR or DIR_seed{S}), trained with DIR's recorded options when missing;
+    with `resume`, an interrupted training of it continues from its last epoch checkpoint."""
+    from snapuq.commands import train as T
+
+    ds = seed_dir(d, cfg, seed)
+    if not ModelPaths(ds).config.is_file():
+        argv = train_argv(d, cfg, calib, seed, ds, data_dir, shared_baselines)
+        argv = [a for a in argv if a != "--no-progress"] + ([] if progress else ["--no-progress"])
+        argv += ["--resume"] if resume else []
+        print(f"snapuq eval: seed {seed}: training {ds} (snapuq train {' '.join(argv)})")
+        tp = argparse.ArgumentParser()
+        T.add_arguments(tp)
+        T.run(tp.parse_args(argv))
+    return ds
+
+
+def _reusable(mj: Path, ds: Path, bdir: Path) -> bool:
+    """A seed's metrics.json is reused (--resume) when newer than its model, calibration and config, and
+    it scored the same baselines folder as this run would."""
+    if not mj.exists():
+        return False
+    inputs = [ds / f for f in ("model.keras", "calib.json", "config.json") if (ds / f).exists()]
+    if not all(mj.stat().st_mtime > f.stat().st_mtime for f in inputs):
+        return False
+    rec = json.loads(mj.read_text()).get("baselines") or {}
+    return rec.get("dir") == (str(bdir) if bdir.is_dir() else None)
+
+
 def run_seeds(args: argparse.Namespace, evaluate) -> int:
     """`snapuq eval --seeds`: each seed's directory (trained from DIR's record when missing) evaluated by
     `evaluate(args) -> rc` (snapuq.commands.evaluate.run), then aggregated."""
-    from snapuq.commands import train as T
     from snapuq.uq.calibration import write_json_atomic
 
     seeds = parse_seeds(args.seeds)
@@ -330,23 +402,19 @@ def run_seeds(args: argparse.Namespace, evaluate) -> int:
     rdir = Path(args.report)
     rdir.mkdir(parents=True, exist_ok=True)
     per_seed: dict[int, dict] = {}
+    shared = shared_baselines_dir(d, bool(getattr(args, "shared_baselines", False)))
     for s in seeds:
-        ds = seed_dir(d, cfg, s)
-        if not ModelPaths(ds).config.is_file():
-            argv = train_argv(d, cfg, calib, s, ds, args.data_dir)
-            print(f"snapuq eval: seed {s}: training {ds} (snapuq train {' '.join(argv)})")
-            tp = argparse.ArgumentParser()
-            T.add_arguments(tp)
-            T.run(tp.parse_args(argv))
+        ds = ensure_seed_model(d, cfg, calib, s, args.data_dir, shared is not None,
+                               resume=bool(getattr(args, "resume", False)))  # fmt: skip
         mj = rdir / f"seed{s}" / "metrics.json"
-        inputs = [ds / f for f in ("model.keras", "calib.json", "config.json") if (ds / f).exists()]
-        if getattr(args, "resume", False) and mj.exists() and all(
-            mj.stat().st_mtime > f.stat().st_mtime for f in inputs
-        ):
+        given = getattr(args, "baselines", None)
+        bdir = shared if shared is not None else Path(given) if given else ModelPaths(ds).baselines
+        if getattr(args, "resume", False) and _reusable(mj, ds, bdir):
             print(f"snapuq eval: seed {s}: reusing {mj} (newer than the model and its calibration)")
         else:
             a = copy.copy(args)
             a.model_dir, a.report, a.seed, a.seeds = str(ds), str(rdir / f"seed{s}"), s, None
+            a.baselines = str(bdir) if shared is not None or given else None
             rc = evaluate(a)
             if rc:
                 return rc
