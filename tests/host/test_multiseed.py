@@ -58,6 +58,9 @@ def test_aggregate_mean_sd_and_criteria(tmp_path: Path):
     assert agg["methods"]["snap"]["auroc_ok_vs_err"] == pytest.approx(0.91)
     assert agg["sd"]["snap"]["auroc_ok_vs_err"] == pytest.approx(0.01)
     assert agg["sd"]["msp"]["ece"] == pytest.approx(0.0, abs=1e-12)
+    acc = agg["accuracy"]
+    assert acc["float"] == pytest.approx(0.95) and acc["int8"] == pytest.approx(0.94)
+    assert acc["float_sd"] == pytest.approx(0.0, abs=1e-12) and acc["float_n"] == acc["int8_n"] == 3
     assert agg["methods"]["snap"]["ece_p_err"] == pytest.approx(0.016)
     c = agg["criteria"]
     assert c["U_ge_msp_test_every_seed"] is False  # seed 0 is below MSP

@@ -64,7 +64,8 @@ def test_results_md_says_when_baselines_are_shared_and_when_a_figure_has_fewer_s
     def row(v):
         return {"auroc_ok_vs_err": v, "cid_auprc": v}
 
-    agg = {"seeds": [0, 1, 2], "n_test": 10, "accuracy": {"float": 0.99, "int8": 0.99},
+    agg = {"seeds": [0, 1, 2], "n_test": 10,
+           "accuracy": {"float": 0.99, "float_sd": 0.001, "int8": 0.99, "int8_sd": 0.0, "int8_n": 1},
            "methods": {"snap": row(0.95), "msp": row(0.94), "deep_ensemble": row(0.96)},
            "sd": {"snap": row(0.01), "msp": row(0.01), "deep_ensemble": row(0.0)},
            "n_seeds": {"snap": row(3), "msp": row(3), "deep_ensemble": row(1)},
@@ -72,6 +73,8 @@ def test_results_md_says_when_baselines_are_shared_and_when_a_figure_has_fewer_s
     md = render({"mnist": agg})
     assert "trained once, with seed 0" in md and "models/mnist/baselines" in md
     assert "0.960 (1 of 3 seeds)" in md and "0.950 ± 0.010 (paper 0.9)" in md
+    assert "float accuracy 0.9900 ± 0.0010" in md and "(1 of 3 seeds exported)" in md
     old = {k: v for k, v in agg.items() if k not in ("n_seeds", "baselines")}  # a json from before: no note
+    old["accuracy"] = {"float": 0.99, "int8": 0.99}
     md = render({"cifar10": old})
-    assert "trained once" not in md and "of 3 seeds" not in md
+    assert "trained once" not in md and "of 3 seeds" not in md and "float accuracy 0.9900," in md

@@ -246,10 +246,7 @@ def aggregate(per_seed: dict[int, dict]) -> dict:
         "dataset": first["dataset"],
         "seeds": [int(s) for s in per_seed],
         "n_test": first["n_test"],
-        "accuracy": {
-            "float": _mean_sd([m["accuracy"]["float"] for m in per_seed.values()])[0],
-            "int8": _mean_sd([m["accuracy"].get("int8") for m in per_seed.values()])[0],
-        },
+        "accuracy": _accuracy(per_seed),
         "methods": mean,
         "sd": sd,
         "n_seeds": count,  # seeds that measured each figure (a method unavailable at a seed is left out)
@@ -258,6 +255,14 @@ def aggregate(per_seed: dict[int, dict]) -> dict:
         "criteria": criteria(checks),
         "per_seed": {str(s): m for s, m in per_seed.items()},
     }
+
+
+def _accuracy(per_seed: dict) -> dict:
+    """Mean float / int8 test accuracy over seeds, their sd and how many seeds measured each."""
+    out: dict = {}
+    for k in ("float", "int8"):
+        out[k], out[f"{k}_sd"], out[f"{k}_n"] = _mean_sd([m["accuracy"].get(k) for m in per_seed.values()])
+    return out
 
 
 def shared_baselines_record(per_seed: dict) -> dict | None:
@@ -284,8 +289,9 @@ def write_report(rdir: Path, agg: dict) -> None:
     if name.endswith(".npz"):  # your own model: its directory's data cache
         name = f"{Path(name).parent.name} (your model and data)"
     L = [f"# snapuq eval: {name}, seeds {seeds} (mean ± sd over seeds)", ""]
+    acc = agg["accuracy"]
     L.append(
-        f"- test inputs per seed: {agg['n_test']}; accuracy float {_pm(agg['accuracy']['float'], None, 4)}"
+        f"- test inputs per seed: {agg['n_test']}; accuracy float {_pm(acc['float'], acc.get('float_sd'), 4)}"
     )
     if agg.get("baselines"):
         b = agg["baselines"]

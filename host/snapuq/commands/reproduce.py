@@ -189,6 +189,11 @@ def _per_set_keys(agg: dict) -> list[str]:
     return sorted(k for k in (agg["methods"].get("snap") or {}) if k.startswith("auroc_idok_vs_ood["))
 
 
+def _int8_seeds(agg: dict) -> str:
+    n, k = agg["accuracy"].get("int8_n"), len(agg["seeds"])
+    return f" ({n} of {k} seeds exported)" if n is not None and agg["accuracy"].get("int8") and n < k else ""
+
+
 def _baselines_note(agg: dict) -> list[str]:
     """The sentence that says one trained deep ensemble / early-exit model served every seed."""
     b = agg.get("baselines")
@@ -216,8 +221,9 @@ def render(results: dict[str, dict]) -> str:
         paper = PAPER.get(ds, {})
         L += ["", f"## {ds}", "",
               f"Seeds {', '.join(map(str, agg['seeds']))}; {agg['n_test']} test inputs; float accuracy "
-              f"{_pm(agg['accuracy'].get('float'), None, 4)}, "
-              f"int8 {_pm(agg['accuracy'].get('int8'), None, 4)}.",
+              f"{_pm(agg['accuracy'].get('float'), agg['accuracy'].get('float_sd'), 4)}, "
+              f"int8 {_pm(agg['accuracy'].get('int8'), agg['accuracy'].get('int8_sd'), 4)}"
+              f"{_int8_seeds(agg)}.",
               *_baselines_note(agg),
               "", "| criterion | measured | met |", "|---|---|---|"]  # fmt: skip
         for name, line, ok in criteria(ds, agg):
