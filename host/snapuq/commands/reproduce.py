@@ -7,7 +7,10 @@ missing and continued from its checkpoint with --resume), exported to int8, then
 recipe). The mean ± sd over the seeds goes to docs/results/reproduce_<dataset>.json and docs/RESULTS.md,
 with the paper's figures in a column beside ours and each "done" criterion marked; the seed-0 report also
 refreshes the shipped model's eval/. Everything is written atomically; a run that stops keeps what it had
-measured (--resume reuses a seed's metrics.json when it is newer than that seed's model).
+measured (--resume reuses a seed's metrics.json when it is newer than that seed's model, and continues an
+interrupted seed's training). Every seed's model is exported before eval, so int8 is measured at every seed.
+--shared-baselines: the shipped model's trained deep ensemble and early-exit model serve every seed (the other
+seeds train without their own), and RESULTS.md says so beside the table.
 """
 
 from __future__ import annotations
