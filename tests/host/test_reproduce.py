@@ -78,3 +78,29 @@ def test_results_md_says_when_baselines_are_shared_and_when_a_figure_has_fewer_s
     old["accuracy"] = {"float": 0.99, "int8": 0.99}
     md = render({"cifar10": old})
     assert "trained once" not in md and "of 3 seeds" not in md and "float accuracy 0.9900," in md
+
+
+def test_an_export_is_fresh_by_its_recorded_sha256_not_by_file_times(tmp_path):
+    """A fresh clone writes files in any order: the shipped export must not look stale (and be redone) for
+    that, and a calib.json refitted since the export must make it stale whatever the file times say."""
+    import os
+
+    from snapuq.commands.reproduce import _fresh_export
+    from snapuq.modeldir import ModelPaths, record_parts
+
+    d = tmp_path / "m"
+    d.mkdir()
+    P = ModelPaths
+    parts = (P.CONFIG, P.KERAS, P.CALIB, P.INT8, P.MANIFEST, P.C_SOURCE, P.C_HEADER)
+    for n in parts:
+        (d / n).write_text(f"{n} v1")
+    assert not _fresh_export(d)  # no MANIFEST.sha256: nothing vouches for the export
+    record_parts(d, parts)
+    os.utime(d / P.MANIFEST, (1_000_000, 1_000_000))  # snapuq.json older than calib.json, as in a clone
+    assert _fresh_export(d)
+    (d / P.CALIB).write_text("refitted")
+    os.utime(d / P.CALIB, (1_000, 1_000))  # and older than the export
+    assert not _fresh_export(d)
+    (d / P.CALIB).write_text(f"{P.CALIB} v1")
+    (d / P.FLOAT).write_text("a float model from elsewhere")  # present: checked too
+    assert not _fresh_export(d)

@@ -23,7 +23,7 @@ from typing import Any
 
 from snapuq.errors import SnapuqError
 from snapuq.io import check_out_dir, write_text
-from snapuq.modeldir import ModelPaths
+from snapuq.modeldir import ModelPaths, part_problem, read_parts
 
 DATASETS = ("mnist", "cifar10")
 
@@ -94,8 +94,16 @@ def _train(ds: str, out: Path, args: argparse.Namespace, seed: int) -> None:
 
 
 def _fresh_export(d: Path) -> bool:
+    """D's export is there and made from D's model and calibration as they are now, by the sha256 that
+    MANIFEST.sha256 records (file times say nothing in a fresh clone, where git writes files in any order);
+    model_float.tflite (not committed) is checked only when present."""
     p = ModelPaths(d)
-    return p.manifest.is_file() and p.int8.is_file() and p.manifest.stat().st_mtime >= p.calib.stat().st_mtime
+    rec = read_parts(d)
+    if rec is None:
+        return False
+    sha: dict = {}
+    need = [p.INT8, p.MANIFEST, p.C_SOURCE, p.C_HEADER] + ([p.FLOAT] if p.float_tflite.is_file() else [])
+    return all(part_problem(d, rec, n, sha) is None for n in need)
 
 
 def reproduce_dataset(ds: str, args: argparse.Namespace, seeds: list[int]) -> dict:
