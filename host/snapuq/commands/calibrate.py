@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_json
 from snapuq.modeldir import ModelPaths
 from snapuq.options import CalibOptions
 from snapuq.uq.calibration import (
@@ -16,7 +17,6 @@ from snapuq.uq.calibration import (
     calibrate,
     check_alarm_rate,
     check_line,
-    write_json_atomic,
 )
 
 
@@ -89,7 +89,7 @@ def _recalibrate(args: argparse.Namespace, d: Path, paths: ModelPaths, md, up) -
     from snapuq.formats import validate_calib
 
     validate_calib(calib, f"{paths.calib} (refitted, not written)", cfg)  # what export and eval would refuse
-    write_json_atomic(ModelPaths(up.path).calib, calib)
+    write_json(ModelPaths(up.path).calib, calib, indent=1)
     best = best_variant(calib)
     fit = best["fit"]
     print(

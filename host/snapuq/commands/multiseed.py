@@ -19,7 +19,7 @@ import numpy as np
 
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _check_model_dir, _jsonable
-from snapuq.io import write_text
+from snapuq.io import write_json, write_text
 from snapuq.modeldir import ModelPaths
 from snapuq.options import CalibOptions, TrainOptions
 
@@ -320,7 +320,6 @@ def run_seeds(args: argparse.Namespace, evaluate) -> int:
     """`snapuq eval --seeds`: each seed's directory (trained from DIR's record when missing) evaluated by
     `evaluate(args) -> rc` (snapuq.commands.evaluate.run), then aggregated."""
     from snapuq.commands import train as T
-    from snapuq.uq.calibration import write_json_atomic
 
     seeds = parse_seeds(args.seeds)
     d = Path(args.model_dir)
@@ -352,7 +351,7 @@ def run_seeds(args: argparse.Namespace, evaluate) -> int:
                 return rc
         per_seed[s] = json.loads(mj.read_text())
     agg = aggregate(per_seed)
-    write_json_atomic(rdir / "metrics.json", _jsonable(agg))
+    write_json(rdir / "metrics.json", _jsonable(agg), indent=1)
     write_report(rdir, agg)
     print(f"snapuq eval: seeds {','.join(map(str, seeds))}: {criteria_line(agg['criteria'])}; "
           f"report in {rdir / 'report.md'}")  # fmt: skip

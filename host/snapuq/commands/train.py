@@ -23,7 +23,7 @@ from snapuq.baselines.train import announce_baselines
 from snapuq.commands.train_user import train_user_model
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED
-from snapuq.io import write_text
+from snapuq.io import write_json, write_text
 from snapuq.modeldir import ModelPaths
 from snapuq.nn.training import (
     _backbone_module,
@@ -34,7 +34,7 @@ from snapuq.nn.training import (
     validate_head_options,
 )
 from snapuq.options import CalibOptions
-from snapuq.uq.calibration import calibrate, write_json_atomic
+from snapuq.uq.calibration import calibrate
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -348,7 +348,7 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
     md = ModelDir(out, cfg, snap_model)
     copts = CalibOptions.from_dict(cfg["calibration"])
     calib = calibrate(md.predict, cfg, xdv, ydv, copts, seed=args.seed, x_ref=xtr, y_ref=ytr)
-    write_json_atomic(ModelPaths(out).calib, calib)
+    write_json(ModelPaths(out).calib, calib, indent=1)
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
