@@ -11,13 +11,6 @@ import numpy as np
 from snapuq.errors import SnapuqError
 
 
-def softmax(z: np.ndarray, t: float = 1.0) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64) / t
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
 def logsumexp(z: np.ndarray, t: float = 1.0) -> np.ndarray:
     z = np.asarray(z, dtype=np.float64) / t
     m = z.max(axis=1, keepdims=True)

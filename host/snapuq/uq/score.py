@@ -120,8 +120,9 @@ def class_probs(outs: dict) -> np.ndarray:
     return softmax(outs["logits"]) if "logits" in outs else np.asarray(outs["probs"], np.float64)
 
 
-def softmax(z: np.ndarray) -> np.ndarray:
-    z = np.asarray(z, np.float64)
+def softmax(z: np.ndarray, t: float = 1.0) -> np.ndarray:
+    """softmax(z / t) along axis 1, in float64."""
+    z = np.asarray(z, np.float64) / t
     e = np.exp(z - z.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
