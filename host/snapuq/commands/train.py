@@ -361,10 +361,8 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
         t = time.perf_counter()
         from snapuq.baselines import train_baselines
 
-        if "backbone" in timings:
-            cfg["_backbone_s_per_epoch"] = timings["backbone"] / max(1, epochs)
-        announce_baselines(ds, cfg, opts.baseline_epochs or epochs, progress, capped=False)
-        cfg.pop("_backbone_s_per_epoch", None)
+        per = timings["backbone"] / max(1, epochs) if "backbone" in timings else None
+        announce_baselines(ds, per, opts.baseline_epochs or epochs, capped=False)
         train_baselines(ds, cfg, out, seed=args.seed, progress=progress, recipe=opts, resume=resume)
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
