@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.baselines.train import announce_baselines
+from snapuq.commands.calibrate import add_calibration_arguments, calib_options
 from snapuq.commands.train_user import train_user_model
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED
@@ -93,24 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cov-rank", type=int, default=0,
                    help="low-rank + diagonal covariance diag(sigma^2) + B B^T with this rank "
                    "(Woodbury; float only)")  # fmt: skip
-    p.add_argument(
-        "--variant", choices=["best", "literal"], default="best", help="default SNAP scoring variant"
-    )
-    p.add_argument(
-        "--hinge-q", type=float, default=None,
-        help="first hinge quantile of the clean reference S (correct dev + train inputs; default 0.999, "
-        "raised until the dev check passes; 1.0 = the largest)",
-    )  # fmt: skip
-    p.add_argument(
-        "--alpha", type=float, default=1.0, help="confidence term weight of 1 - MSP vs 1 - margin (default 1)"
-    )
-    p.add_argument(
-        "--input-tap", action=argparse.BooleanOptionalAction, default=True,
-        help="add the input tap to S (row / column statistics of the input; default on)",
-    )  # fmt: skip
-    from snapuq.commands.calibrate import add_alarm_rate_argument
-
-    add_alarm_rate_argument(p)
+    add_calibration_arguments(p, variant="best")
     p.add_argument(
         "--batch-size", type=int, default=None, help="default: the dataset's recipe (64 for --model)"
     )
@@ -189,13 +173,6 @@ def recipe_from_args(args: argparse.Namespace, dataset: str | None):
     if "epochs" in given and "warmup_epochs" not in given:
         given["warmup_epochs"] = min(base.warmup_epochs, max(0, given["epochs"] - 1))
     return dataclasses.replace(base, **given)
-
-
-def calib_options(args: argparse.Namespace) -> CalibOptions:
-    """The calibration options of a `snapuq train` command line (recorded as config.json `calibration`)."""
-    return CalibOptions(alpha=getattr(args, "alpha", 1.0), quantile=getattr(args, "hinge_q", None),
-                        variant=getattr(args, "variant", "best"), input_tap=getattr(args, "input_tap", True),
-                        alarm_rate=getattr(args, "alarm_rate", None))
 
 
 def train(args: argparse.Namespace) -> dict:
