@@ -158,11 +158,8 @@ def seed_checks(m: dict) -> dict:
     base = [n for n in meth if n != "snap" and meth[n].get("auroc_ok_vs_err") is not None]
 
     def best_of(key: str, src: str = "methods") -> float | None:
-        vals = [
-            (meth[n] if src == "methods" else det.get(n, {})).get(key)
-            for n in base
-            if (meth[n] if src == "methods" else det.get(n, {})).get(key) is not None
-        ]
+        rows = meth if src == "methods" else det
+        vals = [v for n in base if (v := rows.get(n, {}).get(key)) is not None]
         return max(vals) if vals else None
 
     snap, sd = meth.get("snap", {}), det.get("snap", {})

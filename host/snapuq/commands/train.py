@@ -177,9 +177,6 @@ def recipe_from_args(args: argparse.Namespace, dataset: str | None):
 
 def train(args: argparse.Namespace) -> dict:
     check_args(args)
-    from snapuq.data import load_dataset
-    from snapuq.nn.backbones import DEFAULT_BACKBONE, build_backbone
-
     if getattr(args, "model", None):
         return train_user_model(args)
     if getattr(args, "baselines_only", False):
@@ -195,8 +192,7 @@ def train(args: argparse.Namespace) -> dict:
     stage = ModelStage(args.out)
     stage.open(resume=getattr(args, "resume", False))
     try:
-        cfg = _train_into(args, opts, stage.path, timings, t0, load_dataset, DEFAULT_BACKBONE, build_backbone,
-                          resume=getattr(args, "resume", False))  # fmt: skip
+        cfg = _train_into(args, opts, stage.path, timings, t0, resume=getattr(args, "resume", False))
         stage.commit()
     finally:
         stage.close()
@@ -247,9 +243,11 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     return cfg
 
 
-def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBONE, build_backbone,
-                resume: bool) -> dict:  # fmt: skip
+def _train_into(args, opts, out: Path, timings, t0, resume: bool) -> dict:
     """The built-in recipe into the staging folder `out` (swapped in as --out by the caller)."""
+    from snapuq.data import load_dataset
+    from snapuq.nn.backbones import DEFAULT_BACKBONE, build_backbone
+
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     check_data(ds)
     timings["load_data"] = time.perf_counter() - t0
