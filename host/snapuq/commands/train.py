@@ -27,7 +27,6 @@ from snapuq.formats import MAX_SEED
 from snapuq.io import write_json, write_text
 from snapuq.modeldir import ModelPaths
 from snapuq.nn.training import (
-    _backbone_module,
     check_data,
     fit_heads,
     head_config,
@@ -246,7 +245,7 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
 def _train_into(args, opts, out: Path, timings, t0, resume: bool) -> dict:
     """The built-in recipe into the staging folder `out` (swapped in as --out by the caller)."""
     from snapuq.data import load_dataset
-    from snapuq.nn.backbones import DEFAULT_BACKBONE, build_backbone
+    from snapuq.nn.backbones import DEFAULT_BACKBONE, backbone_module, build_backbone
 
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     check_data(ds)
@@ -257,7 +256,7 @@ def _train_into(args, opts, out: Path, timings, t0, resume: bool) -> dict:
     from snapuq.nn.recipe import fit_backbone_resumable
 
     bname = args.backbone or DEFAULT_BACKBONE.get(args.dataset, "cnn4")
-    mod = _backbone_module(bname) if bname in DEFAULT_BACKBONE.values() else None
+    mod = backbone_module(bname) if bname in DEFAULT_BACKBONE.values() else None
     taps = [t.strip() for t in args.taps.split(",")] if args.taps else list(getattr(mod, "DEFAULT_TAPS", []))
     tap_prev = dict(getattr(mod, "TAP_PREV", {}))
     bad = [t for t in taps if t not in tap_prev]
