@@ -50,10 +50,6 @@ MAX_SAVED_TRAIN = 20000
 
 
 # ---------------------------------------------------------------------------------------------- data
-def _as_numpy(x) -> np.ndarray:
-    return np.asarray(x, np.float32)
-
-
 def _dataset_arrays(ds, limit: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Up to `limit` (x, y) samples of a tf.data.Dataset (batched or not; elements x or (x, y))."""
     xs, ys = [], []
@@ -174,7 +170,7 @@ class Snap:
         Rescaling / Normalization applied)."""
         from snapuq.data.user import apply_normalization
 
-        a = _as_numpy(x)
+        a = np.asarray(x, np.float32)
         return a if self.pre is None else apply_normalization(a, self.pre)
 
     @property

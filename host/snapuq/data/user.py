@@ -319,8 +319,7 @@ def load_folder(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | 
         for c in range(len(names)):
             fs = [f for f, cc in files["all"] if cc == c]
             order = rng.permutation(len(fs))
-            n_te = max(1, int(round(0.15 * len(fs)))) if len(fs) >= 3 else 0
-            n_dv = max(1, int(round(0.15 * len(fs)))) if len(fs) >= 3 else 0
+            n_te = n_dv = max(1, int(round(0.15 * len(fs)))) if len(fs) >= 3 else 0
             te += [(fs[i], c) for i in order[:n_te]]
             dv += [(fs[i], c) for i in order[n_te : n_te + n_dv]]
             tr += [(fs[i], c) for i in order[n_te + n_dv :]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -121,6 +121,3 @@ def normalize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
     c = np.arange(r.shape[1]) % len(sc)
     with np.errstate(over="ignore", invalid="ignore"):
         return (r.astype(np.float64) * np.asarray(sc)[c] + np.asarray(of)[c]).astype(np.float32)
-
-
-Progress = Callable[[Iterable], Iterable]
