@@ -87,21 +87,12 @@ def train_argv(
         for key, val in r.to_dict().items():
             if val is not None:
                 a += [f"--{key.replace('_', '-')}", str(val)]
-    for key, flag in (
-        ("epochs", None if isinstance(recipe, dict) else "--epochs"),
-        ("backbone", None if user else "--backbone"),
-        ("rank", "--rank"),
-        ("qat_frac", "--qat-frac"),
-        ("lambda_ss", "--lambda-ss"),
-        ("lambda_reg", "--lambda-reg"),
-        ("eps", "--eps"),
-        ("floor", "--floor"),
-        ("nll", "--nll"),
-        ("cov_rank", "--cov-rank"),
-        ("variant", "--variant"),
-    ):
-        if flag and cfg.get(key) is not None:
-            a += [flag, str(cfg[key])]
+    # the head options as flags (epochs: the recorded recipe's if any; no --backbone for your own model)
+    keys = ([] if isinstance(recipe, dict) else ["epochs"]) + ([] if user else ["backbone"])
+    keys += ["rank", "qat_frac", "lambda_ss", "lambda_reg", "eps", "floor", "nll", "cov_rank", "variant"]
+    for key in keys:
+        if cfg.get(key) is not None:
+            a += [f"--{key.replace('_', '-')}", str(cfg[key])]
     if cfg.get("taps"):
         a += ["--taps", ",".join(t["layer"] for t in cfg["taps"])]
     a.append("--detach" if cfg.get("detach", True) else "--no-detach")
