@@ -111,7 +111,8 @@ def main() -> int:
     ex = K.extra_arrays(ds)
     fam_tr = family(ex["voice_train"])
     # the same clips per class in every variant: as many as the smallest (English espeak-ng) has
-    n_pc = min(int(np.sum((fam_tr == "espeak_en") & (ds.y_train == c))) for c in range(len(K.WORDS) + 1))
+    spoken = [c for c in range(len(K.CLASSES)) if c != SIL]
+    n_pc = min(int(np.sum((fam_tr == "espeak_en") & (ds.y_train == c))) for c in spoken)
     out = Path(a.out)
     rows = json.loads(out.read_text())["rows"] if out.exists() else []
     done = {(r["variant"], r["seed"]) for r in rows}

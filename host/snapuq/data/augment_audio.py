@@ -22,22 +22,23 @@ NOISE_KINDS = ("white", "pink", "brown", "blue", "hum", "babble")
 
 @dataclass(frozen=True)
 class MicProfile:
-    speed: tuple[float, float] = (0.88, 1.12)
-    peak_db: tuple[float, float] = (-32.0, -1.0)
-    p_reverb: float = 0.5
-    rt60: tuple[float, float] = (0.1, 0.7)
-    p_band: float = 0.4
-    p_noise: float = 0.85
-    snr_db: tuple[float, float] = (3.0, 30.0)
-    p_clip: float = 0.03
+    speed: tuple[float, float] = (0.9, 1.1)
+    peak_db: tuple[float, float] = (-30.0, -1.0)
+    p_reverb: float = 0.25
+    rt60: tuple[float, float] = (0.1, 0.5)
+    tail_db: tuple[float, float] = (-20.0, -6.0)  # reverberant tail energy relative to the direct path
+    p_band: float = 0.3
+    p_noise: float = 0.7
+    snr_db: tuple[float, float] = (8.0, 35.0)
+    p_clip: float = 0.02
 
 
 PROFILES = {
     "clean": MicProfile(speed=(1.0, 1.0), peak_db=(-20.0, -3.0), p_reverb=0.0, p_band=0.0, p_noise=0.0,
                         p_clip=0.0),
     "train": MicProfile(),
-    "shift": MicProfile(speed=(0.85, 1.15), peak_db=(-38.0, -1.0), p_reverb=0.8, rt60=(0.2, 1.0), p_band=0.6,
-                        p_noise=1.0, snr_db=(-2.0, 20.0), p_clip=0.06),
+    "shift": MicProfile(speed=(0.85, 1.15), peak_db=(-38.0, -1.0), p_reverb=0.7, rt60=(0.2, 1.0),
+                        tail_db=(-12.0, 0.0), p_band=0.6, p_noise=1.0, snr_db=(0.0, 20.0), p_clip=0.06),
 }  # fmt: skip
 
 
@@ -82,13 +83,14 @@ def noise_of(kind: str, n: int, rng: np.random.Generator, pool: list[np.ndarray]
     return babble(pool, n, rng) if kind == "babble" else coloured_noise(kind, n, rng)
 
 
-def room_impulse(rng: np.random.Generator, rt60: float) -> np.ndarray:
+def room_impulse(rng: np.random.Generator, rt60: float,
+                 tail_db: tuple[float, float] = (-12.0, 0.0)) -> np.ndarray:  # fmt: skip
     """A synthetic room response: the direct path, a few early reflections (3-30 ms) and an exponentially
     decaying noise tail with time constant from `rt60` (-60 dB at rt60 seconds), low-passed a little."""
     n = int(min(rt60, 1.2) * SR)
     t = np.arange(n) / SR
     tail = rng.standard_normal(n) * np.exp(-6.9078 * t / rt60)
-    h = tail * 10 ** (rng.uniform(-12.0, 0.0) / 20.0) / (np.sqrt(np.sum(tail**2)) + 1e-12)
+    h = tail * 10 ** (rng.uniform(*tail_db) / 20.0) / (np.sqrt(np.sum(tail**2)) + 1e-12)
     h[0] = 1.0
     for _ in range(int(rng.integers(2, 7))):
         k = int(rng.uniform(0.003, 0.03) * SR)
@@ -140,14 +142,14 @@ def mic(word: np.ndarray, prof: MicProfile, rng: np.random.Generator, pool: list
     clip = place(w, rng, prof.peak_db)
     level = np.abs(clip).max()
     if rng.random() < prof.p_reverb:
-        clip = fftconvolve(clip, room_impulse(rng, rng.uniform(*prof.rt60)))[:N]
+        clip = fftconvolve(clip, room_impulse(rng, rng.uniform(*prof.rt60), prof.tail_db))[:N]
         clip *= level / (np.abs(clip).max() + 1e-12)
     if rng.random() < prof.p_band:
         clip = band_limit(clip, rng)
     if rng.random() < prof.p_noise:
         active = np.abs(clip) > 0.02 * (np.abs(clip).max() + 1e-12)
         sig = np.sqrt(np.mean(clip[active] ** 2)) if active.any() else 0.0
-        kind = str(rng.choice(NOISE_KINDS, p=[0.15, 0.2, 0.15, 0.1, 0.1, 0.3]))
+        kind = str(rng.choice(NOISE_KINDS, p=[0.2, 0.25, 0.15, 0.1, 0.1, 0.2]))
         clip = clip + noise_of(kind, N, rng, pool) * sig * 10 ** (-rng.uniform(*prof.snr_db) / 20.0)
     if rng.random() < prof.p_clip:
         c = np.abs(clip).max() * rng.uniform(0.3, 0.8)

@@ -17,8 +17,10 @@ voices**, so that p_err is fitted on a held-out shifted set; the test split the 
 voices. Extra arrays for studies: x_train_clean (the same train words, only placed), x_dev_std (dev with the
 train profile), x_test_shift (test with the shift profile), and per-clip voice / engine.
 
-Cached under `$SNAPUQ_CACHE` or `--data-dir` (`keywords12-<version>-s<seed>-<sizes>/`); the synthesized
-speech of each split is saved as soon as it is made (a build that is stopped resumes from there). Synthesis
+Cached under `$SNAPUQ_CACHE` or `--data-dir`: the synthesized speech of each split in
+`keywords12-speech-<version>-s<seed>-<sizes>/` as soon as it is made (a build that is stopped resumes from
+there; a change of the microphone profiles re-renders without synthesizing again), the features in
+`keywords12-<version>-s<seed>-<sizes>/`. Synthesis
 runs in fresh interpreters (espeak-ng keeps state between utterances); voices with a breath-noise source
 are not bit-reproducible from build to build, the cache is.
 """
@@ -37,7 +39,8 @@ from snapuq.data import augment_audio as A
 from snapuq.data.keywords import OOD_WORDS, WORDS, _write_atomic, cache_root, run_fresh
 from snapuq.errors import DatasetError
 
-VERSION = "k12a"
+VERSION = "k12b"  # the features (microphone profiles)
+SPEECH_VERSION = "s1"  # the synthesized speech (voices, prosody)
 SILENCE, UNKNOWN = "_silence_", "_unknown_"
 CLASSES = WORDS + [SILENCE, UNKNOWN]
 UNKNOWN_WORDS = list(OOD_WORDS)
@@ -159,7 +162,8 @@ def _speech(d: Path, split: str, items: list[dict], workers: int = 2) -> list[np
 def render(items: list[dict], speech: list[np.ndarray], profile: str, seed: int, split: str) -> np.ndarray:
     """int16 clips (N, 16000): each word through the microphone profile; silence items: background alone."""
     prof = A.PROFILES[profile]
-    pool = [w for w, it in zip(speech, items) if len(w) and it["label"] < len(WORDS) + 2][:400]
+    # babble from other words only (never a keyword: a keyword in the background would blur the label)
+    pool = [w for w, it in zip(speech, items) if len(w) and it["label"] == CLASSES.index(UNKNOWN)][:300]
     out = np.empty((len(items), audio.CLIP_SAMPLES), np.int16)
     for i, (it, w) in enumerate(zip(items, speech)):
         rng = np.random.default_rng([seed, SPLIT_IDS[split], i, 1 + list(A.PROFILES).index(profile)])
@@ -182,7 +186,8 @@ def build_keywords12(root: Path, seed: int, per_class: dict[str, int], progress:
         return d
     t0 = time.perf_counter()
     vs = voice_split(seed)
-    work = d.with_name(d.name + ".work")  # speech made so far (resumable)
+    tag = "-".join(str(per_class[s]) for s in ("train", "dev", "test"))
+    work = root / f"keywords12-speech-{SPEECH_VERSION}-s{seed}-{tag}"  # kept: speech made so far (resumable)
     files: dict[str, np.ndarray] = {}
     for split in ("train", "dev", "test"):
         items = plan_split(split, per_class[split], seed, vs[split])
@@ -204,9 +209,6 @@ def build_keywords12(root: Path, seed: int, per_class: dict[str, int], progress:
         "frontend": audio.FRONTEND,
     }  # fmt: skip
     _write_atomic(d, files, meta)
-    import shutil
-
-    shutil.rmtree(work, ignore_errors=True)
     return d
 
 
