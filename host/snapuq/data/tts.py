@@ -23,6 +23,7 @@ import numpy as np
 from scipy.signal import resample_poly
 
 from snapuq.data import audio
+from snapuq.data.keywords import ESPEAK_RATE, Espeak
 from snapuq.errors import DatasetError
 
 # English accents of espeak-ng and the other languages whose phonemization of the English words is used
@@ -103,8 +104,6 @@ def _read(path: str) -> tuple[int, np.ndarray]:
 
 
 def synth_espeak(text: str, voice: str, rate: int, pitch: int, pitch_range: int) -> np.ndarray:
-    from snapuq.data.keywords import ESPEAK_RATE, Espeak
-
     raw = Espeak.get().synth(text, voice, rate, pitch, pitch_range).astype(np.float64) / 32768.0
     return _to16k(raw, ESPEAK_RATE)
 

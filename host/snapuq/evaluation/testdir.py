@@ -26,6 +26,7 @@ from snapuq.data import audio
 from snapuq.data.speech_commands import SILENCE, UNKNOWN, UNKNOWN_TO_MODEL, read_test_tree
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _jsonable, load
+from snapuq.evaluation.report import _plt
 from snapuq.io import save_figure, staged_dir, write_text
 from snapuq.modeldir import ModelPaths
 from snapuq.uq import metrics as M
@@ -94,8 +95,6 @@ def confusion(y: np.ndarray, pred: np.ndarray, n_classes: int) -> np.ndarray:
 
 
 def _plot_confusion(path: Path, cm: np.ndarray, names: list[str], title: str) -> None:
-    from snapuq.evaluation.report import _plt
-
     plt = _plt()
     rows = cm if cm[-1].sum() else cm[:-1]
     rnames = names + ([UNKNOWN_ROW] if cm[-1].sum() else [])
