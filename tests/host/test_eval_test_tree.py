@@ -57,6 +57,12 @@ def test_read_test_tree_maps_words_by_name(tmp_path):
     assert set(r2["labels"][np.isin(r2["words"], ["bed", "marvin", "_silence_"])].tolist()) == {
         UNKNOWN_TO_MODEL
     }
+    # the archive's own folder inside DIR is found
+    nested = tmp_path / "outer"
+    nested.mkdir()
+    (nested / "speech_commands_test_set_v0.02").symlink_to(tmp_path)
+    r3 = read_test_tree(str(nested), names, "test")
+    assert len(r3["labels"]) == len(r["labels"]) and r3["root"].endswith("speech_commands_test_set_v0.02")
     with pytest.raises(DatasetError, match="validation_list.txt"):
         read_test_tree(str(tmp_path), names, "dev")
     with pytest.raises(DatasetError, match="not a directory"):

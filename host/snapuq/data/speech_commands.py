@@ -242,8 +242,8 @@ def read_test_tree(data_dir: str | None, class_names: list[str], split: str = "t
     base = Path(data_dir).expanduser()
     if not base.is_dir():
         raise DatasetError(f"speech_commands: {base} is not a directory (expected <word>/*.wav)")
-    root = next((c for c in (base, base / "speech_commands_v0.02", base / "speech_commands_test_set_v0.02")
-                 if c.is_dir() and any(p.is_dir() for p in c.iterdir())), base)  # fmt: skip
+    nested = (base / "speech_commands_v0.02", base / "speech_commands_test_set_v0.02")
+    root = next((c for c in nested if c.is_dir()), base)
     list_name = {"test": LISTS[1], "dev": LISTS[0]}.get(split)
     listed = _read_list(root, list_name) if list_name and (root / list_name).is_file() else None
     if split == "dev" and listed is None:
