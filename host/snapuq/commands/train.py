@@ -107,7 +107,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="learning-rate schedule (cosine: decay to 0 after --warmup-epochs)")  # fmt: skip
     p.add_argument("--warmup-epochs", type=int, default=None)
     p.add_argument("--momentum", type=float, default=None, help="SGD (Nesterov) momentum (default 0.9)")
-    p.add_argument("--augment", choices=["none", "shift", "crop-flip"], default=None,
+    p.add_argument("--augment", choices=["none", "shift", "crop-flip", "specaugment"], default=None,
                    help="augmentation in the data path (default: the dataset's recipe)")  # fmt: skip
     p.add_argument(
         "--resume", action="store_true",

@@ -21,6 +21,7 @@ DEFAULT_BACKBONE: dict[str, str] = {
     "fashion_mnist": "cnn4",
     "cifar10": "resnet8",
     "keywords": "dscnn",
+    "keywords12": "dscnn",
     "speech_commands": "dscnn",
 }
 
