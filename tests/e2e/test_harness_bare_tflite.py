@@ -29,7 +29,8 @@ pytestmark = [
 
 
 def _harness(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "host" / "harness.py"), "--build-dir", str(BUILD), "--no-progress", *args]
+    cmd = [sys.executable, str(ROOT / "host" / "harness.py"), "--build-dir", str(BUILD), "--no-progress",
+           *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
@@ -70,7 +71,8 @@ def test_npz_inputs_with_labels_on_m7_and_resume(tmp_path: Path) -> None:
     assert [r["label"] for r in recs] == [0, 5, 9] and all(r["inputs"] == "npz" for r in recs)
     assert s["accuracy"] == sum(r["pred"] == r["label"] for r in recs) / 3
     before = (out / "results.jsonl").read_bytes()
-    p = _harness("--port", "qemu:m7", "--model", str(KWS), "--inputs", str(npz), "--out", str(out), "--resume")
+    p = _harness("--port", "qemu:m7", "--model", str(KWS), "--inputs", str(npz), "--out", str(out),
+                 "--resume")
     assert p.returncode == 0, p.stdout + p.stderr
     assert (out / "results.jsonl").read_bytes() == before  # every line kept, nothing run again
 

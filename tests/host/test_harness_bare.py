@@ -1,4 +1,5 @@
-"""The inputs of `snapuq harness --model FILE.tflite` (no device): .npz or seeded random, refused in one line."""
+"""The inputs of `snapuq harness --model FILE.tflite` (no device): .npz or seeded random; bad ones refused in
+one line."""
 
 from __future__ import annotations
 

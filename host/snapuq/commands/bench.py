@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
         write_text(args.out, json.dumps(rep, indent=1) + "\n")
         for b, r in rep["boards"].items():
             if r.get("fits"):
+                cm = r.get("cycle_model") or {}
+                if cm:
+                    print(f"{b}: modelled {cm['cycles_modelled']:,} cycles = {cm['ms_modelled']:.3f} ms on "
+                          f"{cm['silicon']} at {cm['clock_hz'] // 1_000_000} MHz ({cm['error_bar']})")
                 print(f"{b}: {r['instructions']['total']:,.0f} instructions, flash {r['flash']:,} B, arena "
                       f"{r['ram']['arena']:,} B (TFLM {rep['arena_bytes']['tflm']:,} B), "
                       f"{r['mismatches_vs_tflm']} mismatches vs TFLM")  # fmt: skip

@@ -13,7 +13,8 @@ Technical Reference Manual (Cortex-M4 TRM r0p1, §3.3 "Instruction set summary",
   - LDR / STR (byte, half, word, signed): 2, and 1 when the instruction before was a single load or store
     (neighbouring loads and stores pipeline their address and data phases); LDRD / STRD: 3;
   - LDM / STM / PUSH / POP: 1 + N registers; with PC: + P;
-  - branches: 1 when not taken, 1 + P when taken (P = 2 of the TRM's 1-3 cycle pipeline refill); TBB / TBH 2 + P;
+  - branches: 1 when not taken, 1 + P when taken (P = 2 of the TRM's 1-3 cycle pipeline refill);
+    TBB / TBH 2 + P;
   - IT: 1 (not folded); VFP: 1, VLDR / VSTR 2, VDIV / VSQRT 14, VMLA 3;
 plus the flash wait states of the board: every missed line of the accelerator's instruction cache and of its
 data cache costs the part's wait states (a line fill stalls for the first word; the prefetch buffer hides
@@ -43,7 +44,7 @@ from snapuq.errors import SnapuqError
 
 PLUGIN_SRC = resources.firmware_dir() / "tools" / "qemu_insn_plugin.c"
 INVOKE_SYMBOL = "snapuq_model_invoke"
-FLASH_RANGE = (0x0000_0000, 0x1000_0000)  # below SRAM: code and constants of the QEMU images (the boards' flash)
+FLASH_RANGE = (0x0000_0000, 0x1000_0000)  # below SRAM: the images' code and constants (the boards' flash)
 
 # the model's error against the published silicon latencies it was checked on (docs/BENCH.md, "Cycles")
 ERROR_BAR = {"m4": "+-15 % (M4: MLPerf Tiny v0.5 L4R5ZI check, docs/BENCH.md)",
@@ -274,8 +275,11 @@ def _insn_cycles(core: str, cls: str, nregs: int, prev_ls: bool) -> int:
     return t[cls]
 
 
-def estimate(windows: int, blocks: list[Block], silicon: Silicon) -> dict[str, Any]:
-    """Cycles per window (per inference) by class, with the taken-branch refills and the flash stalls."""
+def estimate(windows: int, blocks: list[Block], silicon: Silicon,
+             inferences: int | None = None) -> dict[str, Any]:
+    """Cycles per inference by class, with the taken-branch refills and the flash stalls. `inferences`: how
+    many inferences the stream holds when an inference calls invoke more than once (an ensemble's members);
+    default one per invoke."""
     if windows < 1:
         raise SnapuqError("the instruction stream holds no call of the model's invoke function")
     core = silicon.core
@@ -312,7 +316,7 @@ def estimate(windows: int, blocks: list[Block], silicon: Silicon) -> dict[str, A
     stall = (imiss + dmiss) * ws
     core_cycles = sum(by_class.values()) + refill
     total = core_cycles + stall
-    w = float(windows)
+    w = float(inferences or windows)
     cycles = total / w
     return {
         "cycles_modelled": int(round(cycles)),
@@ -320,7 +324,7 @@ def estimate(windows: int, blocks: list[Block], silicon: Silicon) -> dict[str, A
         "silicon": silicon.mcu, "clock_hz": silicon.clock_hz, "flash_ws": ws, "core": core,
         "error_bar": ERROR_BAR[core],
         "instructions": int(round(instructions / w)), "cpi": total / instructions if instructions else None,
-        "inferences": windows,
+        "inferences": int(w), "invokes": windows,
         "breakdown": {
             "by_class_cycles": {k: round(v / w) for k, v in sorted(by_class.items())},
             "by_class_instructions": {k: round(v / w) for k, v in sorted(n_by_class.items())},
@@ -328,8 +332,8 @@ def estimate(windows: int, blocks: list[Block], silicon: Silicon) -> dict[str, A
             "flash_loads": round(flash_loads / w), "dcache_misses": round(dmiss / w),
             "icache_misses": round(imiss / w), "flash_stall_cycles": round(stall / w),
         },
-        "model": f"Cortex-{core.upper()} timings (snapuq.harness.cycles) + {ws} flash wait states per cache-line "
-                 f"miss, {silicon.mcu} at {silicon.clock_hz // 1_000_000} MHz ({silicon.source})",
+        "model": f"Cortex-{core.upper()} timings (snapuq.harness.cycles) + {ws} flash wait states per "
+                 f"cache-line miss, {silicon.mcu} at {silicon.clock_hz // 1_000_000} MHz ({silicon.source})",
     }
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from snapuq import resources
 from snapuq.errors import DeviceError, SnapuqError
+from snapuq.harness import cycles as cyc
 from snapuq.harness.bare import BareReference, is_bare_model, linked_copy, load_inputs
 from snapuq.harness.identity import check_model_identity
 from snapuq.harness.options import Options, check_options
@@ -334,7 +335,15 @@ def _run(opts: Options, model_dir: Path, ref: Any, x: np.ndarray, y: np.ndarray,
             else:
                 elf = build_firmware(spec, model_dir, opts.build_dir)
             elf_sha = sha256_file(elf)
-            qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount))
+            plugin = None
+            if opts.cycle_model and opts.icount and spec.name in cyc.BOARD_SILICON:
+                # the instruction stream of every invoke, for summary.json's cycles_modelled
+                silicon = cyc.silicon_for(spec.name)
+                counts = (Path(out) / "insn_counts.txt").resolve()
+                counts.unlink(missing_ok=True)
+                plugin = cyc.plugin_arg(cyc.plugin_library(), elf, silicon, counts)
+                state["cycles"] = (counts, silicon)
+            qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount, plugin=plugin))
             state["qemu"] = qemu
             url = qemu.url
         ser = open_serial(url, opts.baud)
@@ -422,8 +431,12 @@ def _run(opts: Options, model_dir: Path, ref: Any, x: np.ndarray, y: np.ndarray,
         transport_faults = dev.transport_faults
         exchange_retries = dev.exchange_retries
 
+    cycle_model = None
+    if "cycles" in state and new:  # QEMU has ended: the plugin wrote the stream of this session's invokes
+        counts, silicon = state["cycles"]
+        cycle_model = cyc.estimate(*cyc.read_counts(counts), silicon)
     return write_summary(out, writer.done, stats, prof, counter, opts, transport_faults=transport_faults,
-                         exchange_retries=exchange_retries)
+                         exchange_retries=exchange_retries, cycle_model=cycle_model)
 
 
 

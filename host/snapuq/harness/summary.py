@@ -60,7 +60,8 @@ class Counter:
 def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, Any], prof: dict[str, Any],
                   counter: Counter, opts: Options, complete: bool = True, note: str | None = None,
                   n_total: int | None = None, transport_faults: int | None = None,
-                  exchange_retries: int | None = None) -> dict[str, Any]:
+                  exchange_retries: int | None = None, cycle_model: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
     recs = [done[i] for i in sorted(done)]
     n = len(recs)
     cycles_median, model_med, snap_med = (int(statistics.median([r[k] for r in recs])) if recs else 0
@@ -112,6 +113,13 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
         "u_flagged_frac": (sum(1 for r in recs if r.get("flag")) / n) if n else 0.0,
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if cycle_model is not None:  # the model invoke's instruction stream weighted (snapuq.harness.cycles)
+        summary["latency"].update({
+            "cycles_modelled": cycle_model["cycles_modelled"], "ms_modelled": cycle_model["ms_modelled"],
+            "modelled_note": f"model invoke only, mean of {cycle_model['inferences']} inferences; "
+                             f"{cycle_model['silicon']} at {cycle_model['clock_hz'] // 1_000_000} MHz, "
+                             f"{cycle_model['flash_ws']} WS; error bar {cycle_model['error_bar']}"})
+        summary["cycle_model"] = cycle_model
     if src is not None:  # a bare .tflite: no SNAP fields; where its inputs came from
         summary["model_kind"] = "bare tflite (no SNAP fields; pred = argmax of output 0)"
         summary["inputs"] = src
