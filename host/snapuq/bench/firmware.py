@@ -190,6 +190,7 @@ def run_image(
     repeats: int,
     expected: list[dict[str, Any]] | None = None,
     cycles: bool = True,
+    silicon_key: str | None = None,
 ) -> dict[str, Any]:
     from snapuq.harness import cycles as cyc
     from snapuq.harness.protocol import Device
@@ -199,7 +200,7 @@ def run_image(
     res: dict[str, Any] = {}
     plugin, counts, silicon = None, elf.parent / "insn_counts.txt", None
     if cycles:  # the instruction stream of every invoke, for the cycle model (snapuq.harness.cycles)
-        silicon = cyc.silicon_for(board.qemu)
+        silicon = cyc.silicon_for(board.qemu, silicon_key)
         counts.unlink(missing_ok=True)
         plugin = cyc.plugin_arg(cyc.plugin_library(), elf, silicon, counts.resolve())
     with QemuProcess(spec, elf, icount=True, plugin=plugin) as q:

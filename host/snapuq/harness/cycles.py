@@ -25,8 +25,10 @@ weights loads, stores, multiplies and MACs as 1 cycle (its 64-bit load path: LDR
 branch + 1 (the branch predictor hides most), with the L1 caches (16 KB, 32-byte lines) against the flash
 wait states. It is single-issue: read it as an upper estimate; no published M7 latency validates it.
 
-The model's error against published silicon latencies is measured in docs/BENCH.md; ERROR_BAR states it on
-every figure this module prints."""
+Every figure carries its error bar: the same stream weighted with the low and the high ends of the timing
+ranges (cycles_low / cycles_high: refill P 1-3, SDIV 2-12, IT folded or not, STR 1-2, a cache-line miss
+costing half the wait states to all of them + 1). What the model was checked against, and what not, is in
+docs/BENCH.md ("Modelled cycles")."""
 
 from __future__ import annotations
 
@@ -46,9 +48,12 @@ PLUGIN_SRC = resources.firmware_dir() / "tools" / "qemu_insn_plugin.c"
 INVOKE_SYMBOL = "snapuq_model_invoke"
 FLASH_RANGE = (0x0000_0000, 0x1000_0000)  # below SRAM: the images' code and constants (the boards' flash)
 
-# the model's error against the published silicon latencies it was checked on (docs/BENCH.md, "Cycles")
-ERROR_BAR = {"m4": "+-15 % (M4: MLPerf Tiny v0.5 L4R5ZI check, docs/BENCH.md)",
-             "m7": "unvalidated (M7 single-issue upper estimate: no published latency to check it on)"}
+# what the model has been checked against (docs/BENCH.md, "Modelled cycles"); every figure also carries its
+# error bar: the spread between the low and high ends of the timing ranges (estimate's cycles_low / _high)
+VALIDATION = {"m4": "not validated against silicon running the same software (docs/BENCH.md)",
+              "m7": "not validated (single-issue; no published M7 latency of the same software)"}
+ERROR_BAR = {"m4": "the TRM's timing ranges (cycles_low / cycles_high); not validated against silicon",
+             "m7": "the timing ranges, single-issue (M7 dual issue not modelled); not validated"}
 
 
 @dataclass(frozen=True)
@@ -256,39 +261,34 @@ def classify(text: str) -> tuple[str, int]:
     return "alu", 0
 
 
-# cycles of each class (not-taken form); P (refill) is added per taken branch
-M4 = {"alu": 1, "simd": 1, "mul": 1, "mac": 1, "mla": 2, "div": 7, "it": 1, "load": 2, "store": 2,
-      "ldrd": 3, "strd": 3, "branch": 1, "table_branch": 2, "vfp": 1, "vldr": 2, "vdiv": 14, "vmla": 3}
-M7 = {"alu": 1, "simd": 1, "mul": 1, "mac": 1, "mla": 1, "div": 7, "it": 1, "load": 1, "store": 1,
-      "ldrd": 1, "strd": 1, "branch": 1, "table_branch": 2, "vfp": 1, "vldr": 1, "vdiv": 14, "vmla": 1}
-REFILL = {"m4": 2, "m7": 1}
+# Cycles of each class (not-taken form), per core: the nominal figure and the ends of the TRM's ranges (the
+# error bar every modelled figure carries). "load1" / "store1": a single load / store after one (pipelined).
+# "P": the refill of a taken branch. "miss": stall per flash-accelerator cache-line miss, in wait states
+# (+ extra cycles): low = half the wait states (the prefetch buffer had part of the line), high = all + 1.
+_M4_NOMINAL = {"alu": 1, "simd": 1, "mul": 1, "mac": 1, "mla": 2, "div": 7, "it": 1, "load": 2, "load1": 1,
+               "store": 2, "store1": 1, "ldrd": 3, "strd": 3, "branch": 1, "table_branch": 2, "vfp": 1,
+               "vldr": 2, "vdiv": 14, "vmla": 3, "P": 2, "multi_base": 1, "per_reg": 1.0,
+               "miss_ws": 1.0, "miss_extra": 0}
+TIMINGS = {
+    "m4": {"nominal": _M4_NOMINAL,
+           "low": {**_M4_NOMINAL, "div": 2, "it": 0, "store": 1, "P": 1, "miss_ws": 0.5},
+           "high": {**_M4_NOMINAL, "div": 12, "P": 3, "miss_extra": 1}},
+}
+_M7_NOMINAL = {**_M4_NOMINAL, "mla": 1, "load": 1, "store": 1, "ldrd": 1, "strd": 1, "vldr": 1, "vmla": 1,
+               "P": 1, "per_reg": 0.5}
+TIMINGS["m7"] = {"nominal": _M7_NOMINAL,
+                 "low": {**_M7_NOMINAL, "div": 2, "it": 0, "P": 0, "miss_ws": 0.5},
+                 "high": {**_M7_NOMINAL, "div": 12, "P": 2, "miss_extra": 1}}
 _LS_SINGLE = ("load", "store")
+_MULTI = ("ldm", "stm", "vldm", "pop_pc")
 
 
-def _insn_cycles(core: str, cls: str, nregs: int, prev_ls: bool) -> int:
-    t = M4 if core == "m4" else M7
-    if cls in ("ldm", "stm", "vldm", "pop_pc"):
-        n = nregs if core == "m4" else (nregs + 1) // 2
-        return 1 + n
-    if core == "m4" and cls in _LS_SINGLE and prev_ls:
-        return 1  # pipelined with the load / store before it
-    return t[cls]
-
-
-def estimate(windows: int, blocks: list[Block], silicon: Silicon,
-             inferences: int | None = None) -> dict[str, Any]:
-    """Cycles per inference by class, with the taken-branch refills and the flash stalls. `inferences`: how
-    many inferences the stream holds when an inference calls invoke more than once (an ensemble's members);
-    default one per invoke."""
-    if windows < 1:
-        raise SnapuqError("the instruction stream holds no call of the model's invoke function")
-    core = silicon.core
-    P = REFILL[core]
-    by_class: Tally = Tally()
-    n_by_class: Tally = Tally()
-    instructions = 0
+def _tally(blocks: list[Block]) -> dict[str, Any]:
+    """What the timings weight: instructions per class (a pipelined single load / store apart), registers
+    moved by LDM / STM, taken branches, flash loads and cache-line misses."""
+    n: Tally = Tally()
+    regs = 0
     taken = 0
-    refill = 0
     imiss = dmiss = flash_loads = 0
     cls_cache: dict[str, tuple[str, int]] = {}
     for b in blocks:
@@ -299,41 +299,87 @@ def estimate(windows: int, blocks: list[Block], silicon: Silicon,
             if c is None:
                 c = cls_cache[ins.text] = classify(ins.text)
             cls, nregs = c
-            cyc = _insn_cycles(core, cls, nregs, prev_ls)
-            by_class[cls] += cyc * b.execs
-            n_by_class[cls] += b.execs
+            key = cls + "1" if cls in _LS_SINGLE and prev_ls else cls
+            n[key] += b.execs
+            if cls in _MULTI:
+                regs += nregs * b.execs
             prev_ls = cls in _LS_SINGLE
             last_cls = cls
             flash_loads += ins.flash_loads
             dmiss += ins.dmiss
-        instructions += len(b.insns) * b.execs
         imiss += b.imiss
-        if last_cls in ("branch", "table_branch", "pop_pc"):
-            t = max(0, b.execs - b.fallthrough) if last_cls == "branch" else b.execs
-            taken += t
-            refill += t * P
+        if last_cls == "branch":
+            taken += max(0, b.execs - b.fallthrough)
+        elif last_cls in ("table_branch", "pop_pc"):
+            taken += b.execs
+    return {"n": n, "regs": regs, "taken": taken, "imiss": imiss, "dmiss": dmiss, "flash_loads": flash_loads}
+
+
+def _cycles(t: dict[str, Any], tm: dict[str, Any], ws: int) -> tuple[dict[str, float], float, float]:
+    """(cycles by class, refill cycles, flash stall cycles) of a tally under one set of timings."""
+    by: dict[str, float] = {}
+    for key, cnt in t["n"].items():
+        cls = key[:-1] if key.endswith("1") else key
+        if cls in _MULTI:
+            by[cls] = by.get(cls, 0.0) + cnt * tm["multi_base"]
+        else:
+            by[cls] = by.get(cls, 0.0) + cnt * tm[key]
+    multi = sum(t["n"].get(c, 0) for c in _MULTI)
+    if multi:  # the registers of LDM / STM / PUSH / POP, shared out by class in proportion to their count
+        for c in _MULTI:
+            if t["n"].get(c):
+                by[c] += t["regs"] * tm["per_reg"] * t["n"][c] / multi
+    refill = t["taken"] * tm["P"]
+    stall = (t["imiss"] + t["dmiss"]) * (ws * tm["miss_ws"] + tm["miss_extra"])
+    return by, refill, stall
+
+
+def estimate(windows: int, blocks: list[Block], silicon: Silicon,
+             inferences: int | None = None) -> dict[str, Any]:
+    """Cycles per inference (nominal, and the low / high ends of the timings' ranges: the error bar), by
+    class, with the taken-branch refills and the flash stalls. `inferences`: how many inferences the stream
+    holds when an inference calls invoke more than once (an ensemble's members); default one per invoke."""
+    if windows < 1:
+        raise SnapuqError("the instruction stream holds no call of the model's invoke function")
+    t = _tally(blocks)
     ws = silicon.flash_ws
-    stall = (imiss + dmiss) * ws
-    core_cycles = sum(by_class.values()) + refill
-    total = core_cycles + stall
+    tms = TIMINGS[silicon.core]
+    by, refill, stall = _cycles(t, tms["nominal"], ws)
+    total = sum(by.values()) + refill + stall
+    ends = {}
+    for end in ("low", "high"):
+        b2, r2, s2 = _cycles(t, tms[end], ws)
+        ends[end] = sum(b2.values()) + r2 + s2
     w = float(inferences or windows)
+    instructions = sum(t["n"].values())
     cycles = total / w
+    lo, hi = ends["low"] / total - 1, ends["high"] / total - 1
+    bar = f"{lo:+.0%} / {hi:+.0%} (the TRM's timing ranges)"
+    if silicon.core == "m7":
+        bar += "; single-issue, M7 dual issue not modelled"
+    n_by: Tally = Tally()
+    for key, cnt in t["n"].items():
+        n_by[key[:-1] if key.endswith("1") else key] += cnt
     return {
         "cycles_modelled": int(round(cycles)),
         "ms_modelled": cycles / silicon.clock_hz * 1e3,
-        "silicon": silicon.mcu, "clock_hz": silicon.clock_hz, "flash_ws": ws, "core": core,
-        "error_bar": ERROR_BAR[core],
+        "cycles_low": int(round(ends["low"] / w)), "cycles_high": int(round(ends["high"] / w)),
+        "ms_low": ends["low"] / w / silicon.clock_hz * 1e3,
+        "ms_high": ends["high"] / w / silicon.clock_hz * 1e3,
+        "error_bar": bar, "validation": VALIDATION[silicon.core],
+        "silicon": silicon.mcu, "clock_hz": silicon.clock_hz, "flash_ws": ws, "core": silicon.core,
         "instructions": int(round(instructions / w)), "cpi": total / instructions if instructions else None,
         "inferences": int(w), "invokes": windows,
         "breakdown": {
-            "by_class_cycles": {k: round(v / w) for k, v in sorted(by_class.items())},
-            "by_class_instructions": {k: round(v / w) for k, v in sorted(n_by_class.items())},
-            "taken_branches": round(taken / w), "refill_cycles": round(refill / w),
-            "flash_loads": round(flash_loads / w), "dcache_misses": round(dmiss / w),
-            "icache_misses": round(imiss / w), "flash_stall_cycles": round(stall / w),
+            "by_class_cycles": {k: round(v / w) for k, v in sorted(by.items())},
+            "by_class_instructions": {k: round(v / w) for k, v in sorted(n_by.items())},
+            "taken_branches": round(t["taken"] / w), "refill_cycles": round(refill / w),
+            "flash_loads": round(t["flash_loads"] / w), "dcache_misses": round(t["dmiss"] / w),
+            "icache_misses": round(t["imiss"] / w), "flash_stall_cycles": round(stall / w),
         },
-        "model": f"Cortex-{core.upper()} timings (snapuq.harness.cycles) + {ws} flash wait states per "
-                 f"cache-line miss, {silicon.mcu} at {silicon.clock_hz // 1_000_000} MHz ({silicon.source})",
+        "model": f"Cortex-{silicon.core.upper()} timings (snapuq.harness.cycles) + {ws} flash wait states "
+                 f"per cache-line miss, {silicon.mcu} at {silicon.clock_hz // 1_000_000} MHz "
+                 f"({silicon.source})",
     }
 
 
