@@ -437,9 +437,19 @@ def _load_h5_without_depthwise_groups(p: Path, cause: str):
         raise UnsupportedModelError(
             f"{p}: DepthwiseConv2D layer '{bad[0][0]}' has groups={bad[0][1]} (a grouped depthwise "
             f"convolution has no Keras 3 layer); Keras said: {cause}")
+    class Keras2DepthwiseConv2D(keras.layers.DepthwiseConv2D):  # the file's layers, groups=1 accepted
+        def __init__(self, *args: Any, groups: int = 1, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+
+    def plain(layer: Any) -> Any:  # the model rebuilt of stock layers (a later .keras save needs no class)
+        cls = keras.layers.DepthwiseConv2D if isinstance(layer, Keras2DepthwiseConv2D) else type(layer)
+        return cls.from_config(layer.get_config())
+
     try:
-        model = keras.models.model_from_json(json.dumps(cfg))
-        model.load_weights(p)
+        loaded = keras.saving.load_model(p, compile=False, safe_mode=True,
+                                         custom_objects={"DepthwiseConv2D": Keras2DepthwiseConv2D})
+        model = keras.models.clone_model(loaded, clone_function=plain)
+        model.set_weights(loaded.get_weights())
     except Exception as e:  # noqa: BLE001 - any other legacy quirk: named in full, with the first one
         raise SnapuqError(f"{p}: cannot load the Keras model: its {len(found)} DepthwiseConv2D layer(s) "
                           f"carry Keras 2's groups=1 (dropped), and then: {type(e).__name__}: "
