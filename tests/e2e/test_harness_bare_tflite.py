@@ -53,6 +53,14 @@ def test_random_inputs_on_m4_match_the_host_and_are_labelled(tmp_path: Path) -> 
     run = json.loads((out / "run.json").read_text())
     assert run["inputs"]["source"] == "random" and list(run["model_files"]) == ["a model.tflite"]
     assert "accuracy=n/a (no labels)" in p.stdout
+    # the cycle model: the plugin's stream holds the invokes QEMU's SysTick timed (40-instruction ticks)
+    lat, cm = s["latency"], s["cycle_model"]
+    assert cm["inferences"] == 4 and cm["silicon"] == "STM32L432KC" and cm["clock_hz"] == 80_000_000
+    assert abs(cm["instructions"] - lat["model_cycles_median"]) <= 200
+    assert cm["instructions"] < lat["cycles_modelled"] < 3 * cm["instructions"]
+    assert cm["cycles_low"] < lat["cycles_modelled"] < cm["cycles_high"]
+    assert lat["ms_modelled"] == pytest.approx(lat["cycles_modelled"] / 80e3, rel=1e-3)
+    assert "modelled" in p.stdout and "%" in p.stdout
 
 
 def test_npz_inputs_with_labels_on_m7_and_resume(tmp_path: Path) -> None:

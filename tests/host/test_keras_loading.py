@@ -17,7 +17,7 @@ h5py = pytest.importorskip("h5py")
 
 
 def _legacy_h5(path: Path, groups: int = 1) -> keras.Model:
-    """A small model saved as .h5, its DepthwiseConv2D config given Keras 2's `groups` as tf.keras wrote it."""
+    """A small model saved as .h5, its DepthwiseConv2D config given `groups` as tf.keras 2 wrote it."""
     m = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3, name="c"),
                           keras.layers.DepthwiseConv2D(3, name="dw"), keras.layers.GlobalAveragePooling2D(),
                           keras.layers.Dense(3, name="d")])
