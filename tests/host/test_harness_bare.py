@@ -62,3 +62,22 @@ def test_cli_refuses_a_non_tflite_file_and_dataset_options_in_one_line(tmp_path:
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--inputs FILE.npz" in err
     assert not (tmp_path / "R").exists()
+
+
+def test_a_file_too_large_for_the_board_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    from snapuq.harness import runner
+    from snapuq.harness.options import Options
+    from snapuq.harness.qemu import board_spec
+
+    def overflow(*_a, **_k):  # what build_firmware raises with make's tail when the link overflows
+        raise SnapuqError("firmware build failed (make qemu_m4 ...):\nld: region `FLASH' overflowed by 50140 "
+                          "bytes\ncollect2: error: ld returned 1 exit status")
+
+    monkeypatch.setattr(runner, "build_firmware", overflow)
+    opts = Options(port="qemu:m4", model=DIGITS, dataset="", split="test", out=tmp_path / "R",
+                   build_dir=tmp_path / "b")
+    with pytest.raises(SnapuqError) as e:
+        runner._bare_image(board_spec("qemu:m4"), BareReference(DIGITS), opts)
+    msg = str(e.value)
+    assert "\n" not in msg and "does not fit qemu_m4" in msg and "FLASH overflowed by 50140 bytes" in msg
+    assert "qemu:m7" in msg

@@ -4,6 +4,7 @@ write results.jsonl incrementally and summary.json (DESIGN §3 contract)."""
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -329,9 +330,7 @@ def _run(opts: Options, model_dir: Path, ref: Any, x: np.ndarray, y: np.ndarray,
             if opts.firmware:
                 elf = Path(opts.firmware)
             elif bare:  # the stock firmware without SNAP, the file linked in (make SNAP=0 TFLITE=)
-                bdir = Path(opts.build_dir or resources.work_dir("firmware")).resolve()
-                elf = build_firmware(spec, None, bdir, snap=False, tflite=linked_copy(ref, bdir),
-                                     variant=f"_tfl{ref.sha256[:10]}")
+                elf = _bare_image(spec, ref, opts)
             else:
                 elf = build_firmware(spec, model_dir, opts.build_dir)
             elf_sha = sha256_file(elf)
@@ -452,3 +451,20 @@ def _upload_bare(dev: Device, opts: Options, ref: BareReference) -> dict[str, An
                           f"({len(ref.tflite)} B) by upload: {e}; flash a firmware with it linked in "
                           f"(make -C firmware BOARD SNAP=0 TFLITE={ref.path})") from None
     return _exchange(dev, opts, "profile", dev.profile)
+
+
+def _bare_image(spec: Any, ref: BareReference, opts: Options) -> Path:
+    """The stock SNAP=0 firmware with the file linked in (make TFLITE=); a file that does not fit the board
+    is one line with the linker's figures, not make's tail."""
+    bdir = Path(opts.build_dir or resources.work_dir("firmware")).resolve()
+    try:
+        return build_firmware(spec, None, bdir, snap=False, tflite=linked_copy(ref, bdir),
+                              variant=f"_tfl{ref.sha256[:10]}")
+    except SnapuqError as e:
+        over = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", str(e))
+        if not over:
+            raise
+        where = "; ".join(f"region {r} overflowed by {n} bytes" for r, n in over)
+        hint = "" if spec.name == "qemu_m7" else "; qemu:m7 has 2 MB / 512 KB"
+        raise SnapuqError(f"{ref.path.name} ({len(ref.tflite):,} B) does not fit {spec.name} (the "
+                          f"{spec.models} budgets): {where}{hint}") from None
