@@ -12,6 +12,7 @@
  *
  * Arguments (-plugin FILE,arg=value,...): on=0xADDR  off=0xADDR (repeatable, up to 16)
  *   flash=0xLO:0xHI  out=PATH  ilines=N iline=BYTES dlines=N dline=BYTES
+ *   max=N: after N windows write the counts and uninstall (QEMU runs on at full speed; 0: until exit)
  * Output (text, at exit, to PATH): "W windows", then per block executed in the window
  *   "T vaddr execs fallthrough imiss ninsns" followed by one "I vaddr size flashloads dmiss disas" line
  *   per instruction.
@@ -51,6 +52,8 @@ typedef void (*vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
 typedef void (*vcpu_mem_cb_t)(unsigned int vcpu_index, qemu_plugin_meminfo_t info, uint64_t vaddr,
                               void *userdata);
 typedef void (*udata_cb_t)(qemu_plugin_id_t id, void *userdata);
+typedef void (*simple_cb_t)(qemu_plugin_id_t id);
+void qemu_plugin_uninstall(qemu_plugin_id_t id, simple_cb_t cb);
 
 void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, tb_trans_cb_t cb);
 void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, vcpu_udata_cb_t cb,
@@ -111,6 +114,15 @@ static block_t *last; /* the block executed before, while counting */
 static bool counting;
 static uint64_t windows;
 static lru_t icache, dcache;
+static uint64_t max_windows;
+static bool written;
+static qemu_plugin_id_t self_id;
+
+static void write_counts(void);
+static void uninstalled(qemu_plugin_id_t id)
+{
+    (void)id;
+}
 
 static uint32_t log2u(uint64_t v)
 {
@@ -171,6 +183,10 @@ static void on_exec(unsigned int vcpu, void *udata)
                     last->fallthrough++;
                 }
                 last = NULL;
+                if (max_windows != 0 && windows >= max_windows && !written) {
+                    write_counts(); /* enough inferences: the rest run without the plugin */
+                    qemu_plugin_uninstall(self_id, uninstalled);
+                }
                 return;
             }
         }
@@ -250,9 +266,17 @@ static void on_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 
 static void at_exit(qemu_plugin_id_t id, void *udata)
 {
-    FILE *f = fopen(out_path, "w");
     (void)id;
     (void)udata;
+    if (!written) {
+        write_counts();
+    }
+}
+
+static void write_counts(void)
+{
+    FILE *f = fopen(out_path, "w");
+    written = true;
     if (f == NULL) {
         return;
     }
@@ -307,6 +331,8 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
             ib = num(a + 6);
         } else if (strncmp(a, "dlines=", 7) == 0) {
             dl = num(a + 7);
+        } else if (strncmp(a, "max=", 4) == 0) {
+            max_windows = num(a + 4);
         } else if (strncmp(a, "dline=", 6) == 0) {
             db = num(a + 6);
         } else {
@@ -314,6 +340,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
             return -1;
         }
     }
+    self_id = id;
     lru_init(&icache, il, ib);
     lru_init(&dcache, dl, db);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_trans);

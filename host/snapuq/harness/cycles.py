@@ -47,6 +47,7 @@ from snapuq.errors import SnapuqError
 
 PLUGIN_SRC = resources.firmware_dir() / "tools" / "qemu_insn_plugin.c"
 INVOKE_SYMBOL = "snapuq_model_invoke"
+HARNESS_INFERENCES = 10  # the harness models the first N inferences of a session, then QEMU runs unplugged
 FLASH_RANGE = (0x0000_0000, 0x1000_0000)  # below SRAM: the images' code and constants (the boards' flash)
 
 # what the model has been checked against (docs/BENCH.md, "Modelled cycles"); every figure also carries its
@@ -140,10 +141,12 @@ def invoke_window(elf: Path, symbol: str = INVOKE_SYMBOL) -> tuple[int, list[int
     return entry, sorted(set(rets))[:16]
 
 
-def plugin_arg(so: Path, elf: Path, silicon: Silicon, out: Path, symbol: str = INVOKE_SYMBOL) -> str:
-    """The value of QEMU's -plugin for this image and part."""
+def plugin_arg(so: Path, elf: Path, silicon: Silicon, out: Path, symbol: str = INVOKE_SYMBOL,
+               max_windows: int = 0) -> str:
+    """The value of QEMU's -plugin for this image and part. max_windows: after that many invokes the plugin
+    writes its counts and uninstalls itself (the rest of the run at QEMU's full speed; 0: until exit)."""
     entry, rets = invoke_window(elf, symbol)
-    parts = [str(so), f"on={entry:#x}", *(f"off={r:#x}" for r in rets),
+    parts = [str(so), f"on={entry:#x}", *(f"off={r:#x}" for r in rets), f"max={int(max_windows)}",
              f"flash={FLASH_RANGE[0]:#x}:{FLASH_RANGE[1]:#x}", f"out={out}",
              f"ilines={silicon.icache[0]}", f"iline={silicon.icache[1]}",
              f"dlines={silicon.dcache[0]}", f"dline={silicon.dcache[1]}"]

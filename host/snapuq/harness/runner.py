@@ -340,7 +340,8 @@ def _run(opts: Options, model_dir: Path, ref: Any, x: np.ndarray, y: np.ndarray,
                 silicon = cyc.silicon_for(spec.name)
                 counts = (Path(out) / "insn_counts.txt").resolve()
                 counts.unlink(missing_ok=True)
-                plugin = cyc.plugin_arg(cyc.plugin_library(), elf, silicon, counts)
+                plugin = cyc.plugin_arg(cyc.plugin_library(), elf, silicon, counts,
+                                        max_windows=cyc.HARNESS_INFERENCES)
                 state["cycles"] = (counts, silicon)
             qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount, plugin=plugin))
             state["qemu"] = qemu

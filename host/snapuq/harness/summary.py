@@ -116,7 +116,8 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
     if cycle_model is not None:  # the model invoke's instruction stream weighted (snapuq.harness.cycles)
         summary["latency"].update({
             "cycles_modelled": cycle_model["cycles_modelled"], "ms_modelled": cycle_model["ms_modelled"],
-            "modelled_note": f"model invoke only, mean of {cycle_model['inferences']} inferences; "
+            "modelled_note": f"model invoke only, mean of this session's first {cycle_model['inferences']} "
+                             "inferences; "
                              f"{cycle_model['silicon']} at {cycle_model['clock_hz'] // 1_000_000} MHz, "
                              f"{cycle_model['flash_ws']} WS; error bar {cycle_model['error_bar']}"})
         summary["cycle_model"] = cycle_model
