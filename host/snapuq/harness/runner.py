@@ -334,15 +334,7 @@ def _run(opts: Options, model_dir: Path, ref: Any, x: np.ndarray, y: np.ndarray,
             else:
                 elf = build_firmware(spec, model_dir, opts.build_dir)
             elf_sha = sha256_file(elf)
-            plugin = None
-            if opts.cycle_model and opts.icount and spec.name in cyc.BOARD_SILICON:
-                # the instruction stream of every invoke, for summary.json's cycles_modelled
-                silicon = cyc.silicon_for(spec.name)
-                counts = (Path(out) / "insn_counts.txt").resolve()
-                counts.unlink(missing_ok=True)
-                plugin = cyc.plugin_arg(cyc.plugin_library(), elf, silicon, counts,
-                                        max_windows=cyc.HARNESS_INFERENCES)
-                state["cycles"] = (counts, silicon)
+            plugin = _cycle_plugin(opts, spec, elf, out, state)
             qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount, plugin=plugin))
             state["qemu"] = qemu
             url = qemu.url
@@ -434,11 +426,29 @@ def _run(opts: Options, model_dir: Path, ref: Any, x: np.ndarray, y: np.ndarray,
     cycle_model = None
     if "cycles" in state and new:  # QEMU has ended: the plugin wrote the stream of this session's invokes
         counts, silicon = state["cycles"]
-        cycle_model = cyc.estimate(*cyc.read_counts(counts), silicon)
+        try:
+            cycle_model = cyc.estimate(*cyc.read_counts(counts), silicon)
+        except SnapuqError as e:  # the device results stand; only the estimate is missing
+            print(f"harness: no modelled cycles: {e}", file=sys.stderr)
     return write_summary(out, writer.done, stats, prof, counter, opts, transport_faults=transport_faults,
                          exchange_retries=exchange_retries, cycle_model=cycle_model)
 
 
+def _cycle_plugin(opts: Options, spec: Any, elf: Path, out: Path, state: dict[str, Any]) -> str | None:
+    """QEMU's -plugin for the modelled cycles of the session's first inferences (snapuq.harness.cycles), or
+    None (asked not to, no -icount, a board without a cycle model, or no plugin: said in one line)."""
+    if not (opts.cycle_model and opts.icount and spec.name in cyc.BOARD_SILICON):
+        return None
+    try:
+        silicon = cyc.silicon_for(spec.name)
+        counts = (Path(out) / "insn_counts.txt").resolve()
+        counts.unlink(missing_ok=True)
+        arg = cyc.plugin_arg(cyc.plugin_library(), elf, silicon, counts, max_windows=cyc.HARNESS_INFERENCES)
+    except SnapuqError as e:  # e.g. a stripped --firmware ELF, no host compiler
+        print(f"harness: no modelled cycles: {e}", file=sys.stderr)
+        return None
+    state["cycles"] = (counts, silicon)
+    return arg
 
 
 def _upload_bare(dev: Device, opts: Options, ref: BareReference) -> dict[str, Any]:
