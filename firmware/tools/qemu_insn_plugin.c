@@ -13,6 +13,7 @@
  * Arguments (-plugin FILE,arg=value,...): on=0xADDR  off=0xADDR (repeatable, up to 16)
  *   flash=0xLO:0xHI  out=PATH  ilines=N iline=BYTES dlines=N dline=BYTES
  *   max=N: after N windows write the counts and uninstall (QEMU runs on at full speed; 0: until exit)
+ *   skip=N: leave the first N entries at ON uncounted (e.g. inferences run with a profiler on)
  * Output (text, at exit, to PATH): "W windows", then per block executed in the window
  *   "T vaddr execs fallthrough imiss ninsns" followed by one "I vaddr size flashloads dmiss disas" line
  *   per instruction.
@@ -115,6 +116,7 @@ static bool counting;
 static uint64_t windows;
 static lru_t icache, dcache;
 static uint64_t max_windows;
+static uint64_t skip_windows, seen_windows;
 static bool written;
 static qemu_plugin_id_t self_id;
 
@@ -190,7 +192,7 @@ static void on_exec(unsigned int vcpu, void *udata)
                 return;
             }
         }
-    } else if (b->vaddr == on_addr) {
+    } else if (b->vaddr == on_addr && ++seen_windows > skip_windows) {
         counting = true;
         windows++;
         last = NULL;
@@ -331,6 +333,8 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
             ib = num(a + 6);
         } else if (strncmp(a, "dlines=", 7) == 0) {
             dl = num(a + 7);
+        } else if (strncmp(a, "skip=", 5) == 0) {
+            skip_windows = num(a + 5);
         } else if (strncmp(a, "max=", 4) == 0) {
             max_windows = num(a + 4);
         } else if (strncmp(a, "dline=", 6) == 0) {

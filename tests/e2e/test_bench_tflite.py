@@ -41,3 +41,16 @@ def test_bench_refuses_a_non_tflite_in_one_line(tmp_path, capsys):
     assert main(["bench", str(f), "--out", str(tmp_path / "b.json")]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not a TFLite flatbuffer" in err
+
+
+def test_bench_of_a_model_directory_models_the_timed_invokes(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    rc = main(["bench", "--model", str(ROOT / "models" / "digits"), "--boards", "m4", "--repeats", "2",
+               "--out", str(out), "--build-dir", str(tmp_path / "build")])  # fmt: skip
+    assert rc == 0
+    m4 = json.loads(out.read_text())["boards"]["qemu_m4"]
+    cm = m4["cycle_model"]  # the 2 timed invokes, not the profiled one after them
+    assert cm["inferences"] == 2 and abs(cm["instructions"] - m4["instructions"]["model"]) < 0.002 * cm[
+        "instructions"]
+    assert m4["instructions"]["model"] < m4["cycles_modelled"] < cm["cycles_high"]
+    assert "modelled" in capsys.readouterr().out

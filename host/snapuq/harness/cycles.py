@@ -142,11 +142,13 @@ def invoke_window(elf: Path, symbol: str = INVOKE_SYMBOL) -> tuple[int, list[int
 
 
 def plugin_arg(so: Path, elf: Path, silicon: Silicon, out: Path, symbol: str = INVOKE_SYMBOL,
-               max_windows: int = 0) -> str:
+               max_windows: int = 0, skip: int = 0) -> str:
     """The value of QEMU's -plugin for this image and part. max_windows: after that many invokes the plugin
-    writes its counts and uninstalls itself (the rest of the run at QEMU's full speed; 0: until exit)."""
+    writes its counts and uninstalls itself (the rest of the run at QEMU's full speed; 0: until exit).
+    skip: the first invokes left uncounted (inferences run with the per-operator profiler on)."""
     entry, rets = invoke_window(elf, symbol)
     parts = [str(so), f"on={entry:#x}", *(f"off={r:#x}" for r in rets), f"max={int(max_windows)}",
+             f"skip={int(skip)}",
              f"flash={FLASH_RANGE[0]:#x}:{FLASH_RANGE[1]:#x}", f"out={out}",
              f"ilines={silicon.icache[0]}", f"iline={silicon.icache[1]}",
              f"dlines={silicon.dcache[0]}", f"dline={silicon.dcache[1]}"]
