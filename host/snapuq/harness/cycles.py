@@ -22,7 +22,7 @@ data cache costs the part's wait states (a line fill stalls for the first word; 
 sequential fetches).
 
 Cortex-M7: Arm's TRM publishes no instruction timings, and its dual issue is not modelled; the M7 figure
-weights loads, stores, multiplies and MACs as 1 cycle (its 64-bit load path: LDRD / LDM 1 + N/2), a taken
+weights loads, stores, multiplies and MACs as 1 cycle (its 64-bit load path: LDRD 1, LDM 1 + N/2), a taken
 branch + 1 (the branch predictor hides most), with the L1 caches (16 KB, 32-byte lines) against the flash
 wait states. It is single-issue: read it as an upper estimate; no published M7 latency validates it.
 
