@@ -21,6 +21,7 @@ The training, calibration and model-directory code is the same as `snapuq train 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ import numpy as np
 from snapuq.errors import SnapuqError
 from snapuq.export.capacity import check_converted_ops
 from snapuq.io import write_json
+from snapuq.modeldir import ModelStage
 from snapuq.nn.graph import (
     UnsupportedModelError,
     _resolve_taps,
@@ -49,10 +51,6 @@ MAX_SAVED_TRAIN = 20000
 
 
 # ---------------------------------------------------------------------------------------------- data
-def _as_numpy(x) -> np.ndarray:
-    return np.asarray(x, np.float32)
-
-
 def _dataset_arrays(ds, limit: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Up to `limit` (x, y) samples of a tf.data.Dataset (batched or not; elements x or (x, y))."""
     xs, ys = [], []
@@ -173,7 +171,7 @@ class Snap:
         Rescaling / Normalization applied)."""
         from snapuq.data.user import apply_normalization
 
-        a = _as_numpy(x)
+        a = np.asarray(x, np.float32)
         return a if self.pre is None else apply_normalization(a, self.pre)
 
     @property
@@ -228,14 +226,27 @@ class Snap:
         """Write the model directory (model.keras, calib.json, config.json, data.npz with the splits that
         `snapuq export / verify / eval` and the harness read, backbone.keras for the baselines). Test data:
         `x_test, y_test` (else the dev split stands in, noted in config.json); `x_ood`: OOD inputs for
-        `snapuq eval`; `dataset`: a snapuq.data.Dataset to store instead of the arrays fit/calibrate saw."""
+        `snapuq eval`; `dataset`: a snapuq.data.Dataset to store instead of the arrays fit/calibrate saw.
+        The directory is written as one unit (a staging folder swapped in whole, as `snapuq train` does):
+        an interrupted save leaves the directory as it was."""
+        if self.calib is None:
+            raise SnapuqError("save after calibrate (the SNAP constants are not fitted yet)")
+        final = Path(directory)
+        stage = ModelStage(final)  # written in a staging folder beside it and swapped in whole
+        out = stage.open(resume=False)
+        try:
+            self._save_into(out, final, x_test, y_test, x_ood, class_names, dataset, name)
+            return stage.commit()
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)  # nothing of a failed save; `directory` is untouched
+            raise
+        finally:
+            stage.close()
+
+    def _save_into(self, out: Path, final: Path, x_test, y_test, x_ood, class_names, dataset, name) -> None:
         from snapuq.data import Dataset, with_model_classes
         from snapuq.data.user import modality_of, save_cache, with_preprocessing
 
-        if self.calib is None:
-            raise SnapuqError("save after calibrate (the SNAP constants are not fitted yet)")
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
         if dataset is None:
             d = self._data
             if "x_train" not in d:
@@ -254,7 +265,7 @@ class Snap:
             ytr = d.get("y_train")
             names = [str(c) for c in class_names] if class_names else []  # numbered up to n_classes below
             dataset = Dataset(
-                name=name or out.name,
+                name=name or final.name,
                 x_train=d["x_train"],
                 y_train=ytr if ytr is not None else np.full(len(d["x_train"]), -1, np.int64),
                 x_dev=d["x_dev"],
@@ -285,7 +296,7 @@ class Snap:
             raise SnapuqError(
                 f"data are {dataset.input_shape} per sample, the model takes {self.input_shape}"
             )
-        cache = save_cache(dataset, out / "data.npz")
+        save_cache(dataset, out / "data.npz")
         self.model.save(out / "model.keras")
         self.backbone.save(out / "backbone.keras")
         write_json(out / "calib.json", self.calib, indent=1)
@@ -294,7 +305,7 @@ class Snap:
         meta = {k: v for k, v in (dataset.meta or {}).items() if k != "waves"}
         cfg: dict[str, Any] = {
             "format": 1,
-            "dataset": str(cache.resolve()),
+            "dataset": str((final / "data.npz").resolve()),
             "backbone": "user",
             "backbone_file": "backbone.keras",
             "model_name": self.backbone.name,
@@ -317,11 +328,8 @@ class Snap:
             (md.predict(dataset.x_dev)["logits"].argmax(1) == dataset.y_dev).mean()
         )
         cfg["timings_s"] = {k: v for k, v in self.history.items() if k.endswith("_s")}
-        write_json(out / "config.json", cfg, indent=1)
-        from snapuq.modeldir import TRAIN_PARTS, record_parts
-
-        record_parts(out, TRAIN_PARTS)  # an export left from another model in `out` is refused from now on
-        return out
+        write_json(out / "config.json", cfg, indent=1)  # commit records the parts: an export left from
+        # another model in the directory is refused from now on
 
 
 def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: float = 1e-4,

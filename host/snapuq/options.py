@@ -42,13 +42,10 @@ class TrainOptions:
         self.validate()
 
     def validate(self) -> None:
-        for name in ("epochs", "batch_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise SnapuqError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
-        for name in ("head_epochs", "baseline_epochs"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+        for name in ("epochs", "batch_size", "head_epochs", "baseline_epochs"):
+            v = getattr(self, name)  # head_epochs, baseline_epochs: None = the backbone's epochs
+            if (v is not None or name in ("epochs", "batch_size")) and (
+                    not isinstance(v, int) or isinstance(v, bool) or v < 1):  # fmt: skip
                 raise SnapuqError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
         if not isinstance(self.warmup_epochs, int) or not 0 <= self.warmup_epochs < max(self.epochs, 1) + 1:
             raise SnapuqError(f"--warmup-epochs must be in [0, epochs], got {self.warmup_epochs!r}")

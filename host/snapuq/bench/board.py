@@ -10,6 +10,8 @@ import numpy as np
 
 from snapuq import resources
 from snapuq.errors import SnapuqError
+from snapuq.native.ccore import CoreModel
+from snapuq.tflite_graph import read_graph
 
 BOARDS = ("m4", "m7")
 
@@ -40,40 +42,32 @@ def graph_split(tflite: bytes) -> dict[str, Any]:
 
     The C core's loader validates the file first (bounds, vtables, shapes); the graph edges are
     then read with the `tflite` schema package."""
-    import tflite as tfl
-
-    from snapuq.native.ccore import CoreModel
-
     names = CoreModel(tflite).output_names
-    m = tfl.Model.GetRootAsModel(tflite, 0)
-    sg = m.Subgraphs(0)
-    outs = [int(t) for t in sg.OutputsAsNumpy()]
-    want = {t for n, t in zip(names, outs) if n in ("logits", "probs")}
+    g = read_graph(tflite)
+    want = {t for n, t in zip(names, g.outputs) if n in ("logits", "probs")}
     if not want:
         raise SnapuqError("model has no 'logits' output")
-    ops = [sg.Operators(i) for i in range(sg.OperatorsLength())]
-    op_in = [[int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else [] for op in ops]
-    producer = {int(t): k for k, op in enumerate(ops) for t in op.OutputsAsNumpy()}
+    producer = g.producers()
     backbone: set[int] = set()
     stack = list(want)
     while stack:
         t = stack.pop()
         if t in producer and producer[t] not in backbone:
             backbone.add(producer[t])
-            stack.extend(i for i in op_in[producer[t]] if i >= 0)
-    heads = set(range(len(ops))) - backbone
+            stack.extend(i for i in g.operators[producer[t]].inputs if i >= 0)
+    heads = set(range(len(g.operators))) - backbone
 
     def nbytes(t: int) -> int:
-        return int(m.Buffers(sg.Tensors(t).Buffer()).DataLength())
+        return g.tensors[t].buffer_bytes
 
     def const_bytes(sel: set[int]) -> set[int]:
-        return {i for o in sel for i in op_in[o] if i >= 0 and nbytes(i) > 0}
+        return {i for o in sel for i in g.operators[o].inputs if i >= 0 and nbytes(i) > 0}
 
     cb, ch = const_bytes(backbone), const_bytes(heads)
     return {"backbone_ops": sorted(backbone), "head_ops": sorted(heads),
             "backbone_weight_bytes": sum(nbytes(i) for i in cb),
             "head_only_weight_bytes": sum(nbytes(i) for i in ch - cb),
-            "n_ops": len(ops)}
+            "n_ops": len(g.operators)}
 
 
 def _symbol_sizes(elf: Path) -> dict[str, int]:

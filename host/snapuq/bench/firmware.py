@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,8 @@ def _make(target: str, args: list[str], jobs: int = 1) -> subprocess.CompletedPr
 
     if _STOP.is_set():
         raise SnapuqError("interrupted")
-    cmd = ["make", "-C", str(FIRMWARE), f"-j{max(1, jobs)}", target, *args]
+    # PYTHON: the firmware's tools (caps.py) read models with this interpreter's snapuq
+    cmd = ["make", "-C", str(FIRMWARE), f"-j{max(1, jobs)}", target, f"PYTHON={sys.executable}", *args]
     proc = popen_owned(
         cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

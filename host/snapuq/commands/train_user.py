@@ -70,10 +70,8 @@ def train_user_model(args: argparse.Namespace) -> dict:
         per = snap.history.get("backbone_s_per_epoch") or _estimate_epoch_s(
             snap.backbone, ds, args.batch_size or 64
         )
-        cfg["_backbone_s_per_epoch"] = per
         ep = args.baseline_epochs or args.epochs or 10
-        announce_baselines(ds, cfg, ep, progress)
-        cfg.pop("_backbone_s_per_epoch")
+        announce_baselines(ds, per, ep)
         train_baselines(ds, cfg, out, seed=args.seed, epochs=ep, progress=progress)
         cfg["timings_s"]["baselines"] = round(time.perf_counter() - t, 2)
     cfg["timings_s"]["total"] = round(time.perf_counter() - t0, 2)
