@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -363,20 +364,106 @@ def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: f
 
 # ---------------------------------------------------------------------------------------------- CLI
 def load_keras_model(path: str | Path):
-    """A .keras / .h5 model file, one-line errors."""
+    """A .keras / .h5 model file, one-line errors naming the whole cause. A legacy .h5 whose
+    DepthwiseConv2D layers carry Keras 2's `groups: 1` (which Keras 3 refuses) is loaded without it; a
+    TensorFlow SavedModel folder is refused with the ways to convert it."""
     import keras
 
     p = Path(path)
+    if p.is_dir():
+        raise SnapuqError(saved_model_route(p, keras.__version__))
     if not p.is_file():
         raise SnapuqError(f"{p}: no such model file")
     try:
         return keras.saving.load_model(p, compile=False, safe_mode=True)
-    except Exception as e:  # custom layers, Lambda under safe mode, damaged files
-        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        if "Lambda" in msg or "lambda" in msg:
+    except Exception as e:  # custom layers, Lambda under safe mode, legacy configs, damaged files
+        cause = load_error_cause(e)
+        if "Lambda" in cause or "lambda" in cause:
             raise UnsupportedModelError(
                 f"{p}: contains a Lambda layer (arbitrary Python code cannot be exported int8)"
             ) from None
-        raise SnapuqError(f"{p}: cannot load the Keras model ({type(e).__name__}: {msg})") from None
+        if "groups" in cause and p.suffix.lower() in (".h5", ".hdf5"):
+            model = _load_h5_without_depthwise_groups(p, cause)
+            if model is not None:
+                return model
+        raise SnapuqError(f"{p}: cannot load the Keras model ({type(e).__name__}: {cause})") from None
+
+
+def load_error_cause(e: BaseException) -> str:
+    """The cause of a Keras loading error on one line, in full: Keras wraps it in "Error when deserializing
+    class ... using config={...}. Exception encountered: CAUSE"; the cause is that last part."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    _, sep, tail = text.rpartition("Exception encountered:")
+    return tail.strip() if sep and tail.strip() else text
+
+
+def saved_model_route(p: Path, keras_version: str) -> str:
+    if not ((p / "saved_model.pb").is_file() or (p / "saved_model.pbtxt").is_file()):
+        return f"{p}: a folder, not a model file (give a .keras or .h5 file)"
+    return (f"{p}: a TensorFlow SavedModel folder; Keras {keras_version} loads only .keras / .h5 files (a "
+            "SavedModel keeps no Keras layers to attach SNAP heads to). Convert it where it was saved: "
+            "tf.keras.models.load_model(DIR).save('model.keras') (TensorFlow <= 2.15, or tf_keras), "
+            "then `snapuq train --model model.keras`; or, for the int8 graph alone, "
+            "tf.lite.TFLiteConverter.from_saved_model(DIR) with int8 quantization, then "
+            "`snapuq verify / bench / harness --model FILE.tflite`")
+
+
+def _load_h5_without_depthwise_groups(p: Path, cause: str):
+    """Keras 2 (tf.keras <= 2.15) wrote `groups: 1` into every DepthwiseConv2D's config (it subclassed
+    Conv2D); Keras 3 refuses the argument. The architecture is rebuilt from the file's config without it and
+    the weights loaded from the same file. None when the file has no such layer (the error is another one)."""
+    import h5py
+    import keras
+
+    try:
+        with h5py.File(p, "r") as f:
+            raw = f.attrs.get("model_config")
+        if raw is None:
+            return None
+        cfg = json.loads(raw if isinstance(raw, str) else raw.decode())
+    except (OSError, ValueError):
+        return None
+    found: list[tuple[str, int]] = []
+
+    def strip(node: Any) -> None:
+        if isinstance(node, dict):
+            c = node.get("config")
+            if node.get("class_name") == "DepthwiseConv2D" and isinstance(c, dict) and "groups" in c:
+                found.append((str(c.get("name", "?")), int(c["groups"])))
+                c.pop("groups")
+            for v in node.values():
+                strip(v)
+        elif isinstance(node, list):
+            for v in node:
+                strip(v)
+
+    strip(cfg)
+    if not found:
+        return None
+    bad = [(n, g) for n, g in found if g != 1]
+    if bad:
+        raise UnsupportedModelError(
+            f"{p}: DepthwiseConv2D layer '{bad[0][0]}' has groups={bad[0][1]} (a grouped depthwise "
+            f"convolution has no Keras 3 layer); Keras said: {cause}")
+    class Keras2DepthwiseConv2D(keras.layers.DepthwiseConv2D):  # the file's layers, groups=1 accepted
+        def __init__(self, *args: Any, groups: int = 1, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+
+    def plain(layer: Any) -> Any:  # the model rebuilt of stock layers (a later .keras save needs no class)
+        cls = keras.layers.DepthwiseConv2D if isinstance(layer, Keras2DepthwiseConv2D) else type(layer)
+        return cls.from_config(layer.get_config())
+
+    try:
+        loaded = keras.saving.load_model(p, compile=False, safe_mode=True,
+                                         custom_objects={"DepthwiseConv2D": Keras2DepthwiseConv2D})
+        model = keras.models.clone_model(loaded, clone_function=plain)
+        model.set_weights(loaded.get_weights())
+    except Exception as e:  # noqa: BLE001 - any other legacy quirk: named in full, with the first one
+        raise SnapuqError(f"{p}: cannot load the Keras model: its {len(found)} DepthwiseConv2D layer(s) "
+                          f"carry Keras 2's groups=1 (dropped), and then: {type(e).__name__}: "
+                          f"{load_error_cause(e)}") from None
+    print(f"snapuq: {p.name}: loaded as a legacy Keras 2 .h5 ({len(found)} DepthwiseConv2D layer(s) without "
+          "Keras 2's groups=1)", file=sys.stderr)
+    return model
 
 

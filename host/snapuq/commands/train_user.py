@@ -27,8 +27,10 @@ def train_user_model(args: argparse.Namespace) -> dict:
         raise SnapuqError("--model needs --data DATA (.npz or a folder of class subfolders)")
     if args.dataset:
         raise SnapuqError("give either --dataset (built-in) or --model with --data, not both")
-    if not Path(args.model).is_file():
+    if not Path(args.model).exists():
         raise SnapuqError(f"{args.model}: no such model file")
+    if Path(args.model).is_dir():  # a SavedModel folder: refused with the ways to convert it, before the data
+        load_keras_model(args.model)
     precheck_user_data(args.data)  # an .npz read and checked before TensorFlow loads (read once)
     progress = not args.no_progress
     model = load_keras_model(args.model)

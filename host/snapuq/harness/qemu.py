@@ -202,7 +202,8 @@ def free_port() -> int:
 class QemuProcess:
     """A running qemu-system-arm with its UART on 127.0.0.1:<port>."""
 
-    def __init__(self, spec: QemuBoardSpec, elf: Path, icount: bool = True, qemu: str = "qemu-system-arm"):
+    def __init__(self, spec: QemuBoardSpec, elf: Path, icount: bool = True, qemu: str = "qemu-system-arm",
+                 plugin: str | None = None):
         if shutil.which(qemu) is None:
             raise SnapuqError(f"{qemu} not found (Debian: apt-get install qemu-system-arm)")
         self.spec = spec
@@ -215,6 +216,8 @@ class QemuProcess:
                 "-kernel", str(elf)]
         if icount:
             args[1:1] = ["-icount", "shift=0"]
+        if plugin:  # a TCG plugin with its arguments (snapuq.harness.cycles: the instruction stream)
+            args[1:1] = ["-plugin", plugin]
         self.args = args
         self._closed = False
         self._died_first = False  # QEMU had exited by itself when close() came
