@@ -127,7 +127,7 @@ LANES = {
         "host/test_reproduce.py", "host/test_recipe.py", "host/test_train.py", "host/test_model_classes.py",
         "host/test_tokens_eval.py", "host/test_byom_e2e.py", "host/test_byom_eval.py",
         "host/test_snap_lowrank.py", "host/test_eval_ood_sets.py", "host/test_model_transactions.py",
-        "host/test_keywords.py", "host/test_baselines.py", "host/test_capacity.py",
+        "host/test_keywords.py", "host/test_keywords12.py", "host/test_baselines.py", "host/test_capacity.py",
         "host/test_byom_api.py::test_attach_fit_on_tf_dataset_and_explicit_taps",
         "host/test_byom_api.py::test_binary_sigmoid_output_becomes_two_class_logits",
         "host/test_byom_api.py::test_leading_rescaling_and_normalization_move_into_the_data_path",

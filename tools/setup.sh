@@ -6,8 +6,11 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${PYTHON:-python3}
 
-# --- Debian packages: cross compiler, newlib, QEMU (Cortex-M boards), clang (libFuzzer, sanitizers), espeak-ng data tools
-DEB_PKGS="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm clang libclang-rt-14-dev make gcc"
+# --- Debian packages: cross compiler, newlib, QEMU (Cortex-M boards), clang (libFuzzer, sanitizers), espeak-ng data tools,
+# and the offline speech synthesizers of the keywords12 set (flite; festival with three English voices; optional:
+# the set skips a synthesizer that is absent and records which voices it used)
+DEB_PKGS="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm clang libclang-rt-14-dev make gcc
+flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts"
 need_deb=""
 for p in $DEB_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_deb="$need_deb $p"

@@ -13,69 +13,30 @@ OPS=fit builds (the same default) link OUT.c instead of the stock ops/op_table.c
 operators' code drops out at link; an uploaded model needing one of them is refused at init
 ("MAX_POOL_2D: operator not in this image's op table").
 
-Operator codes are read as the C core reads them (max(builtin_code, deprecated_builtin_code)) and
-named by the core's own lists: SNAPUQ_OPS_ALL in snapuq_ops.h and the SNAPUQ_OP_<NAME> codes in
-snapuq_op.h. Codes the core does not implement are left out (the model is refused at init with
-"unsupported operator ..."). tests/host/test_c_optable.py checks this reader against the C core
-(counts and operators of every shipped model)."""
+The graph is read by the product's one .tflite graph reader (snapuq.tflite_graph); operator codes as
+the C core reads them (max(builtin_code, deprecated_builtin_code)), named by the core's own lists:
+SNAPUQ_OPS_ALL in snapuq_ops.h and the SNAPUQ_OP_<NAME> codes in snapuq_op.h. Codes the core does not
+implement are left out (the model is refused at init with "unsupported operator ..").
+tests/host/test_c_optable.py checks the reader against the C core (counts and operators of every
+shipped model)."""
 
 import re
-import struct
 import sys
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[1] / "core"
 
 
-def _u32(b: bytes, p: int) -> int:
-    return struct.unpack_from("<I", b, p)[0]
-
-
-def _field(b: bytes, table: int, index: int) -> int | None:
-    vt = table - struct.unpack_from("<i", b, table)[0]
-    vt_size = struct.unpack_from("<H", b, vt)[0]
-    if 4 + 2 * index >= vt_size:
-        return None
-    off = struct.unpack_from("<H", b, vt + 4 + 2 * index)[0]
-    return table + off if off else None
-
-
-def _vector(b: bytes, table: int, index: int) -> tuple[int, int]:
-    p = _field(b, table, index)
-    if p is None:
-        return 0, 0
-    v = p + _u32(b, p)
-    return v + 4, _u32(b, v)
-
-
-def _scalar(b: bytes, table: int, index: int, fmt: str, default: int) -> int:
-    p = _field(b, table, index)
-    return default if p is None else struct.unpack_from(fmt, b, p)[0]
-
-
-def _subgraph0(b: bytes) -> int:
-    root = _u32(b, 0)
-    subs, n_subs = _vector(b, root, 2)  # Model.subgraphs
-    if n_subs < 1:
-        raise ValueError("no subgraph")
-    return subs + _u32(b, subs)
-
-
-def op_codes(b: bytes) -> list[int]:
-    """Builtin code of every operator of subgraph 0, in file order."""
-    root = _u32(b, 0)
-    codes, n_codes = _vector(b, root, 1)  # Model.operator_codes
-    opv, n_ops = _vector(b, _subgraph0(b), 3)  # SubGraph.operators
-    out = []
-    for i in range(n_ops):
-        op = opv + 4 * i + _u32(b, opv + 4 * i)
-        idx = _scalar(b, op, 0, "<I", 0)  # Operator.opcode_index
-        if idx >= n_codes:
-            raise ValueError(f"operator {i} names an operator code out of range")
-        oc = codes + 4 * idx + _u32(b, codes + 4 * idx)
-        dep = _scalar(b, oc, 0, "<b", 0)  # OperatorCode.deprecated_builtin_code
-        out.append(max(dep, _scalar(b, oc, 3, "<i", 0)))  # .builtin_code
-    return out
+def _graph(path: str):
+    """The model's graph, read by the product's one .tflite graph reader (snapuq.tflite_graph): this
+    script runs with the Python that has snapuq installed (the Makefile's PYTHON)."""
+    try:
+        from snapuq.tflite_graph import read_graph
+    except ImportError as e:
+        raise OSError(f"{sys.executable} cannot import snapuq ({e}): "
+                      "run make with PYTHON=<the python snapuq is installed in>") from None
+    with open(path, "rb") as f:
+        return read_graph(f.read())
 
 
 def core_ops(core: Path = CORE) -> dict[int, tuple[str, str]]:
@@ -104,8 +65,8 @@ def write_op_table(out: str, paths: list[str]) -> int:
     used: set[int] = set()
     for path in paths:
         try:
-            used.update(op_codes(open(path, "rb").read()))
-        except (OSError, ValueError, struct.error) as e:
+            used.update(op.code for op in _graph(path).operators)
+        except Exception as e:  # noqa: BLE001 - one line naming the file (OSError, ModelFormatError)
             print(f"caps.py: {path}: {e}", file=sys.stderr)
             return 1
     names = sorted(known[c] for c in used if c in known)
@@ -115,12 +76,6 @@ def write_op_table(out: str, paths: list[str]) -> int:
         return 1
     Path(out).write_text(op_table(names, ["/".join(Path(p).resolve().parts[-2:]) for p in paths]))
     return 0
-
-
-def counts(b: bytes) -> tuple[int, int, int]:
-    sg = _subgraph0(b)
-    return (_vector(b, sg, 0)[1], _vector(b, sg, 3)[1],  # tensors, operators
-            max(_vector(b, sg, 1)[1], _vector(b, sg, 2)[1]))  # inputs, outputs
 
 
 def main(argv: list[str]) -> int:
@@ -133,11 +88,11 @@ def main(argv: list[str]) -> int:
     t = o = io = 1
     for path in argv[1:]:
         try:
-            c = counts(open(path, "rb").read())
-        except (OSError, ValueError, struct.error) as e:
+            c = _graph(path).counts()
+        except Exception as e:  # noqa: BLE001 - one line naming the file (OSError, ModelFormatError)
             print(f"caps.py: {path}: {e}", file=sys.stderr)
             return 1
-        t, o, io = max(t, c[0]), max(o, c[1]), max(io, c[2])
+        t, o, io = max(t, c["tensors"]), max(o, c["operators"]), max(io, c["inputs"], c["outputs"])
     print(f"-DSNAPUQ_MAX_TENSORS={t} -DSNAPUQ_MAX_OPS={o} -DSNAPUQ_MAX_IO={io}")
     return 0
 

@@ -21,6 +21,8 @@ The training, calibration and model-directory code is the same as `snapuq train 
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +33,7 @@ import numpy as np
 from snapuq.errors import SnapuqError
 from snapuq.export.capacity import check_converted_ops
 from snapuq.io import write_json
+from snapuq.modeldir import ModelStage
 from snapuq.nn.graph import (
     UnsupportedModelError,
     _resolve_taps,
@@ -48,10 +51,6 @@ MAX_SAVED_TRAIN = 20000
 
 
 # ---------------------------------------------------------------------------------------------- data
-def _as_numpy(x) -> np.ndarray:
-    return np.asarray(x, np.float32)
-
-
 def _dataset_arrays(ds, limit: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Up to `limit` (x, y) samples of a tf.data.Dataset (batched or not; elements x or (x, y))."""
     xs, ys = [], []
@@ -172,7 +171,7 @@ class Snap:
         Rescaling / Normalization applied)."""
         from snapuq.data.user import apply_normalization
 
-        a = _as_numpy(x)
+        a = np.asarray(x, np.float32)
         return a if self.pre is None else apply_normalization(a, self.pre)
 
     @property
@@ -227,14 +226,27 @@ class Snap:
         """Write the model directory (model.keras, calib.json, config.json, data.npz with the splits that
         `snapuq export / verify / eval` and the harness read, backbone.keras for the baselines). Test data:
         `x_test, y_test` (else the dev split stands in, noted in config.json); `x_ood`: OOD inputs for
-        `snapuq eval`; `dataset`: a snapuq.data.Dataset to store instead of the arrays fit/calibrate saw."""
+        `snapuq eval`; `dataset`: a snapuq.data.Dataset to store instead of the arrays fit/calibrate saw.
+        The directory is written as one unit (a staging folder swapped in whole, as `snapuq train` does):
+        an interrupted save leaves the directory as it was."""
+        if self.calib is None:
+            raise SnapuqError("save after calibrate (the SNAP constants are not fitted yet)")
+        final = Path(directory)
+        stage = ModelStage(final)  # written in a staging folder beside it and swapped in whole
+        out = stage.open(resume=False)
+        try:
+            self._save_into(out, final, x_test, y_test, x_ood, class_names, dataset, name)
+            return stage.commit()
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)  # nothing of a failed save; `directory` is untouched
+            raise
+        finally:
+            stage.close()
+
+    def _save_into(self, out: Path, final: Path, x_test, y_test, x_ood, class_names, dataset, name) -> None:
         from snapuq.data import Dataset, with_model_classes
         from snapuq.data.user import modality_of, save_cache, with_preprocessing
 
-        if self.calib is None:
-            raise SnapuqError("save after calibrate (the SNAP constants are not fitted yet)")
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
         if dataset is None:
             d = self._data
             if "x_train" not in d:
@@ -253,7 +265,7 @@ class Snap:
             ytr = d.get("y_train")
             names = [str(c) for c in class_names] if class_names else []  # numbered up to n_classes below
             dataset = Dataset(
-                name=name or out.name,
+                name=name or final.name,
                 x_train=d["x_train"],
                 y_train=ytr if ytr is not None else np.full(len(d["x_train"]), -1, np.int64),
                 x_dev=d["x_dev"],
@@ -284,7 +296,7 @@ class Snap:
             raise SnapuqError(
                 f"data are {dataset.input_shape} per sample, the model takes {self.input_shape}"
             )
-        cache = save_cache(dataset, out / "data.npz")
+        save_cache(dataset, out / "data.npz")
         self.model.save(out / "model.keras")
         self.backbone.save(out / "backbone.keras")
         write_json(out / "calib.json", self.calib, indent=1)
@@ -293,7 +305,7 @@ class Snap:
         meta = {k: v for k, v in (dataset.meta or {}).items() if k != "waves"}
         cfg: dict[str, Any] = {
             "format": 1,
-            "dataset": str(cache.resolve()),
+            "dataset": str((final / "data.npz").resolve()),
             "backbone": "user",
             "backbone_file": "backbone.keras",
             "model_name": self.backbone.name,
@@ -316,11 +328,8 @@ class Snap:
             (md.predict(dataset.x_dev)["logits"].argmax(1) == dataset.y_dev).mean()
         )
         cfg["timings_s"] = {k: v for k, v in self.history.items() if k.endswith("_s")}
-        write_json(out / "config.json", cfg, indent=1)
-        from snapuq.modeldir import TRAIN_PARTS, record_parts
-
-        record_parts(out, TRAIN_PARTS)  # an export left from another model in `out` is refused from now on
-        return out
+        write_json(out / "config.json", cfg, indent=1)  # commit records the parts: an export left from
+        # another model in the directory is refused from now on
 
 
 def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: float = 1e-4,
@@ -355,20 +364,106 @@ def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: f
 
 # ---------------------------------------------------------------------------------------------- CLI
 def load_keras_model(path: str | Path):
-    """A .keras / .h5 model file, one-line errors."""
+    """A .keras / .h5 model file, one-line errors naming the whole cause. A legacy .h5 whose
+    DepthwiseConv2D layers carry Keras 2's `groups: 1` (which Keras 3 refuses) is loaded without it; a
+    TensorFlow SavedModel folder is refused with the ways to convert it."""
     import keras
 
     p = Path(path)
+    if p.is_dir():
+        raise SnapuqError(saved_model_route(p, keras.__version__))
     if not p.is_file():
         raise SnapuqError(f"{p}: no such model file")
     try:
         return keras.saving.load_model(p, compile=False, safe_mode=True)
-    except Exception as e:  # custom layers, Lambda under safe mode, damaged files
-        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        if "Lambda" in msg or "lambda" in msg:
+    except Exception as e:  # custom layers, Lambda under safe mode, legacy configs, damaged files
+        cause = load_error_cause(e)
+        if "Lambda" in cause or "lambda" in cause:
             raise UnsupportedModelError(
                 f"{p}: contains a Lambda layer (arbitrary Python code cannot be exported int8)"
             ) from None
-        raise SnapuqError(f"{p}: cannot load the Keras model ({type(e).__name__}: {msg})") from None
+        if "groups" in cause and p.suffix.lower() in (".h5", ".hdf5"):
+            model = _load_h5_without_depthwise_groups(p, cause)
+            if model is not None:
+                return model
+        raise SnapuqError(f"{p}: cannot load the Keras model ({type(e).__name__}: {cause})") from None
+
+
+def load_error_cause(e: BaseException) -> str:
+    """The cause of a Keras loading error on one line, in full: Keras wraps it in "Error when deserializing
+    class ... using config={...}. Exception encountered: CAUSE"; the cause is that last part."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    _, sep, tail = text.rpartition("Exception encountered:")
+    return tail.strip() if sep and tail.strip() else text
+
+
+def saved_model_route(p: Path, keras_version: str) -> str:
+    if not ((p / "saved_model.pb").is_file() or (p / "saved_model.pbtxt").is_file()):
+        return f"{p}: a folder, not a model file (give a .keras or .h5 file)"
+    return (f"{p}: a TensorFlow SavedModel folder; Keras {keras_version} loads only .keras / .h5 files (a "
+            "SavedModel keeps no Keras layers to attach SNAP heads to). Convert it where it was saved: "
+            "tf.keras.models.load_model(DIR).save('model.keras') (TensorFlow <= 2.15, or tf_keras), "
+            "then `snapuq train --model model.keras`; or, for the int8 graph alone, "
+            "tf.lite.TFLiteConverter.from_saved_model(DIR) with int8 quantization, then "
+            "`snapuq verify / bench / harness --model FILE.tflite`")
+
+
+def _load_h5_without_depthwise_groups(p: Path, cause: str):
+    """Keras 2 (tf.keras <= 2.15) wrote `groups: 1` into every DepthwiseConv2D's config (it subclassed
+    Conv2D); Keras 3 refuses the argument. The architecture is rebuilt from the file's config without it and
+    the weights loaded from the same file. None when the file has no such layer (the error is another one)."""
+    import h5py
+    import keras
+
+    try:
+        with h5py.File(p, "r") as f:
+            raw = f.attrs.get("model_config")
+        if raw is None:
+            return None
+        cfg = json.loads(raw if isinstance(raw, str) else raw.decode())
+    except (OSError, ValueError):
+        return None
+    found: list[tuple[str, int]] = []
+
+    def strip(node: Any) -> None:
+        if isinstance(node, dict):
+            c = node.get("config")
+            if node.get("class_name") == "DepthwiseConv2D" and isinstance(c, dict) and "groups" in c:
+                found.append((str(c.get("name", "?")), int(c["groups"])))
+                c.pop("groups")
+            for v in node.values():
+                strip(v)
+        elif isinstance(node, list):
+            for v in node:
+                strip(v)
+
+    strip(cfg)
+    if not found:
+        return None
+    bad = [(n, g) for n, g in found if g != 1]
+    if bad:
+        raise UnsupportedModelError(
+            f"{p}: DepthwiseConv2D layer '{bad[0][0]}' has groups={bad[0][1]} (a grouped depthwise "
+            f"convolution has no Keras 3 layer); Keras said: {cause}")
+    class Keras2DepthwiseConv2D(keras.layers.DepthwiseConv2D):  # the file's layers, groups=1 accepted
+        def __init__(self, *args: Any, groups: int = 1, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+
+    def plain(layer: Any) -> Any:  # the model rebuilt of stock layers (a later .keras save needs no class)
+        cls = keras.layers.DepthwiseConv2D if isinstance(layer, Keras2DepthwiseConv2D) else type(layer)
+        return cls.from_config(layer.get_config())
+
+    try:
+        loaded = keras.saving.load_model(p, compile=False, safe_mode=True,
+                                         custom_objects={"DepthwiseConv2D": Keras2DepthwiseConv2D})
+        model = keras.models.clone_model(loaded, clone_function=plain)
+        model.set_weights(loaded.get_weights())
+    except Exception as e:  # noqa: BLE001 - any other legacy quirk: named in full, with the first one
+        raise SnapuqError(f"{p}: cannot load the Keras model: its {len(found)} DepthwiseConv2D layer(s) "
+                          f"carry Keras 2's groups=1 (dropped), and then: {type(e).__name__}: "
+                          f"{load_error_cause(e)}") from None
+    print(f"snapuq: {p.name}: loaded as a legacy Keras 2 .h5 ({len(found)} DepthwiseConv2D layer(s) without "
+          "Keras 2's groups=1)", file=sys.stderr)
+    return model
 
 

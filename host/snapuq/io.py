@@ -145,12 +145,13 @@ def check_out_file(path: str | Path, option: str = "--out") -> Path:
 
 
 @contextlib.contextmanager
-def captured_output(show: bool = False) -> Iterator[None]:
+def captured_output(show: bool = False, log_failure: bool = True) -> Iterator[None]:
     """Hold what C++ libraries and Python print to stdout/stderr (TensorFlow's converter dumps,
-    absl warnings) in a temporary file at the file-descriptor level; it is shown when ``show``, else
-    dropped. When the block raises, the held text is kept in a log file and the error names it in its
-    one line (a SnapuqError gains " (log: PATH)"; any other error is preceded by one line naming PATH):
-    never a screenful of converter output before the message."""
+    absl warnings, TFLM's chatter) in a temporary file at the file-descriptor level; it is shown when
+    ``show``, else dropped. When the block raises, the held text is kept in a log file and the error names
+    it in its one line (a SnapuqError gains " (log: PATH)"; any other error is preceded by one line naming
+    PATH): never a screenful of converter output before the message. ``log_failure=False`` drops it then
+    too (a caller that retries, as the TFLM arena search does)."""
     import sys
 
     if show:
@@ -166,7 +167,7 @@ def captured_output(show: bool = False) -> Iterator[None]:
             yield
         except Exception as e:
             _restore_fds(saved)
-            log = _keep_held(tmp)
+            log = _keep_held(tmp) if log_failure else None
             if log is None:
                 raise
             if isinstance(e, SnapuqError):

@@ -13,7 +13,7 @@ from typing import Any
 
 from snapuq.errors import SnapuqError
 
-AUGMENTS = ("none", "shift", "crop-flip")
+AUGMENTS = ("none", "shift", "crop-flip", "specaugment")
 SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("adam", "sgd")
 
@@ -23,7 +23,7 @@ class TrainOptions:
     """The backbone recipe. epochs / head_epochs: backbone and SNAP-head epochs; lr: the peak learning rate;
     schedule "cosine" decays it to 0 over the epochs after a linear warm-up of `warmup_epochs`; augment:
     "shift" (pad 2, random crop: digits-like data), "crop-flip" (pad 4 by reflection, random 32x32 crop,
-    horizontal flip: natural images), "none"."""
+    horizontal flip: natural images), "specaugment" (time / coefficient masks on MFCC inputs), "none"."""
 
     epochs: int = 10
     head_epochs: int | None = None  # None: the same as epochs
@@ -42,13 +42,10 @@ class TrainOptions:
         self.validate()
 
     def validate(self) -> None:
-        for name in ("epochs", "batch_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise SnapuqError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
-        for name in ("head_epochs", "baseline_epochs"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+        for name in ("epochs", "batch_size", "head_epochs", "baseline_epochs"):
+            v = getattr(self, name)  # head_epochs, baseline_epochs: None = the backbone's epochs
+            if (v is not None or name in ("epochs", "batch_size")) and (
+                    not isinstance(v, int) or isinstance(v, bool) or v < 1):  # fmt: skip
                 raise SnapuqError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
         if not isinstance(self.warmup_epochs, int) or not 0 <= self.warmup_epochs < max(self.epochs, 1) + 1:
             raise SnapuqError(f"--warmup-epochs must be in [0, epochs], got {self.warmup_epochs!r}")
@@ -103,6 +100,8 @@ RECIPES: dict[str, dict[str, Any]] = {
     "digits": {"epochs": 25, "baseline_epochs": 12},
     "keywords": {"epochs": 8},
     "speech_commands": {"epochs": 15},
+    "keywords12": {"epochs": 20, "head_epochs": 8, "batch_size": 64, "lr": 3e-3, "schedule": "cosine",
+                   "warmup_epochs": 1},
     "mnist": {"epochs": 15, "head_epochs": 8, "batch_size": 128, "lr": 2e-3, "schedule": "cosine",
               "warmup_epochs": 1, "augment": "shift"},
     "fashion_mnist": {"epochs": 15, "head_epochs": 8, "batch_size": 128, "lr": 2e-3, "schedule": "cosine",

@@ -35,11 +35,6 @@ def core_dir() -> Path:
     return _shipped("c")
 
 
-def host_shim() -> Path:
-    """host/snapuq/ccore_host.c, the host-only C compiled into the ctypes library with the core."""
-    return _shipped("ccore_host.c")
-
-
 def firmware_dir() -> Path:
     """The firmware tree (Makefile, app/, port/, ld/, core/) that the harness and bench build."""
     return _shipped("firmware")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from snapuq.baselines import methods as B
-from snapuq.baselines.kerasutil import softmax
 from snapuq.errors import SnapuqError
+from snapuq.uq.score import softmax
 
 
 def _ctx_for_logits(z, y=None):

@@ -93,6 +93,8 @@ def test_markdown_rows() -> None:
         "flash": 2048,
         "ram": {"peak": 4096, "static": 1024, "arena": 2000, "input": 48, "stack_peak": 1024},
         "instructions": {"total": 123456.0},
+        "cycles_modelled": 170000,
+        "ms_modelled": 2.5,
         "model": {"latency_ms": 1.5, "energy_mj": 0.01},
         "mismatches_vs_tflm": 0,
         "checked_inputs": 3,
@@ -136,7 +138,7 @@ def test_markdown_rows() -> None:
     )
     lines = md.splitlines()
     assert lines[2].startswith(
-        "| Small-MCU | w | SNAP-UQ | 2.0 | 4.0 (1.0+2.0+1.0) | 123,456 | 1.50 | 0.010 | 0.90"
+        "| Small-MCU | w | SNAP-UQ | 2.0 | 4.0 (1.0+2.0+1.0) | 123,456 | 170,000 | 2.50 | 1.50 | 0.010 | 0.90"
     )
     assert "**OOM**" in lines[3] and "262154" in lines[3] and "(M=5)" in lines[3]
     assert "needs 70000 B of pool" in lines[4] and "has 40000 B" in lines[4]
@@ -201,6 +203,9 @@ def test_table_command_writes_both_files_with_model_figures_labelled(tmp_path: P
     text = md.read_text()
     head = text.splitlines()[0]
     assert "latency ms (model)" in head and "energy mJ (model)" in head and "instr/inf (QEMU)" in head
+    assert "cycles/inf (model)" in head and "Cycles / ms (cycle model)" in text and "L4R5ZI" in text
+    assert c["instructions"]["model"] < c["cycles_modelled"] < c["cycle_model"]["cycles_high"]
+    assert c["cycle_model"]["silicon"] == "STM32L432KC" and c["ms_modelled"] > 0
     assert text.splitlines()[2].startswith("| Small-MCU (STM32L432KC, M4) | digits | BASE |")
     assert "not linked (--no-real-link)" in text
 

@@ -96,7 +96,7 @@ def _preproc_sensor_model(x_raw):
     return keras.Model(i, layers.Dense(4, name="logits")(x))
 
 
-def test_leading_rescaling_and_normalization_move_into_the_data_path(tmp_path):
+def test_leading_rescaling_and_normalization_move_into_the_data_path(tmp_path, monkeypatch):
     """The int8 core has no MUL / SUB: a model's leading Normalization + Rescaling become Identity and one
     per-channel record (x_model = x_raw * scale + offset), which fit / calibrate / predict / save apply to the
     inputs given as the model takes them; the saved splits are the model's own inputs after the record."""
@@ -129,6 +129,24 @@ def test_leading_rescaling_and_normalization_move_into_the_data_path(tmp_path):
     assert ds.meta["normalization"]["kind"] == "model"
     want = x_test_raw * np.asarray(pre["scale"], np.float32) + np.asarray(pre["offset"], np.float32)
     assert np.allclose(ds.x_test, want, atol=1e-5)
+    # a save that fails at its last file (config.json, after data.npz and the models are written) leaves
+    # the directory as it was
+    import snapuq.api as api_mod
+
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    real_write_json = api_mod.write_json
+
+    def disk_full_at_config(path, *a, **k):
+        if Path(path).name == "config.json":
+            raise OSError("No space left on device")
+        return real_write_json(path, *a, **k)
+
+    monkeypatch.setattr(api_mod, "write_json", disk_full_at_config)
+    with pytest.raises(OSError, match="No space"):
+        snap.save(out, x_test=x_test_raw[:5], y_test=d["y_test"][:5])
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no staging folder left behind
+    monkeypatch.undo()
     # a map that is not per channel cannot move out; one further inside stays refused by the layer rules
     norm_t = layers.Normalization(axis=1, name="per_step")
     norm_t.adapt(x_raw)

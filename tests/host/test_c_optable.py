@@ -2,8 +2,9 @@
 
 - One operator set everywhere: SNAPUQ_OPS_ALL == the registrations in ops/*.c == the SNAPUQ_OP_<NAME>
   codes == the public header's list (snapuq_runtime.h) == docs/C_CORE.md's list.
-- firmware/tools/caps.py's flatbuffer reader (the Makefile's CAPS=fit flags and OPS=fit op table) ==
-  the C core's loader on every shipped .tflite (tensors, operators, inputs/outputs, operator names);
+- the product's one .tflite graph reader (snapuq.tflite_graph; firmware/tools/caps.py's CAPS=fit flags
+  and OPS=fit op table read through it) == the C core's loader on every shipped .tflite (tensors,
+  operators, inputs/outputs, operator names);
   the exported snapuq.json lists the same operators, and the SNAPUQ_MODEL_OPS list `snapuq export`
   writes into snapuq_model.h defines the same table.
 - An image restricted to some operators (host firmware, OPS=fit) refuses a model needing another one
@@ -95,19 +96,25 @@ def test_every_list_of_operators_is_the_op_table() -> None:
 
 
 @pytest.mark.skipif(not (RESNET8 / "model_int8.tflite").exists(), reason="models not shipped")
-def test_caps_reader_agrees_with_the_c_core_on_every_shipped_model() -> None:
+def test_graph_reader_and_caps_agree_with_the_c_core_on_every_shipped_model() -> None:
     from snapuq.native.ccore import CoreModel
+    from snapuq.tflite_graph import read_graph
 
-    caps = _caps()
-    known = caps.core_ops()
+    known = _caps().core_ops()
     files = _shipped_tflites()
     assert len(files) >= 3
     for f in files:
         b = f.read_bytes()
         m = CoreModel(b)
-        t, o, io = caps.counts(b)
-        assert m.capacities() == {"SNAPUQ_MAX_TENSORS": t, "SNAPUQ_MAX_OPS": o, "SNAPUQ_MAX_IO": io}, f
-        assert [known[c][0] for c in caps.op_codes(b)] == m.op_names(), f
+        g = read_graph(b)
+        c = g.counts()
+        want = {"SNAPUQ_MAX_TENSORS": c["tensors"], "SNAPUQ_MAX_OPS": c["operators"],
+                "SNAPUQ_MAX_IO": max(c["inputs"], c["outputs"])}
+        assert m.capacities() == want, f
+        assert [known[op.code][0] for op in g.operators] == [op.name for op in g.operators] == m.op_names(), f
+        flags = subprocess.run([sys.executable, str(TOOLS / "caps.py"), str(f)], capture_output=True,
+                               text=True, check=True).stdout.split()
+        assert flags == [f"-D{k}={v}" for k, v in want.items()], f
     for d in sorted(p.parent for p in MODELS.glob("*/snapuq.json")):
         man = json.loads((d / "snapuq.json").read_text())
         core = CoreModel((d / "model_int8.tflite").read_bytes())

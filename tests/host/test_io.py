@@ -76,12 +76,10 @@ def test_output_path_checks(tmp_path: Path) -> None:
 
 
 def test_calib_json_gets_the_usual_permissions(tmp_path):
-    """calib.json and the --seeds metrics.json go through snapuq.io (the old copy wrote them 0600)."""
-    from snapuq.uq.calibration import write_json_atomic
-
+    """calib.json and the --seeds metrics.json go through snapuq.io.write_json (once 0600)."""
     old = os.umask(0o022)
     try:
-        write_json_atomic(tmp_path / "calib.json", {"a": 1})
+        write_json(tmp_path / "calib.json", {"a": 1}, indent=1)
     finally:
         os.umask(old)
     assert (tmp_path / "calib.json").stat().st_mode & 0o777 == 0o644

@@ -271,13 +271,13 @@ def test_aggregate_counts_the_seeds_behind_each_figure():
 
 
 def test_eval_baselines_folder_is_checked_and_recorded(tmp_path: Path, capsys):
-    from snapuq.commands.evaluate import _baselines_record
+    from snapuq.evaluation.loading import baselines_record
 
     d = tmp_path / "M"
     _fake_model(d, 0, baselines=True)
     rc = cli.main(["eval", str(d), "--report", str(tmp_path / "R"), "--baselines", str(tmp_path / "nope")])
     err = capsys.readouterr().err
     assert rc == 1 and "--baselines" in err and "no such folder" in err and "Traceback" not in err
-    rec = _baselines_record(d / "baselines", own=False)
+    rec = baselines_record(d / "baselines", own=False)
     assert rec == {"dir": str(d / "baselines"), "own": False, "seed": 0}
-    assert _baselines_record(tmp_path / "none", own=True) == {"dir": None, "own": True, "seed": None}
+    assert baselines_record(tmp_path / "none", own=True) == {"dir": None, "own": True, "seed": None}

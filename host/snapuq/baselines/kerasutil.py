@@ -4,18 +4,10 @@ of a backbone where early exits attach."""
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
 from snapuq.errors import SnapuqError
-
-
-def softmax(z: np.ndarray, t: float = 1.0) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64) / t
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+from snapuq.nn.backbones import BACKBONES, backbone_module
 
 
 def logsumexp(z: np.ndarray, t: float = 1.0) -> np.ndarray:
@@ -118,12 +110,8 @@ def block_outputs(model, backbone: str | None = None) -> list[str]:
     import keras
 
     names: list[str] = []
-    if backbone:
-        from snapuq.nn.backbones import BACKBONES
-
-        spec = BACKBONES.get(backbone)
-        if spec:
-            names = list(getattr(importlib.import_module(spec.split(":")[0]), "TAP_LAYERS", []))
+    if backbone in BACKBONES:
+        names = list(getattr(backbone_module(backbone), "TAP_LAYERS", []))
     have = {lay.name for lay in model.layers}
     names = [n for n in names if n in have]
     if not names:

@@ -41,12 +41,11 @@ from snapuq.baselines.kerasutil import (
     logits_model,
     logsumexp,
     mc_dropout_clone,
-    softmax,
 )
 from snapuq.errors import SnapuqError
 from snapuq.nn.saved import predict_batched
 from snapuq.uq import metrics as M
-from snapuq.uq.score import one_minus_max
+from snapuq.uq.score import one_minus_max, softmax
 
 
 class MethodUnavailable(SnapuqError):
@@ -98,9 +97,16 @@ class EvalContext:
 
 
 def _from_probs(p: np.ndarray, u: np.ndarray) -> MethodResult:
+    """U = u with the prediction and confidence of the class probabilities p."""
     return MethodResult(u=np.asarray(u, np.float64), pred=p.argmax(1), conf=p.max(1))
 
 
+def _mean_softmax(models: list, x: np.ndarray, batch_size: int, n_classes: int) -> np.ndarray:
+    """The mean softmax of the models' logits on x (MC dropout: one stochastic model, sampled repeatedly)."""
+    p = np.zeros((len(x), n_classes))
+    for m in models:
+        p += softmax(predict_batched(m, x, batch_size))
+    return p / len(models)
 
 
 def _base(outs: dict[str, np.ndarray]) -> np.ndarray:
@@ -182,10 +188,7 @@ class MCDropout(Method):
             raise MethodUnavailable("the model has no Dropout layer named 'drop*' to sample")
 
     def score(self, ctx, x, outs):
-        p = np.zeros((len(x), ctx.n_classes))
-        for _ in range(self.samples):
-            p += softmax(predict_batched(self.clone, x, ctx.batch_size))
-        p /= self.samples
+        p = _mean_softmax([self.clone] * self.samples, x, ctx.batch_size, ctx.n_classes)
         return _from_probs(p, entropy(p))
 
     def params(self):
@@ -218,10 +221,7 @@ class DeepEnsemble(Method):
         self.members = [logits_model(_load_keras(p)) for p in paths]
 
     def score(self, ctx, x, outs):
-        p = np.zeros((len(x), ctx.n_classes))
-        for m in self.members:
-            p += softmax(predict_batched(m, x, ctx.batch_size))
-        p /= len(self.members)
+        p = _mean_softmax(self.members, x, ctx.batch_size, ctx.n_classes)
         return _from_probs(p, entropy(p))
 
     def params(self):
@@ -297,8 +297,7 @@ class ODIN(Method):
             self.eps = best[1] if best else 0.001
 
     def score(self, ctx, x, outs):
-        p = _base(outs)
-        return MethodResult(u=self._scores(x, self.eps, ctx.batch_size), pred=p.argmax(1), conf=p.max(1))
+        return _from_probs(_base(outs), self._scores(x, self.eps, ctx.batch_size))
 
     def params(self):
         return {"temperature": self.t, "eps": self.eps, "dev_auroc_by_eps": self.dev_auroc}
@@ -308,8 +307,7 @@ class Energy(Method):
     name = "energy"
 
     def score(self, ctx, x, outs):
-        p = _base(outs)
-        return MethodResult(u=-logsumexp(outs["logits"]), pred=p.argmax(1), conf=p.max(1))
+        return _from_probs(_base(outs), -logsumexp(outs["logits"]))
 
 
 def _feat(outs: dict[str, np.ndarray]) -> np.ndarray:
@@ -339,8 +337,7 @@ class Mahalanobis(Method):
         return np.einsum("ncf,fg,ncg->nc", d, self.prec, d)
 
     def score(self, ctx, x, outs):
-        p = _base(outs)
-        return MethodResult(u=self.distances(_feat(outs)).min(1), pred=p.argmax(1), conf=p.max(1))
+        return _from_probs(_base(outs), self.distances(_feat(outs)).min(1))
 
 
 class ReAct(Method):

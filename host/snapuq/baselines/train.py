@@ -198,30 +198,23 @@ def train_baselines(
 def _fit_plain(joint, outs, x, y, epochs: int, batch_size: int, lr: float, seed: int, progress: bool) -> None:
     """The short recipe of the small sets: Adam at a constant rate, no augmentation, one fit."""
     import keras
-    from tqdm import tqdm
+
+    from snapuq.nn.training import _Bar
 
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     joint.compile(optimizer=keras.optimizers.Adam(lr), loss={k: loss for k in outs})
-    bar = tqdm(total=epochs, desc="baselines", unit="epoch", disable=not progress)
-
-    class _Bar(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            bar.set_postfix(loss=f"{(logs or {}).get('loss', float('nan')):.3f}")
-            bar.update(1)
-
+    bar = _Bar(epochs, "baselines", not progress)
     keras.utils.set_random_seed(int(seed) * 1000 + 7)
     joint.fit(x, {k: y for k in outs}, epochs=epochs, batch_size=batch_size, verbose=0, shuffle=True,
-              callbacks=[_Bar()])
+              callbacks=[bar.callback(["loss"])])
     bar.close()
 
 
-def announce_baselines(ds, cfg: dict, epochs: int, progress: bool, log=print, capped: bool = True) -> None:
+def announce_baselines(ds, per_epoch: float | None, epochs: int, log=print, capped: bool = True) -> None:
     """Say what the baseline training does and roughly how long it takes, before it starts: the measured
-    backbone training time per epoch x (ensemble members + the early-exit model), capped epochs."""
-
-
+    backbone training time per epoch (`per_epoch` s, None: unknown) x (ensemble members + the early-exit
+    model), capped epochs."""
     ep = min(int(epochs), MAX_EPOCHS) if capped else int(epochs)
-    per_epoch = cfg.get("_backbone_s_per_epoch")
     est = f"~{per_epoch * ep * (ENSEMBLE_MEMBERS + 1.5):.0f} s" if per_epoch else "unknown"
     log(
         f"snapuq train: training the baselines ({ENSEMBLE_MEMBERS}-member deep ensemble + early-exit model, "

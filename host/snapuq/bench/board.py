@@ -10,6 +10,8 @@ import numpy as np
 
 from snapuq import resources
 from snapuq.errors import SnapuqError
+from snapuq.native.ccore import CoreModel
+from snapuq.tflite_graph import read_graph
 
 BOARDS = ("m4", "m7")
 
@@ -40,40 +42,32 @@ def graph_split(tflite: bytes) -> dict[str, Any]:
 
     The C core's loader validates the file first (bounds, vtables, shapes); the graph edges are
     then read with the `tflite` schema package."""
-    import tflite as tfl
-
-    from snapuq.native.ccore import CoreModel
-
     names = CoreModel(tflite).output_names
-    m = tfl.Model.GetRootAsModel(tflite, 0)
-    sg = m.Subgraphs(0)
-    outs = [int(t) for t in sg.OutputsAsNumpy()]
-    want = {t for n, t in zip(names, outs) if n in ("logits", "probs")}
+    g = read_graph(tflite)
+    want = {t for n, t in zip(names, g.outputs) if n in ("logits", "probs")}
     if not want:
         raise SnapuqError("model has no 'logits' output")
-    ops = [sg.Operators(i) for i in range(sg.OperatorsLength())]
-    op_in = [[int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else [] for op in ops]
-    producer = {int(t): k for k, op in enumerate(ops) for t in op.OutputsAsNumpy()}
+    producer = g.producers()
     backbone: set[int] = set()
     stack = list(want)
     while stack:
         t = stack.pop()
         if t in producer and producer[t] not in backbone:
             backbone.add(producer[t])
-            stack.extend(i for i in op_in[producer[t]] if i >= 0)
-    heads = set(range(len(ops))) - backbone
+            stack.extend(i for i in g.operators[producer[t]].inputs if i >= 0)
+    heads = set(range(len(g.operators))) - backbone
 
     def nbytes(t: int) -> int:
-        return int(m.Buffers(sg.Tensors(t).Buffer()).DataLength())
+        return g.tensors[t].buffer_bytes
 
     def const_bytes(sel: set[int]) -> set[int]:
-        return {i for o in sel for i in op_in[o] if i >= 0 and nbytes(i) > 0}
+        return {i for o in sel for i in g.operators[o].inputs if i >= 0 and nbytes(i) > 0}
 
     cb, ch = const_bytes(backbone), const_bytes(heads)
     return {"backbone_ops": sorted(backbone), "head_ops": sorted(heads),
             "backbone_weight_bytes": sum(nbytes(i) for i in cb),
             "head_only_weight_bytes": sum(nbytes(i) for i in ch - cb),
-            "n_ops": len(ops)}
+            "n_ops": len(g.operators)}
 
 
 def _symbol_sizes(elf: Path) -> dict[str, int]:
@@ -98,6 +92,7 @@ def _snap_code_bytes(elf: Path) -> int:
 
 def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
                   split: dict[str, Any], build_dir: Path | None) -> dict[str, Any]:
+    from snapuq.harness import cycles as cyc
     from snapuq.harness.protocol import Device
     from snapuq.harness.qemu import (
         INSTR_PER_TICK_ICOUNT,
@@ -109,17 +104,19 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
 
     spec = board_spec("qemu:" + key)
     elf = build_firmware(spec, model_dir, build_dir)
-    with QemuProcess(spec, elf, icount=True) as q:
+    silicon = cyc.silicon_for(spec.name)
+    counts = elf.parent / "insn_counts.txt"
+    counts.unlink(missing_ok=True)
+    # the timed inferences run first and are the ones modelled (the first `repeats` invokes); the profiled
+    # one comes after them: the per-operator profiler runs inside invoke
+    plugin = cyc.plugin_arg(cyc.plugin_library(), elf, silicon, counts.resolve(), max_windows=repeats)
+    with QemuProcess(spec, elf, icount=True, plugin=plugin) as q:
         dev = Device(open_serial(q.url), timeout=60)
         try:
             dev.wait_boot(timeout=30)
             # direct-input builds (the input tensor is the upload buffer): one load per inference
             direct = int(dev.stats().get("direct_input", 0))
             dev.load_input(x_int8.tobytes())
-            dev.prof(True)
-            dev.infer(1, 0 if direct else 1)
-            per_op = dev.prof()
-            dev.prof(False)
             if direct:
                 inf = {"model_ticks": 0, "snap_ticks": 0}
                 for _ in range(repeats):
@@ -129,10 +126,16 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
                         inf[key] += int(r1.get(key, 0))
             else:
                 inf = dev.infer(repeats, 1, timeout=120)
+            dev.load_input(x_int8.tobytes())
+            dev.prof(True)
+            dev.infer(1, 0 if direct else 1)
+            per_op = dev.prof()
+            dev.prof(False)
             stats = dev.stats()
             prof = dev.profile()
         finally:
             dev.close()
+    cm = cyc.estimate(*cyc.read_counts(counts), silicon)
     k = INSTR_PER_TICK_ICOUNT
     ticks = {int(d["op"]): int(d["ticks"]) for d in per_op}
     tb = sum(ticks.get(o, 0) for o in split["backbone_ops"])
@@ -152,6 +155,7 @@ def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
         "instructions_unit": "qemu_instructions (-icount shift=0)",
         "instructions": {"model": model_instr, "backbone": model_instr - head_instr, "snap_heads": head_instr,
                          "snap_score": snap_score_instr, "total": model_instr + snap_score_instr},
+        "cycles_modelled": cm["cycles_modelled"], "ms_modelled": cm["ms_modelled"], "cycle_model": cm,
         "per_op_profiled": [{"op": int(d["op"]), "code": d["code"], "instructions": int(d["ticks"]) * k,
                              "part": "backbone" if int(d["op"]) in split["backbone_ops"] else "snap_heads"}
                             for d in per_op],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,8 @@ def _make(target: str, args: list[str], jobs: int = 1) -> subprocess.CompletedPr
 
     if _STOP.is_set():
         raise SnapuqError("interrupted")
-    cmd = ["make", "-C", str(FIRMWARE), f"-j{max(1, jobs)}", target, *args]
+    # PYTHON: the firmware's tools (caps.py) read models with this interpreter's snapuq
+    cmd = ["make", "-C", str(FIRMWARE), f"-j{max(1, jobs)}", target, f"PYTHON={sys.executable}", *args]
     proc = popen_owned(
         cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -189,13 +191,21 @@ def run_image(
     inputs: list[np.ndarray],
     repeats: int,
     expected: list[dict[str, Any]] | None = None,
+    cycles: bool = True,
+    silicon_key: str | None = None,
 ) -> dict[str, Any]:
+    from snapuq.harness import cycles as cyc
     from snapuq.harness.protocol import Device
     from snapuq.harness.qemu import INSTR_PER_TICK_ICOUNT, QemuProcess, board_spec, open_serial
 
     spec = board_spec("qemu:" + board.qemu.split("_")[1])
     res: dict[str, Any] = {}
-    with QemuProcess(spec, elf, icount=True) as q:
+    plugin, counts, silicon = None, elf.parent / "insn_counts.txt", None
+    if cycles:  # the instruction stream of every invoke, for the cycle model (snapuq.harness.cycles)
+        silicon = cyc.silicon_for(board.qemu, silicon_key)
+        counts.unlink(missing_ok=True)
+        plugin = cyc.plugin_arg(cyc.plugin_library(), elf, silicon, counts.resolve())
+    with QemuProcess(spec, elf, icount=True, plugin=plugin) as q:
         dev = Device(open_serial(q.url), timeout=120)
         try:
             dev.wait_boot(timeout=30)
@@ -243,11 +253,18 @@ def run_image(
                     for key in tot:
                         tot[key] += int(r1.get(key, 0))
                 inf = tot
+                n_run = checked + repeats
             else:
                 inf = dev.infer(repeats, 1, timeout=600)
+                n_run = checked + repeats + 1  # one warm-up
             stats = dev.stats()
         finally:
             dev.close()
+    if silicon is not None:
+        est = cyc.estimate(*cyc.read_counts(counts), silicon, inferences=n_run)
+        res["cycles_modelled"] = est["cycles_modelled"]
+        res["ms_modelled"] = est["ms_modelled"]
+        res["cycle_model"] = est
     k = INSTR_PER_TICK_ICOUNT
     res.update(
         {

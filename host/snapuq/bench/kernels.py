@@ -26,53 +26,18 @@ import numpy as np
 
 from snapuq.errors import SnapuqError
 from snapuq.io import write_text
+from snapuq.native.ccore import CoreModel
+from snapuq.tflite_graph import Graph
+from snapuq.tflite_graph import read_graph as read_tflite_graph
 
 MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
-class _Tensor:
-    def __init__(self, shape: list[int]) -> None:
-        self.shape = shape
-
-
-class _Op:
-    def __init__(self, index: int, name: str, inputs: list[int], outputs: list[int],
-                 options: dict[str, int]) -> None:
-        self.index, self.name, self.inputs, self.outputs, self.options = index, name, inputs, outputs, options
-
-
-class _Graph:
-    def __init__(self, operators: list[_Op], tensors: list[_Tensor], inputs: list[int]) -> None:
-        self.operators, self.tensors, self.inputs = operators, tensors, inputs
-
-
-def read_graph(tflite: bytes) -> _Graph:
-    """Operators (name, tensor indices, conv geometry) and tensor shapes of subgraph 0. The C core's
-    loader validates the file first (as graph_split does); the edges are read with the `tflite`
-    schema package."""
-    import tflite as tfl
-
-    from snapuq.native.ccore import CoreModel
-
-    names = CoreModel(tflite).op_names()
-    m = tfl.Model.GetRootAsModel(tflite, 0)
-    sg = m.Subgraphs(0)
-    tensors = [_Tensor([int(d) for d in sg.Tensors(i).ShapeAsNumpy()] if sg.Tensors(i).ShapeLength() else [])
-               for i in range(sg.TensorsLength())]
-    ops: list[_Op] = []
-    for k in range(sg.OperatorsLength()):
-        op = sg.Operators(k)
-        name = names[k] if k < len(names) else "?"
-        opts: dict[str, int] = {}
-        if name in ("CONV_2D", "DEPTHWISE_CONV_2D") and op.BuiltinOptions() is not None:
-            o = tfl.Conv2DOptions() if name == "CONV_2D" else tfl.DepthwiseConv2DOptions()
-            o.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
-            opts = {"padding": int(o.Padding()), "stride_w": int(o.StrideW()), "stride_h": int(o.StrideH()),
-                    "dilation_w": int(o.DilationWFactor()), "dilation_h": int(o.DilationHFactor())}
-        ins = [int(t) for t in op.InputsAsNumpy()] if op.InputsLength() else []
-        outs = [int(t) for t in op.OutputsAsNumpy()] if op.OutputsLength() else []
-        ops.append(_Op(k, name, ins, outs, opts))
-    return _Graph(ops, tensors, [int(t) for t in sg.InputsAsNumpy()])
+def read_graph(tflite: bytes) -> Graph:
+    """Operators (name, tensor indices, conv geometry) and tensor shapes of subgraph 0, after the C core's
+    loader has validated the file (as graph_split does)."""
+    CoreModel(tflite).close()
+    return read_tflite_graph(tflite)
 
 
 # prints the kernel set, then one line per operator: its index and the kernel it runs

@@ -45,6 +45,7 @@ from snapuq.bench.firmware import (
 )
 from snapuq.bench.table_markdown import EVAL_METHOD, METHOD_LABEL, METHODS, PAPER, _summary, markdown
 from snapuq.errors import SnapuqError
+from snapuq.harness.cycles import ERROR_BAR
 from snapuq.modeldir import ModelPaths
 
 ROOT = resources.project_dir()
@@ -193,6 +194,14 @@ def measure_cell(
         return cell
     cell.update({"status": "ok", **{k: v for k, v in run.items() if k != "ok"}})
     return cell
+
+
+CYCLE_MODEL_NOTE = (
+    "the executed instruction stream of the model's invokes (QEMU plugin) weighted with Cortex-M4 TRM "
+    "timings "
+    "(M7: single-issue, loads and MACs 1 cycle) + the flash wait states per flash-accelerator cache miss, at "
+    "the part's clock (L432KC 80 MHz 4 WS, F767ZI 216 MHz 7 WS); error bar: M4 "
+    + ERROR_BAR["m4"] + "; M7 " + ERROR_BAR["m7"])
 
 
 def _energy(board: Board, instr: float) -> tuple[float, float, str]:
@@ -355,6 +364,7 @@ def run_table(args) -> int:
         "format": 1,
         "instructions_unit": "QEMU instructions per inference (-icount shift=0), not cycles",
         "latency_energy": "model: instructions / board clock (1 instruction per cycle) x datasheet run power",
+        "cycle_model": CYCLE_MODEL_NOTE,
         "mc_dropout": MC_DROPOUT_NOTE,
         "repeats": repeats,
         "real_board_link": not args.no_real_link,

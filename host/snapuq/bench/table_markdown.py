@@ -64,9 +64,10 @@ def _f(v: Any, fmt: str = "{:.2f}") -> str:
 def markdown(report: dict[str, Any]) -> str:
     lines = [
         "| board | workload | method | flash KB | peak RAM KB (static+arena+stack) | instr/inf (QEMU) "
+        "| cycles/inf (model) | ms (cycle model) "
         "| latency ms (model) | energy mJ (model) | AUROC ✓/✗ | AUROC ID/OOD | CID AUPRC | delay "
         "| device vs TFLM |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in report["rows"]:
         uq = c.get("uq") or {}
@@ -94,6 +95,8 @@ def markdown(report: dict[str, Any]) -> str:
                         _kb(c["flash"]),
                         ram,
                         f"{c['instructions']['total']:,.0f}",
+                        _f(c.get("cycles_modelled"), "{:,.0f}"),
+                        _f(c.get("ms_modelled")),
                         _f(c["model"]["latency_ms"]),
                         _f(c["model"]["energy_mj"], "{:.3f}"),
                     ]
@@ -104,17 +107,18 @@ def markdown(report: dict[str, Any]) -> str:
             )
         elif c["status"] == "OOM":
             lines.append(
-                "| " + " | ".join(head + ["**OOM**", _oom_text(c), "—", "—", "—"] + uqc + ["—"]) + " |"
+                "| " + " | ".join(head + ["**OOM**", _oom_text(c)] + ["—"] * 5 + uqc + ["—"]) + " |"
             )
         else:
             lines.append(
                 "| "
-                + " | ".join(head + [c["status"], c.get("reason", ""), "—", "—", "—"] + uqc + ["—"])
+                + " | ".join(head + [c["status"], c.get("reason", ""), "—", "—", "—", "—", "—"] + uqc + ["—"])
                 + " |"
             )
     lines += [
         "",
         f"Instructions: {report['instructions_unit']}. Latency/energy: {report['latency_energy']}.",
+        f"Cycles / ms (cycle model): {report.get('cycle_model', 'not measured')}.",
         f"MC dropout: {report['mc_dropout']}.",
         "UQ columns: `snapuq eval` of the same model (host, float): "
         + ", ".join(f"{METHOD_LABEL[k]} = {v}" for k, v in EVAL_METHOD.items())

@@ -53,7 +53,10 @@ def bench_tflite(path: str | Path, boards: list[str], n_check: int = 3, repeats:
         "model": str(p), "sha256": sha, "bytes": len(buf), "ops": sorted(set(core.op_names())),
         "arena_bytes": {"snapuq_host": int(core.arena_bytes), "tflm": int(arena_bytes(buf, inputs[0]))},
         "check_inputs": n_check, "repeats": repeats,
-        "units": {"instructions": "QEMU instructions per inference (-icount shift=0), not cycles"},
+        "units": {"instructions": "QEMU instructions per inference (-icount shift=0), not cycles",
+                  "cycles_modelled": "cycles per inference modelled from the executed instruction stream "
+                                     "(snapuq.harness.cycles; the board's part, clock and flash wait states "
+                                     "in cycle_model)"},
         "boards": {},
     }  # fmt: skip
     for b in boards:

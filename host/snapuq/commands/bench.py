@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
         write_text(args.out, json.dumps(rep, indent=1) + "\n")
         for b, r in rep["boards"].items():
             if r.get("fits"):
+                cm = r.get("cycle_model") or {}
+                if cm:
+                    print(f"{b}: modelled {cm['cycles_modelled']:,} cycles = {cm['ms_modelled']:.3f} ms on "
+                          f"{cm['silicon']} at {cm['clock_hz'] // 1_000_000} MHz ({cm['error_bar']})")
                 print(f"{b}: {r['instructions']['total']:,.0f} instructions, flash {r['flash']:,} B, arena "
                       f"{r['ram']['arena']:,} B (TFLM {rep['arena_bytes']['tflm']:,} B), "
                       f"{r['mismatches_vs_tflm']} mismatches vs TFLM")  # fmt: skip
@@ -139,9 +143,12 @@ def run(args: argparse.Namespace) -> int:
     for b, r in boards.items():
         ins, fl = r["instructions"], r["flash"]
         frac = methods["snap"][b]["overhead_instructions_frac"] * 100
+        cm = r["cycle_model"]
         print(f"{b}: backbone {ins['backbone']:.0f} instr, +SNAP heads {ins['snap_heads']:.0f} "
               f"+ score {ins['snap_score']:.0f} ({frac:.2f} %); "
-              f"flash {fl['backbone_alone']} -> {fl['total']} B; RAM peak {r['ram']['peak']} B")
+              f"flash {fl['backbone_alone']} -> {fl['total']} B; RAM peak {r['ram']['peak']} B; model invoke "
+              f"modelled {cm['cycles_modelled']:,} cycles = {cm['ms_modelled']:.3f} ms on {cm['silicon']} "
+              f"({cm['error_bar']})")
     print(f"bench: wrote {args.out}")
     return 0
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from snapuq.data.shifts import corruption_api
 from snapuq.errors import DatasetError, SnapuqError
-from snapuq.evaluation.loading import Timer, _jsonable, load
+from snapuq.evaluation.loading import Timer, _jsonable, baselines_record, load
 from snapuq.evaluation.report import CONTRACT_KEYS
 from snapuq.formats import MAX_SEED
 from snapuq.io import check_out_dir, staged_dir, write_text
@@ -32,7 +32,8 @@ COVERAGES = (0.5, 0.8, 0.9, 0.95)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", metavar="DIR", help="model directory written by `snapuq train`")
-    p.add_argument("--report", required=True, metavar="RDIR", help="output folder (created)")
+    p.add_argument("--report", default=None, metavar="RDIR", help="output folder (created; required "
+                   "without --split)")
     p.add_argument("--data-dir", default=None, help="folder with the dataset files (non-embedded datasets)")
     p.add_argument("--limit", type=int, default=None, help="score at most N test inputs (and N OOD inputs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the OOD sample and the CID stream")
@@ -48,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--ood", default=None, metavar="PATH",
         help="OOD inputs for your own data: an .npz (x_ood or x) or a folder of images / WAV clips "
         "(default: the data set's own OOD source; none: ID-vs-OOD metrics skipped with a note)",
+    )  # fmt: skip
+    p.add_argument(
+        "--split", default=None, choices=("test", "dev", "all"),
+        help="audio models: evaluate on a Speech Commands-style folder of clips alone (--data-dir DIR with "
+        "<word>/*.wav; test: the files of testing_list.txt when present, else every clip); words mapped to "
+        "the model's classes by name, other words as _unknown_ (snapuq.evaluation.testdir)",
     )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
@@ -108,6 +115,8 @@ def _method_metrics(u, pred, conf, y, u_ood, stream_res) -> tuple[dict, dict]:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "seeds", None) is not None:  # '' is refused by parse_seeds, not taken as "not given"
+        if not args.report or getattr(args, "split", None):
+            raise SnapuqError("--seeds needs --report RDIR and no --split")
         from snapuq.commands.multiseed import parse_seeds, run_seeds
 
         parse_seeds(args.seeds)
@@ -118,6 +127,14 @@ def run(args: argparse.Namespace) -> int:
     from snapuq.baselines.methods import METHODS, EvalContext, MethodUnavailable, make_method
     from snapuq.data import check_labels, load_dataset, load_ood_sets
 
+    if getattr(args, "split", None):
+        from snapuq.evaluation.testdir import run_test_tree
+
+        if args.report:
+            check_out_dir(args.report, "--report")
+        return run_test_tree(args)
+    if not args.report:
+        raise SnapuqError("--report RDIR is required (the output folder)")
     timer = Timer()
     t_start = time.perf_counter()
     d = Path(args.model_dir)
@@ -271,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
         "accuracy": {"float": float(ok_test.mean()), "int8": None},
         "methods": {n: methods_out[n] for n in names},
     }
-    out["baselines"] = _baselines_record(bdir, own=bdir == ModelPaths(d).baselines)
+    out["baselines"] = baselines_record(bdir, own=bdir == ModelPaths(d).baselines)
     out["n_ood"] = int(len(x_ood))
     out["ood_source"] = ood_note or _ood_source(ds, cfg["dataset"])
     if ood_groups:
@@ -430,15 +447,6 @@ def _snap_variants(ctx, snap, x_all, outs, bounds, y_test, st, spec, clean_idx) 
         res[v] = {**main, "shift_auroc_mean": extra["shift_auroc_mean"], "shift_auroc": extra["shift_auroc"]}
         res[v]["params"] = m.params()
     return res
-
-
-def _baselines_record(bdir: Path, own: bool) -> dict:
-    """Which trained baselines were scored: their folder, whether it is the model directory's own, and the
-    seed they were trained with (baselines.json), so a report can say when one set served several seeds."""
-    info = {}
-    if (bdir / "baselines.json").is_file():
-        info = json.loads((bdir / "baselines.json").read_text())
-    return {"dir": str(bdir) if bdir.is_dir() else None, "own": bool(own), "seed": info.get("seed")}
 
 
 def _int8_block(d: Path, x_test, y_test, x_ood, ctx, snap, bounds) -> dict | None:

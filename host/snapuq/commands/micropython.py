@@ -28,16 +28,14 @@ from typing import Any
 import numpy as np
 
 from snapuq import resources
-from snapuq.errors import DeviceError, ModelFormatError, SnapuqError
+from snapuq.errors import DeviceError, SnapuqError
 from snapuq.modeldir import ModelPaths
 from snapuq.native.blob import BLOB_NAME, input_normalization_record, write_blob
 
 
 def load_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
     paths = ModelPaths(model_dir)
-    for p in (paths.int8, paths.manifest):
-        if not p.is_file():
-            raise ModelFormatError(f"{p} is missing (run `snapuq export {paths.root}` first)")
+    paths.need_export()
     return paths.int8.read_bytes(), json.loads(paths.manifest.read_text())
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _check_model_dir, _jsonable
-from snapuq.io import write_text
+from snapuq.io import write_json, write_text
 from snapuq.modeldir import ModelPaths
 from snapuq.options import CalibOptions, TrainOptions
 
@@ -94,21 +94,12 @@ def train_argv(
         for key, val in r.to_dict().items():
             if val is not None:
                 a += [f"--{key.replace('_', '-')}", str(val)]
-    for key, flag in (
-        ("epochs", None if isinstance(recipe, dict) else "--epochs"),
-        ("backbone", None if user else "--backbone"),
-        ("rank", "--rank"),
-        ("qat_frac", "--qat-frac"),
-        ("lambda_ss", "--lambda-ss"),
-        ("lambda_reg", "--lambda-reg"),
-        ("eps", "--eps"),
-        ("floor", "--floor"),
-        ("nll", "--nll"),
-        ("cov_rank", "--cov-rank"),
-        ("variant", "--variant"),
-    ):
-        if flag and cfg.get(key) is not None:
-            a += [flag, str(cfg[key])]
+    # the head options as flags (epochs: the recorded recipe's if any; no --backbone for your own model)
+    keys = ([] if isinstance(recipe, dict) else ["epochs"]) + ([] if user else ["backbone"])
+    keys += ["rank", "qat_frac", "lambda_ss", "lambda_reg", "eps", "floor", "nll", "cov_rank", "variant"]
+    for key in keys:
+        if cfg.get(key) is not None:
+            a += [f"--{key.replace('_', '-')}", str(cfg[key])]
     if cfg.get("taps"):
         a += ["--taps", ",".join(t["layer"] for t in cfg["taps"])]
     a.append("--detach" if cfg.get("detach", True) else "--no-detach")
@@ -165,11 +156,8 @@ def seed_checks(m: dict) -> dict:
     base = [n for n in meth if n != "snap" and meth[n].get("auroc_ok_vs_err") is not None]
 
     def best_of(key: str, src: str = "methods") -> float | None:
-        vals = [
-            (meth[n] if src == "methods" else det.get(n, {})).get(key)
-            for n in base
-            if (meth[n] if src == "methods" else det.get(n, {})).get(key) is not None
-        ]
+        rows = meth if src == "methods" else det
+        vals = [v for n in base if (v := rows.get(n, {}).get(key)) is not None]
         return max(vals) if vals else None
 
     snap, sd = meth.get("snap", {}), det.get("snap", {})
@@ -398,8 +386,6 @@ def _reusable(mj: Path, ds: Path, bdir: Path) -> bool:
 def run_seeds(args: argparse.Namespace, evaluate) -> int:
     """`snapuq eval --seeds`: each seed's directory (trained from DIR's record when missing) evaluated by
     `evaluate(args) -> rc` (snapuq.commands.evaluate.run), then aggregated."""
-    from snapuq.uq.calibration import write_json_atomic
-
     seeds = parse_seeds(args.seeds)
     d = Path(args.model_dir)
     _check_model_dir(d)
@@ -426,7 +412,7 @@ def run_seeds(args: argparse.Namespace, evaluate) -> int:
                 return rc
         per_seed[s] = json.loads(mj.read_text())
     agg = aggregate(per_seed)
-    write_json_atomic(rdir / "metrics.json", _jsonable(agg))
+    write_json(rdir / "metrics.json", _jsonable(agg), indent=1)
     write_report(rdir, agg)
     print(f"snapuq eval: seeds {','.join(map(str, seeds))}: {criteria_line(agg['criteria'])}; "
           f"report in {rdir / 'report.md'}")  # fmt: skip

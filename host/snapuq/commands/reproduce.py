@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from snapuq.errors import SnapuqError
-from snapuq.io import check_out_dir, write_text
+from snapuq.io import check_out_dir, write_json, write_text
 from snapuq.modeldir import ModelPaths, part_problem, read_parts
 
 DATASETS = ("mnist", "cifar10")
@@ -266,7 +266,6 @@ def render(results: dict[str, dict]) -> str:
 def run(args: argparse.Namespace) -> int:
     from snapuq.commands.multiseed import parse_seeds
     from snapuq.evaluation.loading import _jsonable
-    from snapuq.uq.calibration import write_json_atomic
 
     datasets = _parse_datasets(args.datasets)
     seeds = parse_seeds(args.seeds)
@@ -288,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
         agg["criteria_real_data"] = [
             {"criterion": c, "measured": m, "met": ok} for c, m, ok in criteria(ds, agg)
         ]
-        write_json_atomic(docs / "results" / f"reproduce_{ds}.json", _jsonable(agg))
+        write_json(docs / "results" / f"reproduce_{ds}.json", _jsonable(agg), indent=1)
         results[ds] = agg
         write_text(docs / "RESULTS.md", render(dict(sorted(results.items()))))
         met = sum(1 for c in agg["criteria_real_data"] if c["met"])

@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.baselines.train import announce_baselines
+from snapuq.commands.calibrate import add_calibration_arguments, calib_options
 from snapuq.commands.train_user import train_user_model
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED
-from snapuq.io import write_text
+from snapuq.io import write_json, write_text
 from snapuq.modeldir import ModelPaths
 from snapuq.nn.training import (
-    _backbone_module,
     check_data,
     fit_heads,
     head_config,
@@ -34,7 +34,7 @@ from snapuq.nn.training import (
     validate_head_options,
 )
 from snapuq.options import CalibOptions
-from snapuq.uq.calibration import calibrate, write_json_atomic
+from snapuq.uq.calibration import calibrate
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -93,24 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cov-rank", type=int, default=0,
                    help="low-rank + diagonal covariance diag(sigma^2) + B B^T with this rank "
                    "(Woodbury; float only)")  # fmt: skip
-    p.add_argument(
-        "--variant", choices=["best", "literal"], default="best", help="default SNAP scoring variant"
-    )
-    p.add_argument(
-        "--hinge-q", type=float, default=None,
-        help="first hinge quantile of the clean reference S (correct dev + train inputs; default 0.999, "
-        "raised until the dev check passes; 1.0 = the largest)",
-    )  # fmt: skip
-    p.add_argument(
-        "--alpha", type=float, default=1.0, help="confidence term weight of 1 - MSP vs 1 - margin (default 1)"
-    )
-    p.add_argument(
-        "--input-tap", action=argparse.BooleanOptionalAction, default=True,
-        help="add the input tap to S (row / column statistics of the input; default on)",
-    )  # fmt: skip
-    from snapuq.commands.calibrate import add_alarm_rate_argument
-
-    add_alarm_rate_argument(p)
+    add_calibration_arguments(p, variant="best")
     p.add_argument(
         "--batch-size", type=int, default=None, help="default: the dataset's recipe (64 for --model)"
     )
@@ -124,7 +107,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="learning-rate schedule (cosine: decay to 0 after --warmup-epochs)")  # fmt: skip
     p.add_argument("--warmup-epochs", type=int, default=None)
     p.add_argument("--momentum", type=float, default=None, help="SGD (Nesterov) momentum (default 0.9)")
-    p.add_argument("--augment", choices=["none", "shift", "crop-flip"], default=None,
+    p.add_argument("--augment", choices=["none", "shift", "crop-flip", "specaugment"], default=None,
                    help="augmentation in the data path (default: the dataset's recipe)")  # fmt: skip
     p.add_argument(
         "--resume", action="store_true",
@@ -191,18 +174,8 @@ def recipe_from_args(args: argparse.Namespace, dataset: str | None):
     return dataclasses.replace(base, **given)
 
 
-def calib_options(args: argparse.Namespace) -> CalibOptions:
-    """The calibration options of a `snapuq train` command line (recorded as config.json `calibration`)."""
-    return CalibOptions(alpha=getattr(args, "alpha", 1.0), quantile=getattr(args, "hinge_q", None),
-                        variant=getattr(args, "variant", "best"), input_tap=getattr(args, "input_tap", True),
-                        alarm_rate=getattr(args, "alarm_rate", None))
-
-
 def train(args: argparse.Namespace) -> dict:
     check_args(args)
-    from snapuq.data import load_dataset
-    from snapuq.nn.backbones import DEFAULT_BACKBONE, build_backbone
-
     if getattr(args, "model", None):
         return train_user_model(args)
     if getattr(args, "baselines_only", False):
@@ -218,8 +191,7 @@ def train(args: argparse.Namespace) -> dict:
     stage = ModelStage(args.out)
     stage.open(resume=getattr(args, "resume", False))
     try:
-        cfg = _train_into(args, opts, stage.path, timings, t0, load_dataset, DEFAULT_BACKBONE, build_backbone,
-                          resume=getattr(args, "resume", False))  # fmt: skip
+        cfg = _train_into(args, opts, stage.path, timings, t0, resume=getattr(args, "resume", False))
         stage.commit()
     finally:
         stage.close()
@@ -270,9 +242,11 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     return cfg
 
 
-def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBONE, build_backbone,
-                resume: bool) -> dict:  # fmt: skip
+def _train_into(args, opts, out: Path, timings, t0, resume: bool) -> dict:
     """The built-in recipe into the staging folder `out` (swapped in as --out by the caller)."""
+    from snapuq.data import load_dataset
+    from snapuq.nn.backbones import DEFAULT_BACKBONE, backbone_module, build_backbone
+
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     check_data(ds)
     timings["load_data"] = time.perf_counter() - t0
@@ -282,7 +256,7 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
     from snapuq.nn.recipe import fit_backbone_resumable
 
     bname = args.backbone or DEFAULT_BACKBONE.get(args.dataset, "cnn4")
-    mod = _backbone_module(bname) if bname in DEFAULT_BACKBONE.values() else None
+    mod = backbone_module(bname) if bname in DEFAULT_BACKBONE.values() else None
     taps = [t.strip() for t in args.taps.split(",")] if args.taps else list(getattr(mod, "DEFAULT_TAPS", []))
     tap_prev = dict(getattr(mod, "TAP_PREV", {}))
     bad = [t for t in taps if t not in tap_prev]
@@ -348,7 +322,7 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
     md = ModelDir(out, cfg, snap_model)
     copts = CalibOptions.from_dict(cfg["calibration"])
     calib = calibrate(md.predict, cfg, xdv, ydv, copts, seed=args.seed, x_ref=xtr, y_ref=ytr)
-    write_json_atomic(ModelPaths(out).calib, calib)
+    write_json(ModelPaths(out).calib, calib, indent=1)
     timings["calibrate"] = time.perf_counter() - t
 
     ot = md.predict(ds.x_test.astype(np.float32))
@@ -361,10 +335,8 @@ def _train_into(args, opts, out: Path, timings, t0, load_dataset, DEFAULT_BACKBO
         t = time.perf_counter()
         from snapuq.baselines import train_baselines
 
-        if "backbone" in timings:
-            cfg["_backbone_s_per_epoch"] = timings["backbone"] / max(1, epochs)
-        announce_baselines(ds, cfg, opts.baseline_epochs or epochs, progress, capped=False)
-        cfg.pop("_backbone_s_per_epoch", None)
+        per = timings["backbone"] / max(1, epochs) if "backbone" in timings else None
+        announce_baselines(ds, per, opts.baseline_epochs or epochs, capped=False)
         train_baselines(ds, cfg, out, seed=args.seed, progress=progress, recipe=opts, resume=resume)
         timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0

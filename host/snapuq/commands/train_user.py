@@ -27,8 +27,10 @@ def train_user_model(args: argparse.Namespace) -> dict:
         raise SnapuqError("--model needs --data DATA (.npz or a folder of class subfolders)")
     if args.dataset:
         raise SnapuqError("give either --dataset (built-in) or --model with --data, not both")
-    if not Path(args.model).is_file():
+    if not Path(args.model).exists():
         raise SnapuqError(f"{args.model}: no such model file")
+    if Path(args.model).is_dir():  # a SavedModel folder: refused with the ways to convert it, before the data
+        load_keras_model(args.model)
     precheck_user_data(args.data)  # an .npz read and checked before TensorFlow loads (read once)
     progress = not args.no_progress
     model = load_keras_model(args.model)
@@ -68,10 +70,8 @@ def train_user_model(args: argparse.Namespace) -> dict:
         per = snap.history.get("backbone_s_per_epoch") or _estimate_epoch_s(
             snap.backbone, ds, args.batch_size or 64
         )
-        cfg["_backbone_s_per_epoch"] = per
         ep = args.baseline_epochs or args.epochs or 10
-        announce_baselines(ds, cfg, ep, progress)
-        cfg.pop("_backbone_s_per_epoch")
+        announce_baselines(ds, per, ep)
         train_baselines(ds, cfg, out, seed=args.seed, epochs=ep, progress=progress)
         cfg["timings_s"]["baselines"] = round(time.perf_counter() - t, 2)
     cfg["timings_s"]["total"] = round(time.perf_counter() - t0, 2)

@@ -22,6 +22,7 @@ LOADERS: dict[str, str] = {
     "fashion_mnist": "snapuq.data.vision:load_fashion_mnist",
     "cifar10": "snapuq.data.vision:load_cifar10",
     "keywords": "snapuq.data.keywords:load_keywords",
+    "keywords12": "snapuq.data.keywords12:load_keywords12",
     "speech_commands": "snapuq.data.speech_commands:load_speech_commands",
 }
 
@@ -33,6 +34,7 @@ OOD_LOADERS: dict[str, str] = {
     "fashion_mnist": "snapuq.data.vision:ood_fashion_mnist",
     "cifar10": "snapuq.data.vision:ood_cifar10",
     "keywords": "snapuq.data.keywords:ood_keywords",
+    "keywords12": "snapuq.data.keywords12:ood_keywords12",
     "speech_commands": "snapuq.data.speech_commands:ood_speech_commands",
 }
 

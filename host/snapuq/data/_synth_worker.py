@@ -5,7 +5,7 @@ on what was spoken before, and re-initialising does not reset it), so each job s
 library: identical jobs then give bit-identical waves.
 
 Usage: python -m snapuq.data._synth_worker '{"fn": "synth_split", "kwargs": {...}, "out": "/path/prefix",
-"position": 0}'
+"position": 0}' (or @FILE holding that JSON)
 """
 
 from __future__ import annotations
@@ -17,10 +17,15 @@ import numpy as np
 
 
 def main(argv: list[str]) -> int:
-    job = json.loads(argv[0])
-    from snapuq.data import keywords
+    spec = argv[0]
+    if spec.startswith("@"):  # the job in a file
+        with open(spec[1:]) as f:
+            spec = f.read()
+    job = json.loads(spec)
+    from snapuq.data import keywords, keywords12
 
-    fn = {"synth_split": keywords.synth_split, "ood_waves": keywords.ood_waves}[job["fn"]]
+    fn = {"synth_split": keywords.synth_split, "ood_waves": keywords.ood_waves,
+          "synth_items": keywords12.synth_items}[job["fn"]]  # fmt: skip
     try:
         result = fn(**job["kwargs"], position=int(job.get("position", 0)))
     except Exception as e:  # reported by the parent as a DatasetError

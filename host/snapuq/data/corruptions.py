@@ -194,10 +194,7 @@ def corruption_names(dataset: str = "digits") -> list[str]:
     if dataset in ("keywords", "speech_commands"):
         from snapuq.data import corruptions_audio as A
 
-        fn = getattr(A, "feature_corruption_names", None) or getattr(A, "audio_corruption_names", None)
-        if fn is None:
-            raise DatasetError("audio corruptions are not available")
-        return list(fn())
+        return A.audio_corruption_names()
     raise DatasetError(f"no corruption set for dataset '{dataset}'")
 
 

@@ -291,7 +291,8 @@ def run_fresh(jobs: list[tuple[str, dict]], workers: int | None = None) -> list[
                 spec = json.dumps(
                     {"fn": jobs[j][0], "kwargs": jobs[j][1], "out": outs[j], "position": j % workers}
                 )
-                cmd = [sys.executable, "-m", "snapuq.data._synth_worker", spec]
+                Path(f"{outs[j]}.json").write_text(spec)  # a file: long item lists exceed argv's limit
+                cmd = [sys.executable, "-m", "snapuq.data._synth_worker", f"@{outs[j]}.json"]
                 running.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL))
             running.pop(0).wait()
         for (fn, _), out in zip(jobs, outs):

@@ -199,3 +199,80 @@ def ood_speech_commands(data_dir: str | None, n: int, seed: int, ds: Dataset) ->
     np.save(tmp, x)
     os.replace(tmp, f)
     return x
+
+
+# --- a folder of test clips alone (`snapuq eval DIR --data-dir TREE --split test`) -------------------------
+
+SILENCE, UNKNOWN = "_silence_", "_unknown_"
+NOISE_DIR = "_background_noise_"
+TREE_SPLITS = ("test", "dev", "all")
+UNKNOWN_TO_MODEL = -1  # label of a clip whose word the model has no class for (and no `_unknown_` class)
+
+
+def _noise_clips(f: Path) -> np.ndarray:
+    """A long background-noise recording -> its whole 1 s pieces (int16, (k, 16000)); a shorter file: one
+    zero-padded clip."""
+    from scipy.io import wavfile
+
+    try:
+        rate, data = wavfile.read(f)
+    except (ValueError, OSError, EOFError) as e:
+        raise DatasetError(f"speech_commands: cannot read {f}: {e}") from e
+    if rate != audio.SAMPLE_RATE or data.ndim != 1:
+        raise DatasetError(f"speech_commands: {f} must be 16 kHz mono (got {rate} Hz, shape {data.shape})")
+    w = data if data.dtype == np.int16 else read_wav(f)  # other sample types: read_wav's conversion (1 s)
+    k = max(1, len(w) // audio.CLIP_SAMPLES)
+    return np.stack([audio.fit_length(w[i * audio.CLIP_SAMPLES : (i + 1) * audio.CLIP_SAMPLES])
+                     for i in range(k)])  # fmt: skip
+
+
+def read_test_tree(data_dir: str | None, class_names: list[str], split: str = "test") -> dict:
+    """The clips of a Speech Commands-style folder for a model with `class_names`.
+
+    Folder words are mapped by name: a model class -> its index; `_background_noise_` (long recordings cut
+    into 1 s pieces) and `_silence_` -> `_silence_`; any other word -> `_unknown_` when the model has that
+    class, else UNKNOWN_TO_MODEL (-1). `split`: "test" = the files in testing_list.txt when the folder has
+    one (else every clip), "dev" = validation_list.txt, "all" = every clip. Background noise is in no list
+    and is always read. Returns {"waves" int16 (N, 16000), "labels" (N,), "words" (N,) folder names,
+    "root", "listed" (the list used or None)}."""
+    if split not in TREE_SPLITS:
+        raise DatasetError(f"speech_commands: --split must be one of {', '.join(TREE_SPLITS)}, got {split!r}")
+    if not data_dir:
+        raise DatasetError("speech_commands: --split needs --data-dir pointing at a folder of <word>/*.wav")
+    base = Path(data_dir).expanduser()
+    if not base.is_dir():
+        raise DatasetError(f"speech_commands: {base} is not a directory (expected <word>/*.wav)")
+    nested = (base / "speech_commands_v0.02", base / "speech_commands_test_set_v0.02")
+    root = next((c for c in nested if c.is_dir()), base)
+    list_name = {"test": LISTS[1], "dev": LISTS[0]}.get(split)
+    listed = _read_list(root, list_name) if list_name and (root / list_name).is_file() else None
+    if split == "dev" and listed is None:
+        raise DatasetError(f"speech_commands: --split dev needs {root / LISTS[0]}")
+    index = {n: i for i, n in enumerate(class_names)}
+    waves, labels, words = [], [], []
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        files = sorted(d.glob("*.wav"))
+        if d.name == NOISE_DIR:
+            for f in files:
+                w = _noise_clips(f)
+                waves.extend(w)
+                labels += [index.get(SILENCE, UNKNOWN_TO_MODEL)] * len(w)
+                words += [SILENCE] * len(w)
+            continue
+        if listed is not None and d.name != SILENCE:
+            files = [f for f in files if f"{d.name}/{f.name}" in listed]
+        lab = index.get(d.name, index.get(UNKNOWN, UNKNOWN_TO_MODEL))
+        for f in files:
+            waves.append(read_wav(f))
+            labels.append(lab)
+            words.append(d.name)
+    if not waves:
+        what = f"listed in {list_name}" if listed is not None else "in <word>/ folders"
+        raise DatasetError(f"speech_commands: {root} holds no .wav clips {what}")
+    return {
+        "waves": np.stack(waves).astype(np.int16),
+        "labels": np.asarray(labels, np.int64),
+        "words": np.asarray(words),
+        "root": str(root),
+        "listed": list_name if listed is not None else None,
+    }

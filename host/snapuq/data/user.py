@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from snapuq.data.dataset import Dataset
+from snapuq.data.dataset import SPLITS, Dataset
 from snapuq.data.user_normalization import (  # noqa: F401 (re-exported)
     _normalization,
     apply_normalization,
@@ -319,8 +319,7 @@ def load_folder(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | 
         for c in range(len(names)):
             fs = [f for f, cc in files["all"] if cc == c]
             order = rng.permutation(len(fs))
-            n_te = max(1, int(round(0.15 * len(fs)))) if len(fs) >= 3 else 0
-            n_dv = max(1, int(round(0.15 * len(fs)))) if len(fs) >= 3 else 0
+            n_te = n_dv = max(1, int(round(0.15 * len(fs)))) if len(fs) >= 3 else 0
             te += [(fs[i], c) for i in order[:n_te]]
             dv += [(fs[i], c) for i in order[n_te : n_te + n_dv]]
             tr += [(fs[i], c) for i in order[n_te + n_dv :]]
@@ -350,20 +349,9 @@ def load_folder(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | 
         x = {s: apply_normalization(arrays[s][0], norm) for s in ("train", "dev", "test")}
         meta["preprocessing"] = f"image decoded, {'resized, ' if input_shape else ''}{norm['formula']}"
     meta["normalization"] = norm
-    ds = Dataset(
-        name=root.name,
-        x_train=x["train"],
-        y_train=arrays["train"][1],
-        x_dev=x["dev"],
-        y_dev=arrays["dev"][1],
-        x_test=x["test"],
-        y_test=arrays["test"][1],
-        class_names=names,
-        meta=meta,
-    )
-    if input_shape is not None:
-        for s in ("train", "dev", "test"):
-            setattr(ds, f"x_{s}", _fit_shape(getattr(ds, f"x_{s}"), input_shape, f"{root}"))
+    ds = Dataset(name=root.name, class_names=names, meta=meta,
+                 **{f"x_{s}": _fit_shape(x[s], input_shape, f"{root}") for s in SPLITS},
+                 **{f"y_{s}": arrays[s][1] for s in SPLITS})
     ds.meta["modality"] = modality_of(ds.input_shape, ds.meta)
     return ds
 
@@ -425,15 +413,14 @@ def _jsonable_meta(meta: dict) -> dict:
     return out
 
 
+_SPLIT_ARRAYS = tuple(f"{a}_{s}" for s in SPLITS for a in ("x", "y"))  # x_train, y_train, ..., y_test
+
+
 def save_cache(ds: Dataset, path: str | Path) -> Path:
     """Write the prepared splits (+ x_ood, the audio waves of dev/test) to an .npz that `load_npz` reads
     back unchanged (written to a temporary name and renamed)."""
     p = Path(path)
-    arrays: dict[str, np.ndarray] = {
-        f"{a}_{s}": np.asarray(getattr(ds, f"{a}_{s}"), np.float32 if a == "x" else np.int64)
-        for s in ("train", "dev", "test")
-        for a in ("x", "y")
-    }
+    arrays = {k: np.asarray(getattr(ds, k), np.float32 if k[0] == "x" else np.int64) for k in _SPLIT_ARRAYS}
     if ds.x_ood is not None:
         arrays["x_ood"] = np.asarray(ds.x_ood, np.float32)
     from snapuq.data.dataset import split_waves
@@ -455,8 +442,7 @@ def _load_cache(p: Path, z) -> Dataset:
         arr = {k: z[k] for k in z}
     except (ValueError, KeyError) as e:
         raise DatasetError(f"{p}: damaged data cache ({e})") from None
-    missing = [k for k in (*(f"{a}_{s}" for s in ("train", "dev", "test") for a in ("x", "y")), "class_names")
-               if k not in arr]  # fmt: skip
+    missing = [k for k in (*_SPLIT_ARRAYS, "class_names") if k not in arr]
     if missing or not isinstance(meta, dict):
         what = f"missing {', '.join(missing)}" if missing else "meta_json is not a JSON object"
         raise DatasetError(f"{p}: damaged data cache ({what})")
@@ -464,15 +450,5 @@ def _load_cache(p: Path, z) -> Dataset:
     if "waves_test" in arr:
         meta["waves"] = {"dev": arr["waves_dev"], "test": arr["waves_test"]}
     meta["cache"] = str(p.resolve())
-    return Dataset(
-        name=name,
-        x_train=arr["x_train"],
-        y_train=arr["y_train"],
-        x_dev=arr["x_dev"],
-        y_dev=arr["y_dev"],
-        x_test=arr["x_test"],
-        y_test=arr["y_test"],
-        class_names=[str(s) for s in arr["class_names"]],
-        meta=meta,
-        x_ood=arr.get("x_ood"),
-    )
+    return Dataset(name=name, **{k: arr[k] for k in _SPLIT_ARRAYS},
+                   class_names=[str(s) for s in arr["class_names"]], meta=meta, x_ood=arr.get("x_ood"))

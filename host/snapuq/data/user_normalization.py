@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from snapuq.data.dataset import Dataset
+from snapuq.data.dataset import SPLITS, Dataset
 from snapuq.errors import DatasetError
 
 NORMALIZE = ("auto", "none", "standard")
@@ -80,9 +80,7 @@ def with_preprocessing(ds: Dataset, pre: dict[str, Any]) -> Dataset:
     meta["model_preprocessing"] = list(pre.get("layers", []))
     return replace(
         ds,
-        x_train=apply_normalization(ds.x_train, pre),
-        x_dev=apply_normalization(ds.x_dev, pre),
-        x_test=apply_normalization(ds.x_test, pre),
+        **{f"x_{s}": apply_normalization(getattr(ds, f"x_{s}"), pre) for s in SPLITS},
         x_ood=None if ds.x_ood is None else apply_normalization(ds.x_ood, pre),
         meta=meta,
     )

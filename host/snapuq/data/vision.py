@@ -201,20 +201,27 @@ def _read_idx_set(name: str, data_dir: str | None) -> tuple[np.ndarray, ...]:
     return xtr, ytr, xte, yte
 
 
-def _idx_dataset(name: str, data_dir: str | None, seed: int, class_names: list[str]) -> Dataset:
-    xtr, ytr, xte, yte = _read_idx_set(name, data_dir)
-    xtr = (np.asarray(xtr, np.float32) / 255.0).reshape(len(xtr), xtr.shape[1], xtr.shape[2], 1)
-    xte = (np.asarray(xte, np.float32) / 255.0).reshape(len(xte), xte.shape[1], xte.shape[2], 1)
+def _official_dataset(name: str, xtr, ytr, xte, yte, seed: int, class_names: list[str], source: str,
+                      shape: str) -> Dataset:  # fmt: skip
+    """uint8 images / 255 (NHWC), the official test split; dev = a stratified 10 % of the training split."""
+    xtr, xte = np.asarray(xtr, np.float32) / 255.0, np.asarray(xte, np.float32) / 255.0
     ytr, yte = np.asarray(ytr, np.int64).reshape(-1), np.asarray(yte, np.int64).reshape(-1)
     x_tr, x_dv, y_tr, y_dv = _split_dev(xtr, ytr, seed)
     return Dataset(
         name, x_tr, y_tr, x_dv, y_dv, xte, yte, class_names,
         meta={
-            "source": f"IDX files in {data_dir}" if data_dir else "tensorflow_datasets",
-            "preprocessing": "x / 255, float32, NHWC (H, W, 1)",
+            "source": source,
+            "preprocessing": f"x / 255, float32, NHWC {shape}",
             "split": "official test; dev = stratified 10 % of the official training split",
         },
     )  # fmt: skip
+
+
+def _idx_dataset(name: str, data_dir: str | None, seed: int, class_names: list[str]) -> Dataset:
+    xtr, ytr, xte, yte = _read_idx_set(name, data_dir)
+    source = f"IDX files in {data_dir}" if data_dir else "tensorflow_datasets"
+    return _official_dataset(name, xtr.reshape(*xtr.shape[:3], 1), ytr, xte.reshape(*xte.shape[:3], 1), yte,
+                             seed, class_names, source, "(H, W, 1)")  # fmt: skip
 
 
 def load_mnist(data_dir: str | None = None, seed: int = 0) -> Dataset:
@@ -314,19 +321,7 @@ def load_cifar10(data_dir: str | None = None, seed: int = 0) -> Dataset:
             names = CIFAR_BIN_FILES if (have / "test_batch.bin").is_file() else CIFAR_FILES
             missing = ", ".join(f for f in names if not (have / f).is_file())
             raise DatasetError(f"{have}: cifar10 files missing: {missing} (expected {expected})")
-    xtr, ytr, xte, yte = t
-    xtr = np.asarray(xtr, np.float32) / 255.0
-    xte = np.asarray(xte, np.float32) / 255.0
-    ytr, yte = np.asarray(ytr, np.int64).reshape(-1), np.asarray(yte, np.int64).reshape(-1)
-    x_tr, x_dv, y_tr, y_dv = _split_dev(xtr, ytr, seed)
-    return Dataset(
-        "cifar10", x_tr, y_tr, x_dv, y_dv, xte, yte, list(CIFAR10_CLASSES),
-        meta={
-            "source": source,
-            "preprocessing": "x / 255, float32, NHWC (32, 32, 3)",
-            "split": "official test; dev = stratified 10 % of the official training split",
-        },
-    )  # fmt: skip
+    return _official_dataset("cifar10", *t, seed, list(CIFAR10_CLASSES), source, "(32, 32, 3)")
 
 
 # ---------------------------------------------------------------------------------------------------

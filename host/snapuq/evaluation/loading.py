@@ -3,6 +3,7 @@ results and a timer."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -80,3 +81,12 @@ def load(d: Path, calib: bool = True):
         raise
     except Exception as e:  # a truncated or foreign model.keras
         raise SnapuqError(f"{d}: cannot load the model ({type(e).__name__}: {str(e)[:160]})") from e
+
+
+def baselines_record(bdir: Path, own: bool) -> dict:
+    """Which trained baselines were scored: their folder, whether it is the model directory's own, and the
+    seed they were trained with (baselines.json), so a report can say when one set served several seeds."""
+    info = {}
+    if (bdir / "baselines.json").is_file():
+        info = json.loads((bdir / "baselines.json").read_text())
+    return {"dir": str(bdir) if bdir.is_dir() else None, "own": bool(own), "seed": info.get("seed")}

@@ -72,17 +72,11 @@ def int8_predict(d: str | Path, x: np.ndarray) -> dict[str, Any]:
     return res
 
 
+# the float value of each Q16 integer of the core's SNAP score
+_Q16 = {"S": "S16", "F": "F16", "m": "m16", "z": "Z16", "U": "U16", "p_err": "P16", "alarm": "A16",
+        "ebar": "ebar16", "s": "s16"}  # fmt: skip
+
+
 def _as_float(r: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     q = 1.0 / 65536.0
-    return {
-        "S": r["S16"] * q,
-        "F": r["F16"] * q,
-        "m": r["m16"] * q,
-        "z": r["Z16"] * q,
-        "U": r["U16"] * q,
-        "p_err": r["P16"] * q,
-        "alarm": r["A16"] * q,
-        "ebar": r["ebar16"] * q,
-        "s": r["s16"] * q,
-        "flag": r["flag"],
-    }
+    return {**{k: r[i] * q for k, i in _Q16.items()}, "flag": r["flag"]}

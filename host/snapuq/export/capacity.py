@@ -10,6 +10,7 @@ import numpy as np
 
 from snapuq.errors import SnapuqError
 from snapuq.nn.graph import CORE_OPS, UnsupportedModelError
+from snapuq.tflite_graph import read_graph
 
 
 def _convert(model, n: int = 8, seed: int = 0) -> bytes:
@@ -24,22 +25,9 @@ def _convert(model, n: int = 8, seed: int = 0) -> bytes:
 
 
 def tflite_ops(tflite: bytes) -> list[tuple[str, str]]:
-    """(builtin operator name, first output tensor name) of every operator of a converter-made .tflite
-    (read with the `tflite` schema package, as snapuq.commands.bench does)."""
-    import tflite as tfl
-
-    ops = vars(tfl.BuiltinOperator).items()
-    names = {v: k for k, v in ops if not k.startswith("_") and isinstance(v, int)}
-    m = tfl.Model.GetRootAsModel(tflite, 0)
-    sg = m.Subgraphs(0)
-    out = []
-    for i in range(sg.OperatorsLength()):
-        op = sg.Operators(i)
-        oc = m.OperatorCodes(op.OpcodeIndex())
-        code = max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
-        tname = sg.Tensors(int(op.Outputs(0))).Name().decode(errors="replace") if op.OutputsLength() else ""
-        out.append((names.get(code, f"BUILTIN_{code}"), tname))
-    return out
+    """(builtin operator name, first output tensor name) of every operator of a converter-made .tflite."""
+    g = read_graph(tflite)
+    return [(op.name, g.tensors[op.outputs[0]].name if op.outputs else "") for op in g.operators]
 
 
 # ------------------------------------------------------------------------------------ core capacities
@@ -66,11 +54,7 @@ def core_limits() -> dict[str, int]:
 def graph_counts(tflite: bytes) -> dict[str, int]:
     """Tensors (constants included), operators, inputs and outputs of subgraph 0: what the core's loader
     compares with its capacities."""
-    import tflite as tfl
-
-    g = tfl.Model.GetRootAsModel(tflite, 0).Subgraphs(0)
-    return {"tensors": g.TensorsLength(), "operators": g.OperatorsLength(), "inputs": g.InputsLength(),
-            "outputs": g.OutputsLength()}  # fmt: skip
+    return read_graph(tflite).counts()
 
 
 def head_count_bounds(n_taps: int) -> tuple[dict[str, int], dict[str, int]]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
 from snapuq.errors import ModelFormatError
+from snapuq.tflite_graph import read_graph
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -50,6 +51,7 @@ def convert_keras(model, representative: np.ndarray | None, int8: bool = True) -
 
 
 _RELU, _RELU6 = 19, 21  # TFLite BuiltinOperator codes
+_INT8 = 9  # TFLite TensorType
 
 
 def _f32_round_div(a: float, b: float) -> int:
@@ -70,31 +72,23 @@ def relu6_as_relu(tflite: bytes) -> bytes:
     Rewriting the operator code (two scalars in place, same file size) gives the function TFLite means
     on TFLM, the C core and the MicroPython twin alike. A RELU6 whose clamp at 6 is not vacuous is
     left as it is (the core then runs it only when its output is quantized like its input)."""
-    import tflite as tfl
-
-    m = tfl.Model.GetRootAsModel(tflite, 0)
-    codes = [m.OperatorCodes(i) for i in range(m.OperatorCodesLength())]
-    idx = [i for i, c in enumerate(codes) if max(c.BuiltinCode(), c.DeprecatedBuiltinCode()) == _RELU6]
-    if not idx or m.SubgraphsLength() != 1:
+    g = read_graph(tflite)
+    idx = [i for i, f in enumerate(g.opcode_fields) if f[0] == _RELU6]
+    if not idx or g.n_subgraphs != 1:
         return tflite
-    sg = m.Subgraphs(0)
-    for k in range(sg.OperatorsLength()):
-        op = sg.Operators(k)
-        if op.OpcodeIndex() not in idx:
+    for op in g.operators:
+        if op.code != _RELU6:
             continue
-        t = sg.Tensors(op.Outputs(0))
-        q = t.Quantization()
-        if t.Type() != tfl.TensorType.INT8 or q is None or q.ScaleLength() != 1:
+        t = g.tensors[op.outputs[0]]
+        if t.type != _INT8 or len(t.scales) != 1:
             return tflite
-        if int(q.ZeroPoint(0)) + _f32_round_div(6.0, float(q.Scale(0))) < 127:
+        if (t.zero_points[0] if t.zero_points else 0) + _f32_round_div(6.0, float(t.scales[0])) < 127:
             return tflite
     buf = bytearray(tflite)
     for i in idx:
-        tab = m.OperatorCodes(i)._tab
-        for vt, fmt in ((4, "<b"), (10, "<i")):   # deprecated_builtin_code (field 0), builtin_code (field 3)
-            o = tab.Offset(vt)
-            if o:
-                struct.pack_into(fmt, buf, tab.Pos + o, _RELU)
+        for pos, fmt in zip(g.opcode_fields[i][1:], ("<b", "<i")):  # deprecated_builtin_code, builtin_code
+            if pos is not None:
+                struct.pack_into(fmt, buf, pos, _RELU)
     return bytes(buf)
 
 
@@ -127,6 +121,3 @@ def normalize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
     c = np.arange(r.shape[1]) % len(sc)
     with np.errstate(over="ignore", invalid="ignore"):
         return (r.astype(np.float64) * np.asarray(sc)[c] + np.asarray(of)[c]).astype(np.float32)
-
-
-Progress = Callable[[Iterable], Iterable]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,6 @@ MANIFEST_VERSION = 1
 
 def sha256(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
-
-
-def output_map(model: bytes | CoreModel) -> dict[str, dict[str, Any]]:
-    """name -> {"index", "scale", "zero_point", "shape", "dtype"} in the model's output order,
-    names from the signature (TFLite reorders outputs relative to the Keras dict)."""
-    return (model if isinstance(model, CoreModel) else CoreModel(model)).output_map()
 
 
 def load_manifest(d: str | Path) -> dict[str, Any]:
@@ -81,9 +76,7 @@ def check_manifest(
             )
     if "logits" in outs:
         # the classes are the logits' elements: what the generated C (.n_classes) and the device check
-        n = 1
-        for v in outs["logits"]["shape"]:
-            n *= int(v)
+        n = math.prod(int(v) for v in outs["logits"]["shape"])
         if "n_classes" in manifest and int(manifest["n_classes"]) != n:
             raise ModelFormatError(
                 f"{where}: n_classes {manifest['n_classes']}, the model's logits have {n} "

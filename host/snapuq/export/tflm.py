@@ -7,14 +7,12 @@ element. `arena_bytes()` measures the smallest tensor arena TFLM accepts for a m
 
 from __future__ import annotations
 
-import os
-import sys
-import tempfile
 from typing import Any
 
 import numpy as np
 
 from snapuq.errors import ModelFormatError
+from snapuq.io import captured_output
 
 
 class TFLMError(ModelFormatError):
@@ -43,7 +41,7 @@ class TFLMInterpreter:
         )
         size = arena_size if arena_size is not None else max(64 * 1024, 16 * len(tflite_bytes))
         try:
-            with _quiet():
+            with captured_output(log_failure=False):  # TFLM prints its failures
                 # (sic) the keyword is spelled `intrepreter_config` by the package
                 self._ip = rt.Interpreter.from_bytes(
                     bytes(tflite_bytes), arena_size=size, intrepreter_config=cfg
@@ -53,7 +51,7 @@ class TFLMInterpreter:
                 f"TFLM could not load the model: {str(e).strip().splitlines()[-1] if str(e).strip() else e}"
             ) from None
         self.n_outputs = 0
-        with _quiet():
+        with captured_output(log_failure=False):
             while self.n_outputs < 1024:
                 try:
                     self._ip.get_output_details(self.n_outputs)
@@ -72,7 +70,7 @@ class TFLMInterpreter:
         x = np.asarray(x, dtype=det["dtype"]).reshape(det["shape"])
         try:
             self._ip.set_input(x, 0)
-            with _quiet():
+            with captured_output(log_failure=False):
                 self._ip.invoke()
         except (RuntimeError, ValueError) as e:
             raise TFLMError(f"TFLM invoke failed: {e}") from None
@@ -84,29 +82,6 @@ class TFLMInterpreter:
 
     def reset(self) -> None:
         self._ip.reset()
-
-
-class _quiet:
-    """Silence TFLM's C-level stdout/stderr chatter (allocation failures are retried by callers)."""
-
-    def __enter__(self) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self._saved = (os.dup(1), os.dup(2))
-        self._tmp = tempfile.TemporaryFile()
-        os.dup2(self._tmp.fileno(), 1)
-        os.dup2(self._tmp.fileno(), 2)
-
-    def __exit__(self, *exc: object) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(self._saved[0], 1)
-        os.dup2(self._saved[1], 2)
-        os.close(self._saved[0])
-        os.close(self._saved[1])
-        self._tmp.seek(0)
-        self.captured = self._tmp.read().decode("utf-8", "replace")
-        self._tmp.close()
 
 
 def arena_bytes(tflite_bytes: bytes, x: np.ndarray | None = None, granularity: int = 16) -> int:

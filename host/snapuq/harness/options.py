@@ -34,6 +34,10 @@ class Options:
     stream: bool = False  # stream a CID stream (clean / corrupted segments of the split) instead of the split
     severity: int = 3
     segment: int = 300
+    inputs: Path | None = None  # a bare .tflite (--model FILE): its inputs (.npz: x, optional y), else random
+    seed: int = 0  # a bare .tflite without --inputs: the seed of its random int8 inputs
+    cycle_model: bool = True  # qemu:m4 / qemu:m7 with -icount: model cycles from the instruction stream
+    input_source: dict | None = None  # set by the runner for a bare .tflite: where the inputs came from
 
 
 def check_options(opts: Options) -> None:

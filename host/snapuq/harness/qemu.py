@@ -92,7 +92,7 @@ def build_firmware(spec: QemuBoardSpec, model_dir: Path | None, build_dir: Path 
     if model_dir is not None and snap and not ModelPaths(model_dir).c_source.exists():
         raise SnapuqError(f"{ModelPaths(model_dir).c_source} missing: run `snapuq export {model_dir}` first")
     cmd = ["make", "-C", str(FIRMWARE), spec.name, f"BUILD={build_dir}", f"BUDGET={budget}",
-           f"SNAP={1 if snap else 0}", f"VARIANT={variant}"]
+           f"SNAP={1 if snap else 0}", f"VARIANT={variant}", f"PYTHON={sys.executable}"]
     if model_dir is not None:
         cmd.append(f"MODEL={Path(model_dir).resolve()}")
     if tflite is not None:
@@ -202,7 +202,8 @@ def free_port() -> int:
 class QemuProcess:
     """A running qemu-system-arm with its UART on 127.0.0.1:<port>."""
 
-    def __init__(self, spec: QemuBoardSpec, elf: Path, icount: bool = True, qemu: str = "qemu-system-arm"):
+    def __init__(self, spec: QemuBoardSpec, elf: Path, icount: bool = True, qemu: str = "qemu-system-arm",
+                 plugin: str | None = None):
         if shutil.which(qemu) is None:
             raise SnapuqError(f"{qemu} not found (Debian: apt-get install qemu-system-arm)")
         self.spec = spec
@@ -215,6 +216,8 @@ class QemuProcess:
                 "-kernel", str(elf)]
         if icount:
             args[1:1] = ["-icount", "shift=0"]
+        if plugin:  # a TCG plugin with its arguments (snapuq.harness.cycles: the instruction stream)
+            args[1:1] = ["-plugin", plugin]
         self.args = args
         self._closed = False
         self._died_first = False  # QEMU had exited by itself when close() came
@@ -298,7 +301,8 @@ def build_host_firmware(build_dir: Path, model_dir: Path | None = None, sanitize
     SNAP build when model_dir is given, else a protocol-only build without a model)."""
     build_dir = Path(build_dir).resolve()  # make -C firmware: a relative BUILD= would land under firmware/
     build_dir.mkdir(parents=True, exist_ok=True)
-    cmd = ["make", "-C", str(FIRMWARE), "host", f"BUILD={build_dir}", f"SANITIZE={1 if sanitize else 0}"]
+    cmd = ["make", "-C", str(FIRMWARE), "host", f"BUILD={build_dir}", f"SANITIZE={1 if sanitize else 0}",
+           f"PYTHON={sys.executable}"]
     cmd += [f"MODEL={Path(model_dir).resolve()}"] if model_dir is not None else ["SNAP=0"]
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

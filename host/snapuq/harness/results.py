@@ -33,7 +33,7 @@ DEVICE_FIELDS = {"pred": "pred", "u": "u", "s": "s", "sf": "sf", "m": "m", "ebar
                  "p_err": "pe", "alarm": "al"}
 COUNT_FIELDS = ("ticks", "cycles", "model_cycles", "snap_cycles", "retries")
 LINE_FIELDS = frozenset({"i", "label", "pred_host", "cycles_unit", "match", "diff", "checked", "segment",
-                         "retry_reasons", *DEVICE_FIELDS, *COUNT_FIELDS})
+                         "retry_reasons", "inputs", *DEVICE_FIELDS, *COUNT_FIELDS})
 
 
 def sha256_file(p: Path) -> str | None:
@@ -57,6 +57,8 @@ class RunView:
     cycles_unit: str
     cycles: Callable[[int], int]  # device ticks -> what results.jsonl records as cycles
     host: Callable[[int], dict[str, Any]]  # position -> the host C core's SNAP fields for that input
+    fields: Sequence[str] | None = None  # the device fields a line must carry (None: every SNAP field)
+    inputs: str | None = None  # a bare .tflite: where its inputs came from ("npz", "random")
 
 
 def _is_int(v: Any) -> bool:
@@ -93,7 +95,9 @@ def check_line(rec: Any, run: RunView) -> str | None:
     rr = rec.get("retry_reasons", [])
     if not isinstance(rr, list) or not all(isinstance(s, str) for s in rr):
         return "retry_reasons not a list of strings"
-    for k in DEVICE_FIELDS:
+    if rec.get("inputs") != run.inputs:
+        return "inputs not this run's"
+    for k in (DEVICE_FIELDS if run.fields is None else run.fields):
         v = rec.get(k)
         if not (_is_int(v) or (isinstance(v, list) and v and all(_is_int(e) for e in v))):
             return f"'{k}' missing or not integer"

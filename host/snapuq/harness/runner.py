@@ -4,6 +4,7 @@ write results.jsonl incrementally and summary.json (DESIGN §3 contract)."""
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -11,7 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from snapuq import resources
 from snapuq.errors import DeviceError, SnapuqError
+from snapuq.harness import cycles as cyc
+from snapuq.harness.bare import BareReference, is_bare_model, linked_copy, load_inputs
 from snapuq.harness.identity import check_model_identity
 from snapuq.harness.options import Options, check_options
 from snapuq.harness.protocol import Device
@@ -102,7 +106,7 @@ def _one(dev: Device, xq: bytes, opts: Options, ref: HostReference, xq_arr: np.n
             if host is None:
                 host = ref.run(xq_arr)
             inf, res, outs = dev.receive_input(cmds, xq)
-            return inf, res, outs, attempt, host
+            return inf, ref.device_result(res, outs), outs, attempt, host
         except (TransportError, DeviceReplyError, DeviceError) as e:
             last = e
             dev.retry_log.append(f"{type(e).__name__}: {str(e)[:100]}")
@@ -182,8 +186,8 @@ def run(opts: Options) -> dict[str, Any]:
     if opts.resume and (Path(opts.out) / "run.json").exists():
         read_json(Path(opts.out) / "run.json")  # unreadable: say so before any work
     model_dir = Path(opts.model)
-    if not model_dir.is_dir():
-        raise SnapuqError(f"--model {model_dir}: no such model directory")
+    if not model_dir.is_dir() and not is_bare_model(model_dir):
+        raise SnapuqError(f"--model {model_dir}: no such model directory or .tflite file")
     out = check_out_dir(opts.out)
     lock = OutLock(out)  # a second run on this --out stops here, in one line
     try:
@@ -199,12 +203,16 @@ def run_meta(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, 
     and the ELF booted) is added once it has answered."""
     from snapuq.export.convert import quantize_input
 
-    paths = ModelPaths(model_dir)
-    files = {p.name: sha256_file(p) for p in (paths.int8, paths.manifest, paths.calib, paths.c_source,
-                                              paths.c_header)}  # fmt: skip
     h = hashlib.sha256()
-    for a in range(0, len(x), 1024):
-        h.update(np.ascontiguousarray(quantize_input(x[a:a + 1024], ref.in_scale, ref.in_zp)).tobytes())
+    if isinstance(ref, BareReference):  # the file itself; its inputs are int8 codes already
+        files = {model_dir.name: sha256_file(model_dir)}
+        h.update(np.ascontiguousarray(x, np.int8).tobytes())
+    else:
+        paths = ModelPaths(model_dir)
+        files = {p.name: sha256_file(p) for p in (paths.int8, paths.manifest, paths.calib, paths.c_source,
+                                                  paths.c_header)}  # fmt: skip
+        for a in range(0, len(x), 1024):
+            h.update(np.ascontiguousarray(quantize_input(x[a:a + 1024], ref.in_scale, ref.in_zp)).tobytes())
     h.update(np.asarray(y, np.int64).tobytes())
     h.update(repr(seg).encode())
     meta: dict[str, Any] = {
@@ -216,6 +224,7 @@ def run_meta(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, 
         "board": board_label if opts.port.startswith("qemu:") else "serial",
         "check_outputs": opts.check_outputs, "icount": opts.icount if opts.port.startswith("qemu:") else None,
         "stream": {"severity": opts.severity, "segment": opts.segment} if opts.stream else None,
+        "inputs": opts.input_source,
     }  # fmt: skip
     return meta
 
@@ -229,12 +238,20 @@ def _run_locked(opts: Options, model_dir: Path, out: Path) -> dict[str, Any]:
 
     from snapuq.formats import read_config
 
-    cfg_path = ModelPaths(model_dir).config
-    seed = int(read_config(cfg_path, need=()).get("seed", 0)) if cfg_path.exists() else 0
-    ref = HostReference(model_dir)
-    x, y, seg = _load_split(opts, seed)
-    if len(x) == 0:
-        raise SnapuqError(f"{opts.dataset}/{opts.split}: no inputs selected")
+    ref: HostReference | BareReference
+    if is_bare_model(model_dir):  # a bare .tflite: its inputs from an .npz or seeded random
+        ref = BareReference(model_dir)
+        x, y, opts.input_source = load_inputs(ref, opts.inputs, opts.seed, opts.limit, opts.start)
+        seg = None
+        if len(x) == 0:
+            raise SnapuqError(f"{opts.input_source['label']}: no inputs selected")
+    else:
+        cfg_path = ModelPaths(model_dir).config
+        seed = int(read_config(cfg_path, need=()).get("seed", 0)) if cfg_path.exists() else 0
+        ref = HostReference(model_dir)
+        x, y, seg = _load_split(opts, seed)
+        if len(x) == 0:
+            raise SnapuqError(f"{opts.dataset}/{opts.split}: no inputs selected")
     if int(np.prod(x.shape[1:])) != ref.in_bytes:
         raise SnapuqError(f"dataset {opts.dataset} inputs have shape {tuple(x.shape[1:])}, the model "
                           f"{model_dir} expects {ref.in_shape[1:]}")
@@ -294,9 +311,10 @@ def _incomplete(out: Path, opts: Options, state: dict[str, Any], why: str) -> No
                   state["counter"], opts, complete=False, note=why, n_total=state.get("n_total"))
 
 
-def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: np.ndarray,
+def _run(opts: Options, model_dir: Path, ref: Any, x: np.ndarray, y: np.ndarray,
          seg: list[str] | None, out: Path, board_label: str, state: dict[str, Any], meta: dict[str, Any],
          resume: bool) -> dict[str, Any]:
+    bare = isinstance(ref, BareReference)
     with ExitStack() as stack:
         meter = None
         if opts.power:  # before anything starts: no PPK2 there is one line, --out untouched
@@ -309,9 +327,15 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
         elf_sha = None
         if opts.port.startswith("qemu:"):
             spec = board_spec(opts.port)
-            elf = Path(opts.firmware) if opts.firmware else build_firmware(spec, model_dir, opts.build_dir)
+            if opts.firmware:
+                elf = Path(opts.firmware)
+            elif bare:  # the stock firmware without SNAP, the file linked in (make SNAP=0 TFLITE=)
+                elf = _bare_image(spec, ref, opts)
+            else:
+                elf = build_firmware(spec, model_dir, opts.build_dir)
             elf_sha = sha256_file(elf)
-            qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount))
+            plugin = _cycle_plugin(opts, spec, elf, out, state)
+            qemu = stack.enter_context(QemuProcess(spec, elf, icount=opts.icount, plugin=plugin))
             state["qemu"] = qemu
             url = qemu.url
         ser = open_serial(url, opts.baud)
@@ -334,6 +358,8 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
             errs = _exchange(dev, opts, "model builtin", lambda: _builtin_reason(dev))
             raise DeviceError(f"the firmware on {board_label} has no model loaded"
                               + (f": {'; '.join(errs)}" if errs else ""))
+        if bare and prof.get("model_sha256") != ref.sha256 and qemu is None:
+            prof = _upload_bare(dev, opts, ref)  # a board running another model: upload the file into RAM
         check_model_identity(prof, ref.tflite, model_dir, ref.manifest)
         if int(prof.get("in_bytes", -1)) != ref.in_bytes:
             raise DeviceError(f"device input is {prof.get('in_bytes')} bytes, host model {ref.in_bytes}: "
@@ -345,7 +371,9 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
         meta["device"] = {**{k: prof.get(k) for k in DEVICE_KEYS}, "elf_sha256": elf_sha}
         start_run(out, meta, resume)
         view = RunView(start=opts.start, labels=[int(v) for v in y], segments=seg, cycles_unit=counter.unit,
-                       cycles=counter.cycles, host=lambda pos: ref.run(ref.quantize(x[pos])).snap)
+                       cycles=counter.cycles, host=lambda pos: ref.run(ref.quantize(x[pos])).snap,
+                       fields=("pred",) if bare else None,
+                       inputs=opts.input_source["source"] if opts.input_source else None)
         writer = ResultsWriter(out / "results.jsonl", resume, view)
         state.update(prof=prof, counter=counter, stats=stats, n_total=int(len(x)), writer=writer)
         stack.callback(writer.close)
@@ -380,6 +408,8 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
                    "match": not diff, "diff": diff, "retries": retried, "checked": True}
             if seg is not None:
                 rec["segment"] = seg[i]
+            if opts.input_source is not None:
+                rec["inputs"] = opts.input_source["source"]
             if dev.retry_log:
                 rec["retry_reasons"] = dev.retry_log
             writer.write(rec)
@@ -393,7 +423,59 @@ def _run(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, y: n
         transport_faults = dev.transport_faults
         exchange_retries = dev.exchange_retries
 
+    cycle_model = None
+    if "cycles" in state and new:  # QEMU has ended: the plugin wrote the stream of this session's invokes
+        counts, silicon = state["cycles"]
+        try:
+            cycle_model = cyc.estimate(*cyc.read_counts(counts), silicon)
+        except SnapuqError as e:  # the device results stand; only the estimate is missing
+            print(f"harness: no modelled cycles: {e}", file=sys.stderr)
     return write_summary(out, writer.done, stats, prof, counter, opts, transport_faults=transport_faults,
-                         exchange_retries=exchange_retries)
+                         exchange_retries=exchange_retries, cycle_model=cycle_model)
 
 
+def _cycle_plugin(opts: Options, spec: Any, elf: Path, out: Path, state: dict[str, Any]) -> str | None:
+    """QEMU's -plugin for the modelled cycles of the session's first inferences (snapuq.harness.cycles), or
+    None (asked not to, no -icount, a board without a cycle model, or no plugin: said in one line)."""
+    if not (opts.cycle_model and opts.icount and spec.name in cyc.BOARD_SILICON):
+        return None
+    try:
+        silicon = cyc.silicon_for(spec.name)
+        counts = (Path(out) / "insn_counts.txt").resolve()
+        counts.unlink(missing_ok=True)
+        arg = cyc.plugin_arg(cyc.plugin_library(), elf, silicon, counts, max_windows=cyc.HARNESS_INFERENCES)
+    except SnapuqError as e:  # e.g. a stripped --firmware ELF, no host compiler
+        print(f"harness: no modelled cycles: {e}", file=sys.stderr)
+        return None
+    state["cycles"] = (counts, silicon)
+    return arg
+
+
+def _upload_bare(dev: Device, opts: Options, ref: BareReference) -> dict[str, Any]:
+    """A real board running another model than the file: upload it (`model N CRC`, into the board's RAM
+    pool; the board refuses a file larger than its pool before any byte of it is sent). Returns the new
+    profile."""
+    try:
+        dev.load_model(ref.tflite, timeout=max(60.0, opts.timeout))
+    except DeviceReplyError as e:
+        raise DeviceError(f"the board runs another model and refuses {ref.path.name} "
+                          f"({len(ref.tflite)} B) by upload: {e}; flash a firmware with it linked in "
+                          f"(make -C firmware BOARD SNAP=0 TFLITE={ref.path})") from None
+    return _exchange(dev, opts, "profile", dev.profile)
+
+
+def _bare_image(spec: Any, ref: BareReference, opts: Options) -> Path:
+    """The stock SNAP=0 firmware with the file linked in (make TFLITE=); a file that does not fit the board
+    is one line with the linker's figures, not make's tail."""
+    bdir = Path(opts.build_dir or resources.work_dir("firmware")).resolve()
+    try:
+        return build_firmware(spec, None, bdir, snap=False, tflite=linked_copy(ref, bdir),
+                              variant=f"_tfl{ref.sha256[:10]}")
+    except SnapuqError as e:
+        over = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", str(e))
+        if not over:
+            raise
+        where = "; ".join(f"region {r} overflowed by {n} bytes" for r, n in over)
+        hint = "" if spec.name == "qemu_m7" else "; qemu:m7 has 2 MB / 512 KB"
+        raise SnapuqError(f"{ref.path.name} ({len(ref.tflite):,} B) does not fit {spec.name} (the "
+                          f"{spec.models} budgets): {where}{hint}") from None

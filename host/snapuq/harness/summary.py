@@ -60,7 +60,8 @@ class Counter:
 def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, Any], prof: dict[str, Any],
                   counter: Counter, opts: Options, complete: bool = True, note: str | None = None,
                   n_total: int | None = None, transport_faults: int | None = None,
-                  exchange_retries: int | None = None) -> dict[str, Any]:
+                  exchange_retries: int | None = None, cycle_model: dict[str, Any] | None = None
+                  ) -> dict[str, Any]:
     recs = [done[i] for i in sorted(done)]
     n = len(recs)
     cycles_median, model_med, snap_med = (int(statistics.median([r[k] for r in recs])) if recs else 0
@@ -82,12 +83,14 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
         energy_note = (f"{'QEMU instructions' if counter.icount else 'cycles'} x {bp.power_w * 1e3:.1f} mW "
                        f"/ {bp.clock_hz // 1_000_000} MHz ({bp.mcu}; {bp.source})")
     correct = sum(1 for r in recs if r["pred"] == r["label"])
+    src = opts.input_source
+    labelled = src is None or bool(src.get("labelled"))
     summary = {
         "complete": complete,
         "n": n,
         "board": board,
         "mismatches_vs_host": sum(1 for r in recs if not r["match"]),
-        "accuracy": correct / n if n else 0.0,
+        "accuracy": (correct / n if n else 0.0) if labelled else None,
         "latency": {"cycles_median": cycles_median, "us_median": us, "cycles_unit": counter.unit,
                     "us_source": us_source, "model_cycles_median": model_med, "snap_cycles_median": snap_med,
                     "snap_score_frac_of_model": (snap_med / model_med) if model_med else None},
@@ -110,6 +113,17 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
         "u_flagged_frac": (sum(1 for r in recs if r.get("flag")) / n) if n else 0.0,
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if cycle_model is not None:  # the model invoke's instruction stream weighted (snapuq.harness.cycles)
+        summary["latency"].update({
+            "cycles_modelled": cycle_model["cycles_modelled"], "ms_modelled": cycle_model["ms_modelled"],
+            "modelled_note": f"model invoke only, mean of this session's first {cycle_model['inferences']} "
+                             "inferences; "
+                             f"{cycle_model['silicon']} at {cycle_model['clock_hz'] // 1_000_000} MHz, "
+                             f"{cycle_model['flash_ws']} WS; error bar {cycle_model['error_bar']}"})
+        summary["cycle_model"] = cycle_model
+    if src is not None:  # a bare .tflite: no SNAP fields; where its inputs came from
+        summary["model_kind"] = "bare tflite (no SNAP fields; pred = argmax of output 0)"
+        summary["inputs"] = src
     if transport_faults is not None:
         summary["transport_faults"] = transport_faults  # damaged replies seen (and retried) in this session
     if exchange_retries is not None:

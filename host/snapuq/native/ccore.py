@@ -175,18 +175,36 @@ class TensorSpec:
     bytes: int
 
 
-class CoreModel:
+class _Handle:
+    """An object of the host library, opened from bytes (the core's refusal in one line) and closed once."""
+
+    _CLOSE = ""  # the library's close function for this kind of handle
+
+    def _open(self, opener: str, data: bytes, what: str) -> ctypes.CDLL:
+        self._lib = library()
+        err = ctypes.create_string_buffer(256)
+        h = getattr(self._lib, opener)(data, len(data), err, len(err))
+        if not h:
+            raise ModelFormatError(f"C core rejects {what}: {err.value.decode(errors='replace')}")
+        self._h = ctypes.c_void_p(h)
+        return self._lib
+
+    def close(self) -> None:
+        if getattr(self, "_h", None):
+            getattr(self._lib, self._CLOSE)(self._h)
+            self._h = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class CoreModel(_Handle):
     """A .tflite loaded by the C core (snapuq_model_init + set_arena), run on batches."""
 
+    _CLOSE = "snapuq_host_model_close"
+
     def __init__(self, tflite: bytes) -> None:
-        lib = library()
-        err = ctypes.create_string_buffer(256)
-        buf = bytes(tflite)
-        h = lib.snapuq_host_model_open(buf, len(buf), err, len(err))
-        if not h:
-            raise ModelFormatError(f"C core rejects the model: {err.value.decode(errors='replace')}")
-        self._lib = lib
-        self._h = ctypes.c_void_p(h)
+        lib = self._open("snapuq_host_model_open", bytes(tflite), "the model")
         self.inputs = [self._info(0, i) for i in range(lib.snapuq_host_model_count(self._h, 0))]
         self.outputs = [self._info(1, i) for i in range(lib.snapuq_host_model_count(self._h, 1))]
         self.output_names = [o.name for o in self.outputs]
@@ -231,14 +249,6 @@ class CoreModel:
         the signature: TFLite orders outputs differently from the Keras dict)."""
         return {t.name: {"index": i, "scale": t.scale, "zero_point": t.zero_point, "shape": list(t.shape),
                          "dtype": np.dtype(t.dtype).name} for i, t in enumerate(self.outputs)}
-
-    def close(self) -> None:
-        if getattr(self, "_h", None):
-            self._lib.snapuq_host_model_close(self._h)
-            self._h = None
-
-    def __del__(self) -> None:
-        self.close()
 
     def _records(self, x: np.ndarray | list[np.ndarray]) -> np.ndarray:
         """Inputs -> (N, in_bytes) uint8 (a single-input model takes (N, *shape) or one sample)."""
@@ -287,7 +297,7 @@ class CoreModel:
 # SNAP
 
 
-class CoreSnap:
+class CoreSnap(_Handle):
     """The integer SNAP score of the C core (snapuq_snap_score) for a model and one manifest
     "snap" section.
 
@@ -297,21 +307,17 @@ class CoreSnap:
     snapuq_blob_snap_config, which checks the section against that model). `manifest` needs
     "outputs" (name -> index, zero_point, shape) and "snap"; "class_names" is optional."""
 
+    _CLOSE = "snapuq_host_snap_close"
+
     def __init__(self, tflite: bytes, manifest: dict[str, Any]) -> None:
         from snapuq.native.blob import write_blob
 
-        self._open(write_blob(bytes(tflite), manifest))
+        self._open_blob(write_blob(bytes(tflite), manifest))
         self.outputs = manifest["outputs"]
         self.intap = manifest["snap"].get("intap")
 
-    def _open(self, blob: bytes) -> None:
-        lib = library()
-        err = ctypes.create_string_buffer(256)
-        h = lib.snapuq_host_snap_open(blob, len(blob), err, len(err))
-        if not h:
-            raise ModelFormatError(f"C core rejects the SNAP constants: {err.value.decode(errors='replace')}")
-        self._lib = lib
-        self._h = ctypes.c_void_p(h)
+    def _open_blob(self, blob: bytes) -> None:
+        lib = self._open("snapuq_host_snap_open", blob, "the SNAP constants")
         self.row_len = int(lib.snapuq_host_snap_row_len(self._h))
         self.n_taps = (self.row_len - 10) // 2
         self.fields = lib.snapuq_host_snap_fields().decode().split(",")
@@ -322,18 +328,10 @@ class CoreSnap:
         (the firmware's `model` upload, the C MicroPython module); ModelFormatError with the reader's
         one line when it refuses the blob. Scores with run() (score() needs a manifest's output map)."""
         self = cls.__new__(cls)
-        self._open(bytes(blob))
+        self._open_blob(bytes(blob))
         self.outputs = {}
         self.intap = None
         return self
-
-    def close(self) -> None:
-        if getattr(self, "_h", None):
-            self._lib.snapuq_host_snap_close(self._h)
-            self._h = None
-
-    def __del__(self) -> None:
-        self.close()
 
     def _result(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         res: dict[str, np.ndarray] = {}

@@ -124,7 +124,7 @@ def _relu_kind(layer) -> str | None:
     return None
 
 
-def _layer_problem(layer, consumers: dict[str, list], is_last: bool) -> str | None:
+def _layer_problem(layer, is_last: bool) -> str | None:
     """None when the layer maps onto core operators; else 'needs OP' text for the refusal."""
     c = _cls(layer)
     if c in _PASS:
@@ -197,10 +197,9 @@ def check_model(model) -> None:
         raise UnsupportedModelError(
             "the model must have one output of shape (N, classes) (logits or a final softmax)"
         )
-    cons = _consumers(model)
     last = _producer(model.outputs[0])
     for lay in model.layers:
-        why = _layer_problem(lay, cons, lay is last)
+        why = _layer_problem(lay, lay is last)
         if why:
             raise UnsupportedModelError(f"layer '{lay.name}' ({_cls(lay)}) {why}")
 

@@ -3,19 +3,11 @@ SNAP-head part of config.json. The command (`snapuq train`) and `snapuq.Snap` bo
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
 
 from snapuq.errors import SnapuqError
-from snapuq.nn.backbones import BACKBONES
-
-
-def _backbone_module(name: str):
-
-
-    return importlib.import_module(BACKBONES[name].split(":")[0])
 
 
 class _Bar:

@@ -21,8 +21,6 @@ construction) until it passes.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from snapuq.errors import SnapuqError
@@ -373,14 +371,6 @@ def calibrate(predict, cfg: dict, x_dev: np.ndarray, y_dev: np.ndarray, opts: Ca
         outs_ref=None if xr is None else predict(xr), y_ref=yr, x_dev=xdv, x_shift=xsh, x_ref=xr,
         input_tap=opts.input_tap, alarm_rate=opts.alarm_rate,
     )  # fmt: skip
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    """calib.json and the --seeds metrics.json: snapuq.io.write_json (temp file, fsync, rename, the
-    usual permissions; the copy here made them 0600)."""
-    from snapuq.io import write_json
-
-    write_json(path, obj, indent=1)
 
 
 def check_line(chk: dict) -> str:

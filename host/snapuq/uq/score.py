@@ -120,8 +120,9 @@ def class_probs(outs: dict) -> np.ndarray:
     return softmax(outs["logits"]) if "logits" in outs else np.asarray(outs["probs"], np.float64)
 
 
-def softmax(z: np.ndarray) -> np.ndarray:
-    z = np.asarray(z, np.float64)
+def softmax(z: np.ndarray, t: float = 1.0) -> np.ndarray:
+    """softmax(z / t) along axis 1, in float64."""
+    z = np.asarray(z, np.float64) / t
     e = np.exp(z - z.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
@@ -159,23 +160,14 @@ def tap_stats(outs: dict) -> tuple[np.ndarray, np.ndarray]:
     L = n_taps(outs)
     if L == 0:
         raise SnapuqError("model outputs have no SNAP taps (tap0_a, tap0_mu, tap0_logvar)")
-    if any(f"tap{k}_B" in outs for k in range(L)):
-        o = outs
-        st = [
-            tap_lowrank_stats(o[f"tap{k}_a"], o[f"tap{k}_mu"], o[f"tap{k}_logvar"], o[f"tap{k}_B"])
-            if f"tap{k}_B" in o
-            else (
-                tap_ebar(outs[f"tap{k}_a"], outs[f"tap{k}_mu"], outs[f"tap{k}_logvar"]),
-                np.mean(np.asarray(outs[f"tap{k}_logvar"], np.float64), axis=-1),
-            )
-            for k in range(L)
-        ]
-        return np.stack([s[0] for s in st], 1), np.stack([s[1] for s in st], 1)
-    eb = np.stack(
-        [tap_ebar(outs[f"tap{k}_a"], outs[f"tap{k}_mu"], outs[f"tap{k}_logvar"]) for k in range(L)], 1
-    )
-    lb = np.stack([np.mean(np.asarray(outs[f"tap{k}_logvar"], np.float64), axis=-1) for k in range(L)], 1)
-    return eb, lb
+    st = [
+        tap_lowrank_stats(outs[f"tap{k}_a"], outs[f"tap{k}_mu"], outs[f"tap{k}_logvar"], outs[f"tap{k}_B"])
+        if f"tap{k}_B" in outs
+        else (tap_ebar(outs[f"tap{k}_a"], outs[f"tap{k}_mu"], outs[f"tap{k}_logvar"]),
+              np.mean(np.asarray(outs[f"tap{k}_logvar"], np.float64), axis=-1))  # fmt: skip
+        for k in range(L)
+    ]
+    return np.stack([s[0] for s in st], 1), np.stack([s[1] for s in st], 1)
 
 
 def per_tap_stat(eb: np.ndarray, lb: np.ndarray, taps: list[dict]) -> np.ndarray:

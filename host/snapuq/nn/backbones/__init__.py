@@ -21,12 +21,17 @@ DEFAULT_BACKBONE: dict[str, str] = {
     "fashion_mnist": "cnn4",
     "cifar10": "resnet8",
     "keywords": "dscnn",
+    "keywords12": "dscnn",
     "speech_commands": "dscnn",
 }
+
+
+def backbone_module(name: str):
+    """The module of a registered backbone (its builder, DEFAULT_TAPS, TAP_PREV, TAP_LAYERS)."""
+    return importlib.import_module(BACKBONES[name].split(":")[0])
 
 
 def build_backbone(name: str, input_shape, n_classes: int, **kw):
     if name not in BACKBONES:
         raise SnapuqError(f"unknown backbone '{name}' (known: {', '.join(sorted(BACKBONES))})")
-    mod, fn = BACKBONES[name].split(":")
-    return getattr(importlib.import_module(mod), fn)(input_shape, n_classes, **kw)
+    return getattr(backbone_module(name), BACKBONES[name].split(":")[1])(input_shape, n_classes, **kw)

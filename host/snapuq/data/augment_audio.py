@@ -1,0 +1,191 @@
+"""What a real microphone and room add to a clean synthesized word (the `keywords12` set): speed perturbation
+(pitch, formants and tempo together), level, time shift, synthetic room impulse responses, band-limiting,
+additive noise at a random SNR (white / pink / brown / blue noise, mains hum, babble = mixed synthetic
+speech), and occasional clipping. `MicProfile` holds the ranges; "train" is the training set's, "shift"
+a harsher one (lower SNR, more reverberation and band-limiting) for the held-out shifted sets, "clean"
+only places the word (level, time shift). Every draw comes from the caller's numpy Generator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.signal import butter, fftconvolve, resample_poly, sosfiltfilt
+
+from snapuq.data import audio
+
+SR = audio.SAMPLE_RATE
+N = audio.CLIP_SAMPLES
+NOISE_KINDS = ("white", "pink", "brown", "blue", "hum", "babble")
+
+
+@dataclass(frozen=True)
+class MicProfile:
+    speed: tuple[float, float] = (0.9, 1.1)
+    peak_db: tuple[float, float] = (-30.0, -1.0)
+    p_reverb: float = 0.25
+    rt60: tuple[float, float] = (0.1, 0.5)
+    tail_db: tuple[float, float] = (-20.0, -6.0)  # reverberant tail energy relative to the direct path
+    p_band: float = 0.3
+    p_noise: float = 0.7
+    snr_db: tuple[float, float] = (8.0, 35.0)
+    p_clip: float = 0.02
+
+
+PROFILES = {
+    "clean": MicProfile(speed=(1.0, 1.0), peak_db=(-20.0, -3.0), p_reverb=0.0, p_band=0.0, p_noise=0.0,
+                        p_clip=0.0),
+    "train": MicProfile(),
+    "shift": MicProfile(speed=(0.85, 1.15), peak_db=(-38.0, -1.0), p_reverb=0.7, rt60=(0.2, 1.0),
+                        tail_db=(-12.0, 0.0), p_band=0.6, p_noise=1.0, snr_db=(0.0, 20.0), p_clip=0.06),
+}  # fmt: skip
+
+
+def coloured_noise(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit-RMS noise: white, pink (1/f power), brown (1/f^2), blue (f), or mains hum with harmonics."""
+    if kind == "hum":
+        t = np.arange(n) / SR
+        f0 = float(rng.choice([50.0, 60.0]))
+        x = sum(rng.uniform(0.2, 1.0) * np.sin(2 * np.pi * f0 * h * t + rng.uniform(0, 2 * np.pi)) / h
+                for h in (1, 2, 3, 4, 5))  # fmt: skip
+        x = x + 0.05 * rng.standard_normal(n)
+    else:
+        white = rng.standard_normal(n)
+        if kind == "white":
+            x = white
+        else:
+            spec = np.fft.rfft(white)
+            f = np.fft.rfftfreq(n, 1.0 / SR)
+            f[0] = f[1]
+            tilt = {"pink": -0.5, "brown": -1.0, "blue": 0.5}[kind]
+            x = np.fft.irfft(spec * f**tilt, n)
+    x = np.asarray(x, np.float64)
+    return x / (np.sqrt(np.mean(x**2)) + 1e-12)
+
+
+def babble(pool: list[np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit-RMS babble: 3 to 7 utterances from `pool` at random positions and levels, summed."""
+    x = np.zeros(n)
+    if not pool:
+        return coloured_noise("pink", n, rng)
+    for _ in range(int(rng.integers(3, 8))):
+        u = pool[int(rng.integers(len(pool)))]
+        u = u[:n] / (np.sqrt(np.mean(u[:n] ** 2)) + 1e-12)
+        s = int(rng.integers(-len(u) // 2, n))
+        a, b = max(s, 0), min(s + len(u), n)
+        if b > a:
+            x[a:b] += rng.uniform(0.3, 1.0) * u[a - s : b - s]
+    return x / (np.sqrt(np.mean(x**2)) + 1e-12)
+
+
+def noise_of(kind: str, n: int, rng: np.random.Generator, pool: list[np.ndarray]) -> np.ndarray:
+    return babble(pool, n, rng) if kind == "babble" else coloured_noise(kind, n, rng)
+
+
+def room_impulse(rng: np.random.Generator, rt60: float,
+                 tail_db: tuple[float, float] = (-12.0, 0.0)) -> np.ndarray:  # fmt: skip
+    """A synthetic room response: the direct path, a few early reflections (3-30 ms) and an exponentially
+    decaying noise tail with time constant from `rt60` (-60 dB at rt60 seconds), low-passed a little."""
+    n = int(min(rt60, 1.2) * SR)
+    t = np.arange(n) / SR
+    tail = rng.standard_normal(n) * np.exp(-6.9078 * t / rt60)
+    h = tail * 10 ** (rng.uniform(*tail_db) / 20.0) / (np.sqrt(np.sum(tail**2)) + 1e-12)
+    h[0] = 1.0
+    for _ in range(int(rng.integers(2, 7))):
+        k = int(rng.uniform(0.003, 0.03) * SR)
+        if k < n:
+            h[k] += rng.uniform(-0.7, 0.7)
+    sos = butter(2, rng.uniform(3500, 7900), "low", fs=SR, output="sos")
+    return sosfiltfilt(sos, h)
+
+
+def band_limit(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A cheap microphone / telephone channel: high-pass 60-400 Hz and low-pass 2.8-7.5 kHz."""
+    lo, hi = rng.uniform(60, 400), rng.uniform(2800, 7500)
+    sos = butter(int(rng.integers(2, 5)), [lo, hi], "band", fs=SR, output="sos")
+    return sosfiltfilt(sos, x)
+
+
+def speed(w: np.ndarray, factor: float) -> np.ndarray:
+    """Speed perturbation by resampling: pitch and formants x factor, duration / factor."""
+    if abs(factor - 1.0) < 1e-3:
+        return w
+    up = 100
+    down = int(round(100 * factor))
+    return resample_poly(w, up, down)
+
+
+def trim(w: np.ndarray, thr: float = 0.02) -> np.ndarray:
+    a = np.abs(w)
+    if not a.size or a.max() <= 0:
+        return w
+    idx = np.nonzero(a > thr * a.max())[0]
+    return w[max(idx[0] - 80, 0) : idx[-1] + 80]
+
+
+def place(w: np.ndarray, rng: np.random.Generator, peak_db: tuple[float, float]) -> np.ndarray:
+    """The word at a random position of 1 s, scaled to a random peak level."""
+    w = w[:N]
+    pk = np.abs(w).max() if w.size else 0.0
+    if pk > 0:
+        w = w * (10 ** (rng.uniform(*peak_db) / 20.0) / pk)
+    clip = np.zeros(N)
+    s = int(rng.integers(0, N - w.size + 1))
+    clip[s : s + w.size] = w
+    return clip
+
+
+def mic(word: np.ndarray, prof: MicProfile, rng: np.random.Generator, pool: list[np.ndarray]) -> np.ndarray:
+    """A clean word (float, 16 kHz) through the profile: a 1 s float clip."""
+    w = trim(speed(word, rng.uniform(*prof.speed)))
+    clip = place(w, rng, prof.peak_db)
+    level = np.abs(clip).max()
+    if rng.random() < prof.p_reverb:
+        clip = fftconvolve(clip, room_impulse(rng, rng.uniform(*prof.rt60), prof.tail_db))[:N]
+        clip *= level / (np.abs(clip).max() + 1e-12)
+    if rng.random() < prof.p_band:
+        clip = band_limit(clip, rng)
+    if rng.random() < prof.p_noise:
+        active = np.abs(clip) > 0.02 * (np.abs(clip).max() + 1e-12)
+        sig = np.sqrt(np.mean(clip[active] ** 2)) if active.any() else 0.0
+        kind = str(rng.choice(NOISE_KINDS, p=[0.2, 0.25, 0.15, 0.1, 0.1, 0.2]))
+        clip = clip + noise_of(kind, N, rng, pool) * sig * 10 ** (-rng.uniform(*prof.snr_db) / 20.0)
+    if rng.random() < prof.p_clip:
+        c = np.abs(clip).max() * rng.uniform(0.3, 0.8)
+        clip = np.clip(clip, -c, c)
+    return clip
+
+
+def silence(rng: np.random.Generator, pool: list[np.ndarray], prof: MicProfile) -> np.ndarray:
+    """A `_silence_` clip: background alone (a noise colour, hum, babble or a mix, sometimes filtered or
+    reverberated) at a level from a near-digital-silence -80 dBFS to a loud -12 dBFS RMS."""
+    k = int(rng.integers(1, 3))
+    x = sum(rng.uniform(0.3, 1.0) * noise_of(str(rng.choice(NOISE_KINDS)), N, rng, pool) for _ in range(k))
+    if rng.random() < 0.3:
+        x = x * (1.0 + 0.8 * np.sin(2 * np.pi * rng.uniform(0.2, 3.0) * np.arange(N) / SR))  # swelling
+    if rng.random() < prof.p_band:
+        x = band_limit(x, rng)
+    if rng.random() < 0.2:
+        x = fftconvolve(x, room_impulse(rng, rng.uniform(0.2, 0.8)))[:N]
+    x = np.asarray(x, np.float64)
+    return x / (np.sqrt(np.mean(x**2)) + 1e-12) * 10 ** (rng.uniform(-80.0, -12.0) / 20.0)
+
+
+def spec_augment(x: np.ndarray, rng: np.random.Generator, time_masks: int = 2, max_t: int = 8,
+                 freq_masks: int = 1, max_f: int = 2) -> np.ndarray:  # fmt: skip
+    """SpecAugment on MFCC batches (N, frames, coefs, 1): `time_masks` runs of up to `max_t` frames and
+    `freq_masks` runs of up to `max_f` coefficients set to the example's mean of that coefficient."""
+    x = np.array(x, np.float32, copy=True)
+    n, t, f = x.shape[:3]
+    mean = x.mean(axis=1, keepdims=True)  # per example and coefficient
+    for i in range(n):
+        for _ in range(time_masks):
+            w = int(rng.integers(0, max_t + 1))
+            s = int(rng.integers(0, t - w + 1))
+            x[i, s : s + w] = mean[i, 0]
+        for _ in range(freq_masks):
+            w = int(rng.integers(0, max_f + 1))
+            s = int(rng.integers(1, f - w + 1)) if f > w else 0  # coefficient 0 (energy) is left alone
+            x[i, :, s : s + w] = mean[i, :, s : s + w]
+    return x

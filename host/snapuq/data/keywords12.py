@@ -1,0 +1,259 @@
+"""`keywords12`: the Speech Commands 12-class task (yes no up down left right on off stop go `_silence_`
+`_unknown_`) synthesized offline by every voice the machine has (snapuq.data.tts) and passed through what a
+microphone and a room add (snapuq.data.augment_audio).
+
+Voices: espeak-ng's 8 English accents x every variant it ships; the English words read by espeak-ng voices of
+12 other languages (their phonemization: accented English); flite's voices and festival's (when the
+Debian packages are installed; absent ones are skipped and `meta["voices"]` lists what was used). Splits
+are speaker-disjoint: English espeak voices 65 / 15 / 20 %, foreign languages whole by language, flite /
+festival by speaker (kal, slt: train; awb: dev; rms, ked: test).
+
+Clips: keywords and `_unknown_` words (the 25 Speech Commands words outside the task: bed, bird, ...) with
+random prosody (espeak rate / pitch / range; flite duration and f0; festival duration), then speed
+perturbation, level, time shift, room reverberation, band-limiting, noise at random SNR (colours, hum,
+babble of other synthetic words) and clipping; `_silence_` = background alone. The train split uses the
+"train" microphone profile; **the dev split (used for calibration) the harsher "shift" profile on its own
+voices**, so that p_err is fitted on a held-out shifted set; the test split the "train" profile on its own
+voices. Extra arrays for studies: x_train_clean (the same train words, only placed), x_dev_std (dev with the
+train profile), x_test_shift (test with the shift profile), and per-clip voice / engine.
+
+Cached under `$SNAPUQ_CACHE` or `--data-dir`: the synthesized speech of each split in
+`keywords12-speech-<version>-s<seed>-<sizes>/` as soon as it is made (a build that is stopped resumes from
+there; a change of the microphone profiles re-renders without synthesizing again), the features in
+`keywords12-<version>-s<seed>-<sizes>/`. Synthesis
+runs in fresh interpreters (espeak-ng keeps state between utterances); voices with a breath-noise source
+are not bit-reproducible from build to build, the cache is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from snapuq.data import Dataset, audio, tts
+from snapuq.data import augment_audio as A
+from snapuq.data.keywords import OOD_WORDS, WORDS, _write_atomic, cache_root, run_fresh
+from snapuq.errors import DatasetError
+
+VERSION = "k12b"  # the features (microphone profiles)
+SPEECH_VERSION = "s1"  # the synthesized speech (voices, prosody)
+SILENCE, UNKNOWN = "_silence_", "_unknown_"
+CLASSES = WORDS + [SILENCE, UNKNOWN]
+UNKNOWN_WORDS = list(OOD_WORDS)
+# OOD for `snapuq eval`: words in neither the task nor Speech Commands
+OOD_EXTRA = ["apple", "window", "water", "music", "yellow", "purple", "table", "orange", "paper", "garden",
+             "money", "river", "coffee", "banana", "doctor", "summer", "winter", "camera", "pencil",
+             "butter"]  # fmt: skip
+PER_CLASS = {"train": 400, "dev": 80, "test": 100}
+SPLIT_IDS = {"train": 10, "dev": 11, "test": 12, "ood": 13}
+ENGINE_SHARE = {"espeak": 0.6, "espeak_foreign": 0.15, "ext": 0.25}
+EXT_SPLIT = {"ext:kal": "train", "ext:slt": "train", "ext:awb": "dev", "ext:rms": "test",
+             "ext:ked_diphone": "test"}  # fmt: skip
+PROFILE_OF = {"train": ("train", "clean"), "dev": ("shift", "train"), "test": ("train", "shift")}
+EXTRA_NAME = {"train": "x_train_clean", "dev": "x_dev_std", "test": "x_test_shift"}
+
+
+def voice_split(seed: int, engines: list[str] | None = None) -> dict[str, dict[str, list[str]]]:
+    """split -> engine ("espeak", "espeak_foreign", "ext") -> voices; speaker-disjoint, deterministic by
+    seed. `engines`: restrict to these engines (a study); external voices of unknown speakers go to train."""
+    av = tts.available_voices()
+    out = {s: {"espeak": [], "espeak_foreign": [], "ext": []} for s in SPLIT_IDS if s != "ood"}
+    en = av["espeak"]
+    order = np.random.default_rng([seed, 7101]).permutation(len(en))
+    n_test, n_dev = round(0.2 * len(en)), round(0.15 * len(en))
+    for k, i in enumerate(order):
+        out["test" if k < n_test else "dev" if k < n_test + n_dev else "train"]["espeak"].append(en[i])
+    langs = list(np.random.default_rng([seed, 7102]).permutation(tts.FOREIGN_LANGS))
+    lang_split = {lang: "test" if k < 2 else "dev" if k < 4 else "train" for k, lang in enumerate(langs)}
+    for v in av["espeak_foreign"]:
+        out[lang_split[v.split(":", 1)[1].split("+")[0]]]["espeak_foreign"].append(v)
+    for v in av["flite"] + av["festival"]:
+        out[EXT_SPLIT.get(tts.group_of(v), "train")]["ext"].append(v)
+    if engines is not None:
+        for s in out:
+            out[s] = {e: (v if e in engines else []) for e, v in out[s].items()}
+    return out
+
+
+def plan_split(split: str, n_per_class: int, seed: int, voices: dict[str, list[str]],
+               words: list[str] | None = None) -> list[dict]:  # fmt: skip
+    """One item per clip: class, word, voice and prosody (drawn from (seed, split, i))."""
+    items = []
+    engines = [e for e in ENGINE_SHARE if voices.get(e)]
+    share = np.array([ENGINE_SHARE[e] for e in engines])
+    classes = range(len(CLASSES)) if words is None else [CLASSES.index(UNKNOWN)]
+    for c in classes:
+        for _ in range(n_per_class):
+            i = len(items)
+            rng = np.random.default_rng([seed, SPLIT_IDS[split], i])
+            if CLASSES[c] == SILENCE:
+                items.append({"label": c, "word": "", "voice": ""})
+                continue
+            eng = engines[int(rng.choice(len(engines), p=share / share.sum()))]
+            voice = voices[eng][int(rng.integers(len(voices[eng])))]
+            pool = words or UNKNOWN_WORDS
+            word = CLASSES[c] if c < len(WORDS) else pool[int(rng.integers(len(pool)))]
+            it = {"label": c, "word": word, "voice": voice}
+            if voice.startswith("espeak:"):
+                it.update(rate=int(rng.integers(110, 270)), pitch=int(rng.integers(10, 90)),
+                          range=int(rng.integers(10, 95)))  # fmt: skip
+            else:
+                it.update(stretch=float(rng.uniform(0.75, 1.45)),
+                          f0=float(rng.uniform(85, 220)) if rng.random() < 0.5 else None)  # fmt: skip
+            items.append(it)
+    return items
+
+
+def synth_items(items: list[dict], position: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The clean speech of every item (float32 16 kHz, concatenated) and the offsets (len(items) + 1)."""
+    from tqdm import tqdm
+
+    waves: list[np.ndarray] = [np.zeros(0)] * len(items)
+    fest: dict[str, list[int]] = {}
+    for i, it in enumerate(tqdm(items, desc="keywords12 speech", unit="clip", leave=False,
+                                disable=len(items) < 200, position=position)):  # fmt: skip
+        v = it["voice"]
+        if not v:
+            continue
+        eng, name = v.split(":", 1)
+        if eng == "espeak":
+            waves[i] = tts.synth_espeak(it["word"], name, it["rate"], it["pitch"], it["range"])
+        elif eng == "flite":
+            waves[i] = tts.synth_flite(it["word"], name, it["stretch"], it["f0"])
+        else:
+            fest.setdefault(name, []).append(i)
+    for name, idx in fest.items():
+        said = tts.synth_festival_batch(name, [(items[i]["word"], items[i]["stretch"]) for i in idx])
+        for i, w in zip(idx, said):
+            waves[i] = w
+    waves = [A.trim(np.asarray(w, np.float64)) for w in waves]
+    off = np.r_[0, np.cumsum([len(w) for w in waves])].astype(np.int64)
+    flat = np.concatenate(waves).astype(np.float32) if off[-1] else np.zeros(0, np.float32)
+    return flat, off
+
+
+def _speech(d: Path, split: str, items: list[dict], workers: int = 2) -> list[np.ndarray]:
+    """The split's synthesized speech: d/speech_<split>.npz, or made now (fresh interpreters) and saved."""
+    f = d / f"speech_{split}.npz"
+    if f.exists():
+        z = np.load(f)
+        flat, off = z["flat"], z["off"]
+    else:
+        chunks = np.array_split(np.arange(len(items)), workers)
+        jobs = [("synth_items", {"items": [items[i] for i in c]}) for c in chunks if len(c)]
+        parts = run_fresh(jobs, workers=workers)
+        flats, offs, base = [], [np.zeros(1, np.int64)], 0
+        for fl, of in parts:
+            flats.append(fl)
+            offs.append(of[1:] + base)
+            base += int(of[-1])
+        flat, off = np.concatenate(flats), np.concatenate(offs)
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f"speech_{split}.tmp{os.getpid()}.npz"
+        np.savez(tmp, flat=flat, off=off)
+        os.replace(tmp, f)
+    return [flat[off[i] : off[i + 1]].astype(np.float64) for i in range(len(off) - 1)]
+
+
+def render(items: list[dict], speech: list[np.ndarray], profile: str, seed: int, split: str) -> np.ndarray:
+    """int16 clips (N, 16000): each word through the microphone profile; silence items: background alone."""
+    prof = A.PROFILES[profile]
+    # babble from other words only (never a keyword: a keyword in the background would blur the label)
+    pool = [w for w, it in zip(speech, items) if len(w) and it["label"] == CLASSES.index(UNKNOWN)][:300]
+    out = np.empty((len(items), audio.CLIP_SAMPLES), np.int16)
+    for i, (it, w) in enumerate(zip(items, speech)):
+        rng = np.random.default_rng([seed, SPLIT_IDS[split], i, 1 + list(A.PROFILES).index(profile)])
+        if it["label"] == CLASSES.index(SILENCE) or not len(w):
+            x = A.silence(rng, pool, prof)
+        else:
+            x = A.mic(w, prof, rng, pool)
+        out[i] = audio.to_int16(x)
+    return out
+
+
+def _cache_dir(root: Path, seed: int, per_class: dict[str, int]) -> Path:
+    tag = "-".join(str(per_class[s]) for s in ("train", "dev", "test"))
+    return root / f"keywords12-{VERSION}-s{seed}-{tag}"
+
+
+def build_keywords12(root: Path, seed: int, per_class: dict[str, int], progress: bool = True) -> Path:
+    d = _cache_dir(root, seed, per_class)
+    if (d / "meta.json").exists():
+        return d
+    t0 = time.perf_counter()
+    vs = voice_split(seed)
+    tag = "-".join(str(per_class[s]) for s in ("train", "dev", "test"))
+    work = root / f"keywords12-speech-{SPEECH_VERSION}-s{seed}-{tag}"  # kept: speech made so far (resumable)
+    files: dict[str, np.ndarray] = {}
+    for split in ("train", "dev", "test"):
+        items = plan_split(split, per_class[split], seed, vs[split])
+        speech = _speech(work, split, items)
+        perm = np.random.default_rng([seed, SPLIT_IDS[split], 99]).permutation(len(items))
+        main, extra = PROFILE_OF[split]
+        for prof, key in ((main, f"x_{split}"), (extra, EXTRA_NAME[split])):
+            waves = render(items, speech, prof, seed, split)[perm]
+            files[key] = audio.mfcc(waves)
+            if key in ("x_dev", "x_test"):
+                files[f"waves_{split}"] = waves
+        files[f"y_{split}"] = np.array([it["label"] for it in items], np.int64)[perm]
+        files[f"voice_{split}"] = np.array([it["voice"] for it in items])[perm]
+    meta = {
+        "version": VERSION, "seed": seed, "per_class": per_class, "classes": CLASSES,
+        "voices": {s: {e: v for e, v in vs[s].items()} for s in vs},
+        "engines_missing": [e for e in ("flite", "festival") if not tts.available_voices()[e]],
+        "profiles": {s: PROFILE_OF[s][0] for s in PROFILE_OF}, "build_s": round(time.perf_counter() - t0, 2),
+        "frontend": audio.FRONTEND,
+    }  # fmt: skip
+    _write_atomic(d, files, meta)
+    return d
+
+
+def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, int] | None = None) -> Dataset:
+    """The 12-class synthesized set: MFCC (N, 49, 10, 1), labels in CLASSES order."""
+    pc = dict(PER_CLASS if per_class is None else per_class)
+    d = build_keywords12(cache_root(data_dir), seed, pc)
+    try:
+        arr = {f.stem: np.load(f) for f in d.glob("*.npy") if not f.stem.startswith("waves_")}
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"keywords12: corrupt cache at {d} ({e}); delete it to rebuild") from e
+    meta = json.loads((d / "meta.json").read_text())
+    meta.update({
+        "source": "espeak-ng / flite / festival synthesis, microphone augmentation, speaker-disjoint splits",
+        "cache_dir": str(d), "modality": "audio",
+        "waves": {s: str(d / f"waves_{s}.npy") for s in ("dev", "test")},
+        "ood": "words in neither the task nor Speech Commands (apple, window, ...) by the test voices",
+    })  # fmt: skip
+    return Dataset(name="keywords12", x_train=arr["x_train"], y_train=arr["y_train"], x_dev=arr["x_dev"],
+                   y_dev=arr["y_dev"], x_test=arr["x_test"], y_test=arr["y_test"], class_names=list(CLASSES),
+                   meta=meta)  # fmt: skip
+
+
+def extra_arrays(ds: Dataset) -> dict[str, np.ndarray]:
+    """The study arrays of a keywords12 Dataset: x_train_clean, x_dev_std, x_test_shift, voice_<split>."""
+    d = Path(ds.meta["cache_dir"])
+    names = list(EXTRA_NAME.values()) + [f"voice_{s}" for s in ("train", "dev", "test")]
+    return {n: np.load(d / f"{n}.npy") for n in names}
+
+
+def ood_keywords12(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
+    """Words in neither the task nor Speech Commands (apple, window, ...) by the test voices, through the
+    train profile."""
+    if n <= 0:
+        raise DatasetError(f"keywords12: OOD sample count must be positive, got {n}")
+    d = Path(ds.meta["cache_dir"]) if "cache_dir" in ds.meta else cache_root(data_dir)
+    f = d / f"ood-s{seed}-n{n}.npy"
+    if f.exists():
+        return np.load(f)
+    vs = voice_split(int(ds.meta.get("seed", 0)))["test"]
+    items = plan_split("ood", n, seed, vs, words=OOD_EXTRA)
+    ((flat, off),) = run_fresh([("synth_items", {"items": items})])
+    speech = [flat[off[i] : off[i + 1]].astype(np.float64) for i in range(len(items))]
+    x = audio.mfcc(render(items, speech, "train", seed, "ood"))
+    tmp = f.with_suffix(f".tmp{os.getpid()}.npy")
+    np.save(tmp, x)
+    os.replace(tmp, f)
+    return x

@@ -1,0 +1,68 @@
+"""The microphone augmentations of the keywords12 set (snapuq.data.augment_audio): measured properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from snapuq.data import augment_audio as A
+from snapuq.data import tts
+
+
+def _psd_slope(x: np.ndarray) -> float:
+    f = np.fft.rfftfreq(len(x), 1 / A.SR)[1:]
+    p = np.abs(np.fft.rfft(x))[1:] ** 2
+    sel = (f > 100) & (f < 6000)
+    return float(np.polyfit(np.log(f[sel]), np.log(p[sel] + 1e-30), 1)[0])
+
+
+@pytest.mark.parametrize("kind,slope", [("white", 0.0), ("pink", -1.0), ("brown", -2.0), ("blue", 1.0)])
+def test_noise_colours_have_their_spectral_slope(kind, slope):
+    x = A.coloured_noise(kind, 16000, np.random.default_rng(0))
+    assert abs(np.sqrt(np.mean(x**2)) - 1.0) < 1e-6
+    assert abs(_psd_slope(x) - slope) < 0.25
+
+
+def test_room_impulse_decays_by_rt60():
+    rng = np.random.default_rng(1)
+    h = A.room_impulse(rng, 0.5)
+    assert len(h) == int(0.5 * A.SR) and np.argmax(np.abs(h)) < 20  # the direct path first
+    e = h[200:] ** 2
+    early, late = e[: len(e) // 4].sum(), e[-len(e) // 4 :].sum()
+    assert late < early * 1e-3  # about -60 dB over the response
+
+
+def test_mic_snr_and_placement():
+    rng = np.random.default_rng(2)
+    t = np.arange(8000) / A.SR
+    word = np.sin(2 * np.pi * 300 * t) * np.hanning(8000)
+    prof = A.MicProfile(speed=(1, 1), p_reverb=0, p_band=0, p_noise=1.0, snr_db=(10.0, 10.0), p_clip=0)
+    clip = A.mic(word, prof, np.random.default_rng(3), [])
+    clean = A.mic(word, A.MicProfile(speed=(1, 1), p_reverb=0, p_band=0, p_noise=0, p_clip=0),
+                  np.random.default_rng(3), [])  # fmt: skip
+    assert clip.shape == (A.N,)
+    noise = clip - clean
+    active = np.abs(clean) > 0.02 * np.abs(clean).max()
+    snr = 10 * np.log10(np.mean(clean[active] ** 2) / np.mean(noise**2))
+    assert abs(snr - 10.0) < 1.0
+    s = A.silence(rng, [], A.PROFILES["train"])
+    assert s.shape == (A.N,) and -81 < 20 * np.log10(np.sqrt(np.mean(s**2))) < -11
+
+
+def test_spec_augment_masks_runs_with_the_mean():
+    x = np.random.default_rng(4).standard_normal((8, 49, 10, 1)).astype(np.float32)
+    y = A.spec_augment(x, np.random.default_rng(5), time_masks=1, max_t=8, freq_masks=1, max_f=2)
+    assert y.shape == x.shape and not np.shares_memory(x, y)
+    changed = (y != x).any(axis=(2, 3)).sum(1)  # frames changed per example
+    assert changed.max() <= 49 and (y[:, :, 0] == x[:, :, 0]).mean() > 0.7  # energy coefficient mostly kept
+    assert (y != x).any()
+
+
+def test_voice_inventory_names_engines_and_speakers():
+    av = tts.available_voices()
+    assert len(av["espeak"]) >= 8 * 32 and all(v.startswith("espeak:en") for v in av["espeak"])
+    assert tts.group_of("flite:kal16") == tts.group_of("festival:kal_diphone") == "ext:kal"
+    assert tts.group_of("festival:cmu_us_slt_arctic_hts") == "ext:slt"
+    for v in av["flite"]:  # whatever flite is installed speaks
+        w = tts.synth_flite("yes", v.split(":")[1], 1.0, None)
+        assert len(w) > 1600 and np.abs(w).max() > 0.05

@@ -1,0 +1,129 @@
+"""`snapuq eval models/keywords --data-dir TREE --split test` on a Speech Commands-style folder holding test
+clips alone (a small tree written here: synthesized words, another word, background noise)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.io import wavfile
+
+from snapuq.data import keywords as K
+from snapuq.data.speech_commands import UNKNOWN_TO_MODEL, read_test_tree
+from snapuq.errors import DatasetError
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / "models" / "keywords"
+
+
+def _tree(root: Path, with_list: bool) -> dict:
+    words = K.WORDS + ["bed", "marvin"]
+    voices = K.speaker_split(0)["test"]
+    waves, y = K.synth_split(words, voices, 2, seed=5, split="test")
+    listed, files = [], {}
+    for i, (w, lab) in enumerate(zip(waves, y)):
+        word = words[lab]
+        (root / word).mkdir(parents=True, exist_ok=True)
+        rel = f"{word}/spk{i:03d}_nohash_0.wav"
+        wavfile.write(root / rel, 16000, w)
+        files[rel] = word
+        if i % 2 == 0:
+            listed.append(rel)
+    (root / "_background_noise_").mkdir()
+    noise = (np.random.default_rng(0).standard_normal(16000 * 3 + 500) * 800).astype(np.int16)
+    wavfile.write(root / "_background_noise_" / "white.wav", 16000, noise)
+    if with_list:
+        (root / "testing_list.txt").write_text("\n".join(listed) + "\n")
+    return {"files": files, "listed": listed}
+
+
+def test_read_test_tree_maps_words_by_name(tmp_path):
+    t = _tree(tmp_path, with_list=True)
+    names = ["yes", "no", "_silence_", "_unknown_"]
+    r = read_test_tree(str(tmp_path), names, "test")
+    assert r["listed"] == "testing_list.txt"
+    # the listed files + 3 one-second pieces of the noise recording (in no list)
+    assert len(r["labels"]) == len(t["listed"]) + 3
+    by_word = {w: set(r["labels"][r["words"] == w].tolist()) for w in set(r["words"].tolist())}
+    assert by_word["yes"] == {0} and by_word["_silence_"] == {2}
+    assert by_word["bed"] == {3} and by_word["stop"] == {3}  # not a class of this model: _unknown_
+    # without _unknown_ / _silence_ classes: other words and noise are unknown to the model
+    r2 = read_test_tree(str(tmp_path), K.WORDS, "all")
+    assert len(r2["labels"]) == len(t["files"]) + 3
+    assert set(r2["labels"][np.isin(r2["words"], ["bed", "marvin", "_silence_"])].tolist()) == {
+        UNKNOWN_TO_MODEL
+    }
+    # the archive's own folder inside DIR is found
+    nested = tmp_path / "outer"
+    nested.mkdir()
+    (nested / "speech_commands_test_set_v0.02").symlink_to(tmp_path)
+    r3 = read_test_tree(str(nested), names, "test")
+    assert len(r3["labels"]) == len(r["labels"]) and r3["root"].endswith("speech_commands_test_set_v0.02")
+    with pytest.raises(DatasetError, match="validation_list.txt"):
+        read_test_tree(str(tmp_path), names, "dev")
+    with pytest.raises(DatasetError, match="not a directory"):
+        read_test_tree(str(tmp_path / "nope"), names, "test")
+
+
+@pytest.mark.parametrize("with_list", [True, False])
+def test_eval_split_test_on_a_test_only_tree(tmp_path, with_list):
+    if not (MODEL / "model.keras").is_file():
+        pytest.skip("models/keywords is not in this checkout")
+    tree = tmp_path / "tree"
+    t = _tree(tree, with_list)
+    rdir = tmp_path / "rep"
+    cmd = [sys.executable, "-m", "snapuq.cli", "eval", str(MODEL), "--data-dir", str(tree), "--split", "test",
+           "--report", str(rdir)]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    m = json.loads((rdir / "metrics.json").read_text())
+    names = m["class_names"]
+    n_files = len(t["listed"]) if with_list else len(t["files"])
+    assert m["n_clips"] == n_files + 3
+    assert m["list"] == ("testing_list.txt" if with_list else "none (every clip in the word folders)")
+    cm = np.asarray(m["confusion"]["counts"])
+    assert cm.sum() == m["n_clips"] and cm.shape == (len(names) + 1, len(names))
+    # unknown words: their own row (no _unknown_ class) or the _unknown_ class
+    n_other = sum(
+        1 for rel, w in t["files"].items() if w in ("bed", "marvin") and (not with_list or rel in t["listed"])
+    )
+    if "_unknown_" in names:
+        assert m["per_word"]["bed"]["label"] == "_unknown_"
+        assert m["per_word"]["_silence_"]["label"] == "_silence_"
+    else:
+        assert m["n_unknown_to_model"] == n_other + 3 and cm[-1].sum() == n_other + 3
+    # the model hears its own kind of speech: most keyword clips right, by name
+    kw = [m["per_class_accuracy"][w] for w in K.WORDS if m["per_class_accuracy"][w] is not None]
+    assert len(kw) == 10 and np.mean(kw) >= 0.7
+    assert 0.7 <= m["accuracy"]["float"] <= 1.0 and m["accuracy"]["int8"] is not None
+    for meth in ("snap", "msp"):
+        row = m["methods"][meth]
+        assert 0.0 <= row["ece"] <= 1.0 and row["aurc"] is not None
+    assert 0.0 <= m["methods"]["snap"]["mean_p_err"] <= 1.0
+    assert (rdir / "confusion.png").stat().st_size > 5000
+    assert "confusion.png" in (rdir / "report.md").read_text()
+
+
+def test_eval_split_one_line_errors(tmp_path):
+    if not (MODEL / "model.keras").is_file():
+        pytest.skip("models/keywords is not in this checkout")
+    (tmp_path / "yes").mkdir()
+    base = [
+        sys.executable,
+        "-m",
+        "snapuq.cli",
+        "eval",
+        str(MODEL),
+        "--split",
+        "test",
+        "--report",
+        str(tmp_path / "r"),
+    ]
+    for extra, msg in ((["--data-dir", str(tmp_path / "nope")], "not a directory"),
+                       (["--data-dir", str(tmp_path)], "holds no .wav")):  # fmt: skip
+        p = subprocess.run(base + extra, capture_output=True, text=True, timeout=300)
+        assert p.returncode != 0 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr

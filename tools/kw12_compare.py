@@ -1,0 +1,61 @@
+"""Model directories on the keywords12 test split by voice family: accuracy on the 10 keywords (every
+model, mapped by class name) and, for 12-class models, on all 12 classes; on the test clips through the
+training microphone profile and through the harsher shift profile.
+
+Usage: PYTHONPATH=host python tools/kw12_compare.py MODEL_DIR [MODEL_DIR ...] [--out runs/kw12_compare.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from snapuq.data import keywords12 as K
+from snapuq.data import load_dataset
+from snapuq.io import write_text
+from snapuq.nn.saved import load_model_dir
+
+FAMILIES = ("espeak_en", "espeak_foreign", "ext")
+
+
+def family(v: str) -> str:
+    return "silence" if not v else "espeak_en" if v.startswith("espeak:en") else (
+        "espeak_foreign" if v.startswith("espeak:") else "ext")  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--out", default="runs/kw12_compare.json")
+    a = ap.parse_args()
+    ds = load_dataset("keywords12", None, seed=0)
+    ex = K.extra_arrays(ds)
+    fam = np.array([family(v) for v in ex["voice_test"]])
+    kw = ds.y_test < len(K.WORDS)
+    res = {}
+    for m in a.models:
+        md = load_model_dir(m)
+        names = list(md.config["class_names"])
+        to_k12 = np.array([K.CLASSES.index(n) for n in names])  # the model's class -> keywords12 label
+        row = {"classes": len(names)}
+        for name, x in (("test", ds.x_test), ("test_shift", ex["x_test_shift"])):
+            pred = to_k12[np.asarray(md.predict(x)["logits"]).argmax(1)]
+            ok = pred == ds.y_test
+            row[f"{name}_keywords"] = float(ok[kw].mean())
+            for f in FAMILIES:
+                row[f"{name}_keywords_{f}"] = float(ok[kw & (fam == f)].mean())
+            if len(names) == len(K.CLASSES):
+                row[f"{name}_all12"] = float(ok.mean())
+                row[f"{name}_per_class"] = {n: float(ok[ds.y_test == c].mean())
+                                            for c, n in enumerate(K.CLASSES)}  # fmt: skip
+        res[m] = row
+        print(m, json.dumps({k: v for k, v in row.items() if not k.endswith("per_class")}), flush=True)
+    write_text(Path(a.out), json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
