@@ -202,6 +202,8 @@ def run_eval_hier(args) -> dict:
         "accuracy_full": acc_full, "sops_full": full_row["sops"], "block_sops_full": full_row["block_sops"],
         "stage_sops_full": full_row["stage_sops"], "embed_macs": sp_full["embed_macs"],
         "stem_sops_full": float(sp_full["stem"].mean()),
+        "down_sops_full": [float(d.mean()) for d in sp_full["down"]],
+        "readout_sops_full": float(sp_full["readout"].mean()),
         "stage_head_accuracy": diag.pop("stage_head_accuracy"),
         "results": results, "token_diagnostics": diag, "history": history, "timings_s": timings,
         "random_seeds": args.random_seeds,
