@@ -122,10 +122,12 @@ LANES = {
         "e2e/",
         "host/test_vectors.py::test_core_on_qemu",
         "host/test_c_kernels.py::test_dsp_kernels_equal_reference_on_qemu",
+        "host/test_tokens_qemu.py",
     ),
     "train": (
         "host/test_reproduce.py", "host/test_recipe.py", "host/test_train.py", "host/test_model_classes.py",
-        "host/test_tokens_eval.py", "host/test_byom_e2e.py", "host/test_byom_eval.py",
+        "host/test_tokens_eval.py", "host/test_tokens_hier.py", "host/test_byom_e2e.py",
+        "host/test_byom_eval.py",
         "host/test_snap_lowrank.py", "host/test_eval_ood_sets.py", "host/test_model_transactions.py",
         "host/test_keywords.py", "host/test_keywords12.py", "host/test_baselines.py", "host/test_capacity.py",
         "host/test_byom_api.py::test_attach_fit_on_tf_dataset_and_explicit_taps",

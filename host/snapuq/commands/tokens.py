@@ -1,5 +1,6 @@
 """`snapuq tokens eval --dataset NAME --out RDIR`: Uncert token pruning/merging in a tiny spiking
-transformer; tokens.json, tokens.md and PNG plots in RDIR."""
+transformer (`--arch flat`: one reduction point; `--arch hier`: QKFormer-style stages with token
+downsampling, reduction at every stage, resumable training); tokens.json, tokens.md and PNG plots in RDIR."""
 
 from __future__ import annotations
 
@@ -20,15 +21,29 @@ def _rhos(s: str) -> list[float]:
     return v
 
 
+def _ints(s: str) -> tuple[int, ...]:
+    try:
+        v = tuple(int(x) for x in s.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{s}'") from None
+    if not v or any(x < 1 for x in v):
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got '{s}'")
+    return v
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="tokens_command", metavar="ACTION")
     e = sub.add_parser("eval", help="train the spiking transformer and sweep token reduction")
     e.add_argument("--dataset", required=True, help="digits (embedded), mnist, fashion_mnist, cifar10")
     e.add_argument("--data-dir", default=None, help="where mnist/cifar10 files live")
     e.add_argument("--out", required=True, help="report directory")
-    e.add_argument("--epochs", type=int, default=40)
-    e.add_argument("--batch", type=int, default=128)
-    e.add_argument("--lr", type=float, default=5e-3)
+    e.add_argument("--arch", choices=("flat", "hier"), default="flat",
+                   help="flat: patch tokens and blocks of one width; hier: stem + stages with 2x2 token "
+                   "downsampling between them, reduction at every stage")
+    e.add_argument("--epochs", type=int, default=None, help="training epochs (the cosine schedule's length; "
+                   "default flat 40, hier 100)")
+    e.add_argument("--batch", type=int, default=None, help="default flat 128, hier 64")
+    e.add_argument("--lr", type=float, default=None, help="peak learning rate (default flat 5e-3, hier 2e-3)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--label-smoothing", type=float, default=0.0, help="compresses the logits, and with them "
                    "the Dirichlet evidence Uncert reads")
@@ -47,12 +62,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--max-train", type=int, default=12000, help="subsample large training sets")
     e.add_argument("--max-test", type=int, default=2000, help="subsample large dev/test sets")
     e.add_argument("--reuse", action="store_true", help="reuse RDIR/model.weights.h5 when present")
+    e.add_argument("--dims", type=_ints, default=None, help="hier: stage widths, e.g. 64,128")
+    e.add_argument("--depths", type=_ints, default=None, help="hier: blocks per stage, e.g. 1,2")
+    e.add_argument("--stage-heads", type=_ints, default=None, help="hier: attention heads per stage")
+    e.add_argument("--stem", type=int, default=32, help="hier: channels of the 3x3 stem conv")
+    e.add_argument("--augment", choices=("none", "shift", "crop-flip"), default=None,
+                   help="hier: training augmentation (default cifar10 crop-flip, else shift)")
+    e.add_argument("--warmup", type=int, default=2, help="hier: warm-up epochs of the cosine schedule")
+    e.add_argument("--resume", action="store_true", help="hier: continue RDIR/checkpoint after its last "
+                   "finished epoch (same batches and learning rates as an unbroken run)")
+    e.add_argument("--stop-after", type=int, default=None, help="hier: stop training once this many epochs "
+                   "of the schedule are done (then sweep with those weights; --resume goes on later)")
+    e.add_argument("--train-only", action="store_true", help="hier: train (and checkpoint), no sweep")
     e.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's own log lines")
 
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "tokens_command", None) != "eval":
         raise SnapuqError("usage: snapuq tokens eval --dataset NAME --out RDIR")
+    hier = args.arch == "hier"
+    for k, flat_v, hier_v in (("epochs", 40, 100), ("batch", 128, 64), ("lr", 5e-3, 2e-3)):
+        if getattr(args, k) is None:
+            setattr(args, k, hier_v if hier else flat_v)
+    if not hier:
+        used = [o for o in ("dims", "depths", "stage_heads", "augment", "stop_after") if getattr(args, o)]
+        used += [o for o in ("resume", "train_only") if getattr(args, o)]
+        if used:
+            raise SnapuqError(f"--{used[0].replace('_', '-')} needs --arch hier")
+    if args.stop_after is not None and args.stop_after < 1:
+        raise SnapuqError(f"--stop-after must be >= 1, got {args.stop_after}")
+    if args.stem < 1 or args.warmup < 0:
+        raise SnapuqError("--stem must be >= 1 and --warmup >= 0")
     if args.epochs < 1 or args.random_seeds < 1 or args.T < 1:
         raise SnapuqError("--epochs, --random-seeds and --T must be >= 1")
     for opt in ("max_train", "max_test", "batch", "dim", "depth", "heads", "snap_epochs", "rank"):
@@ -66,9 +106,19 @@ def run(args: argparse.Namespace) -> int:
     from snapuq.io import check_out_dir
 
     check_out_dir(args.out)
-    from snapuq.tokens.evaluate import run_eval
+    if hier:
+        if args.block is not None:
+            raise SnapuqError("--block is for --arch flat (hier reduces at every stage)")
+        from snapuq.tokens.hier_eval import run_eval_hier
 
-    rep = run_eval(args)
+        rep = run_eval_hier(args)
+        if rep.get("train_only"):
+            print(f"tokens: trained {rep['epochs_done']} epochs; checkpoint in {args.out}/checkpoint")
+            return 0
+    else:
+        from snapuq.tokens.evaluate import run_eval
+
+        rep = run_eval(args)
     r08 = rep["results"]["prune"]["uncert"].get("0.8")
     msg = f"tokens: full accuracy {100 * rep['accuracy_full']:.2f} %"
     if r08:

@@ -141,12 +141,13 @@ def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOp
                            ckpt_dir: str | Path, identity: dict[str, Any], resume: bool = False,
                            validation_data=None, progress: bool = True, log=print,
                            output_keys: list[str] | None = None,
-                           desc: str = "backbone") -> list[dict]:  # fmt: skip
+                           desc: str = "backbone", stop_after: int | None = None) -> list[dict]:  # fmt: skip
     """Cross-entropy on the logits model by `opts`, checkpointed after every epoch into `ckpt_dir`. With
     `resume` a checkpoint whose `identity` (dataset, backbone, seed, shapes) and recipe equal this run's is
     continued from its last finished epoch; a different one is refused in one line. A model with a dict of
     logits outputs (`output_keys`: several networks trained side by side) gets the sum of their
-    cross-entropies. Returns the history."""
+    cross-entropies. `stop_after` ends this call once that many epochs of the schedule are done (the schedule
+    stays the one of `opts.epochs`; a later `resume` goes on from there). Returns the history."""
     import keras
 
     from snapuq.nn.training import _Bar
@@ -179,7 +180,8 @@ def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOp
         log(f"snapuq train: resuming the {desc} from {ck.root} after epoch {start} of {opts.epochs}")
     bar = _Bar(opts.epochs, desc, not progress)
     bar.bar.update(start)
-    for epoch in range(start, opts.epochs):
+    end = opts.epochs if stop_after is None else max(start, min(opts.epochs, int(stop_after)))
+    for epoch in range(start, end):
         optimizer.learning_rate.assign(opts.lr_at(epoch))
         h = backbone.fit(
             _epoch_batches(x, y, opts, seed, epoch, output_keys), epochs=1, verbose=0, shuffle=False,

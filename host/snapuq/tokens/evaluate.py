@@ -310,10 +310,10 @@ def write_plots(rep: dict, out_dir: str) -> None:
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     row = rep["results"]["prune"]["uncert"]
-    ax.plot(rhos, [100 * (1 - row[str(r)]["sops"] / rep["sops_full"]) for r in rhos], marker="o",
-            label="total")
-    ax.plot(rhos, [100 * (1 - row[str(r)]["block_sops"] / rep["block_sops_full"]) for r in rhos], marker="s",
-            label="blocks after the reduction")
+    full, bfull = max(rep["sops_full"], 1e-9), max(rep["block_sops_full"], 1e-9)
+    ax.plot(rhos, [100 * (1 - row[str(r)]["sops"] / full) for r in rhos], marker="o", label="total")
+    ax.plot(rhos, [100 * (1 - row[str(r)]["block_sops"] / bfull) for r in rhos], marker="s",
+            label="transformer blocks" if rep.get("arch") == "hier" else "blocks after the reduction")
     ax.set_xlabel("keep ratio ρ")
     ax.set_ylabel("SOPs saved (%)")
     ax.invert_xaxis()

@@ -181,8 +181,24 @@ def _mask4(mask):
     return ops.expand_dims(ops.expand_dims(mask, 1), -1)
 
 
+_CLASSES: dict = {}
+
+
 def build_layers(cfg: TokenSNNConfig):
     """Create the Keras model (`TokenSNN`) for a config."""
+    return _layer_classes()["model"](cfg)
+
+
+def spiking_block(cfg: TokenSNNConfig, name: str):
+    """One spiking transformer block (LIF → Q,K,V → spiking attention → proj; spiking MLP), width cfg.dim.
+    Called as block(z (B,T,N,D), keep=None|(B,N), training=, record=) -> z; the hierarchical model's stages
+    are made of these."""
+    return _layer_classes()["block"](cfg, name=name)
+
+
+def _layer_classes() -> dict:
+    if _CLASSES:
+        return _CLASSES
     keras = _keras()
     layers = keras.layers
     ops = keras.ops
@@ -291,7 +307,8 @@ def build_layers(cfg: TokenSNNConfig):
             logits, _ = self.readout(z)
             return logits
 
-    return TokenSNN(cfg)
+    _CLASSES.update(block=SpikingBlock, model=TokenSNN)
+    return _CLASSES
 
 
 # reducer(z (B,T,N,D) float32 numpy, model) -> (z_new (B,T,N,D), keep mask (B,N) float32 {0,1})
