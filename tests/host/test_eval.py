@@ -110,6 +110,7 @@ def _install_fakes(mp: pytest.MonkeyPatch) -> None:
     corr = types.ModuleType("snapuq.data.corruptions")
     corr.CORRUPTIONS = {"noise": None, "invert": None, "blur": None}
     corr.corrupt = _corrupt
+    corr.corruption_names = lambda name=None: list(corr.CORRUPTIONS)
     mp.setitem(sys.modules, "snapuq.data.corruptions", corr)
     # `from snapuq.data import corruptions` reads the package attribute once the real module was imported
     mp.setattr(D, "corruptions", corr, raising=False)

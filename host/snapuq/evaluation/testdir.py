@@ -14,10 +14,10 @@ and for SNAP mean p_err vs the error rate, ECE of p_err, alarm rate), confusion.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -141,7 +141,7 @@ def per_word(words: np.ndarray, y: np.ndarray, pred: np.ndarray, names: list[str
     return out
 
 
-def run_test_tree(args: argparse.Namespace) -> int:
+def run_test_tree(args: Any) -> int:  # the eval command's parsed arguments
     t0 = time.perf_counter()
     d = Path(args.model_dir)
     md = load(d)
