@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -238,6 +239,27 @@ LABELS = {
 }
 
 
+def accuracy_tables(rep: dict, rhos: list[str], head: str, labels: dict[str, str],
+                    with_sd: Callable[[str, str, dict], bool]) -> list[str]:
+    """The prune and merge accuracy tables (%) of a token-reduction report, a row per criterion; a cell is
+    mean ± sd over seeds where with_sd(criterion, rho, cell) says so."""
+    out = []
+    for mode in ("prune", "merge"):
+        out.append(f"\n## Accuracy (%) — {mode}\n\n" + head)
+        for c, row in rep["results"][mode].items():
+            cells = []
+            for r in rhos:
+                v = row.get(r)
+                if v is None:
+                    cells.append("")
+                elif with_sd(c, r, v):
+                    cells.append(f"{100 * v['acc']:.2f} ± {100 * v['acc_sd']:.2f}")
+                else:
+                    cells.append(f"{100 * v['acc']:.2f}")
+            out.append(f"| {labels.get(c, c)} | " + " | ".join(cells) + " |\n")
+    return out
+
+
 def write_markdown(rep: dict) -> str:
     rhos = [str(r) for r in rep["rhos"]]
     kc = rep["keep_counts"]
@@ -250,19 +272,8 @@ def write_markdown(rep: dict) -> str:
            f"{rep['reduce_block']}; λ={rep['lambda']}. Test samples: {rep['n_test']}. "
            f"Full-model accuracy **{100 * rep['accuracy_full']:.2f} %**, "
            f"{rep['sops_full']:.0f} SOPs / inference (+{rep['embed_macs']} embedding MACs).\n"]
-    for mode in ("prune", "merge"):
-        out.append(f"\n## Accuracy (%) — {mode}\n\n" + head + sep)
-        for c, row in rep["results"][mode].items():
-            cells = []
-            for r in rhos:
-                v = row.get(r)
-                if v is None:
-                    cells.append("")
-                elif c == "random" and v.get("acc_sd"):
-                    cells.append(f"{100 * v['acc']:.2f} ± {100 * v['acc_sd']:.2f}")
-                else:
-                    cells.append(f"{100 * v['acc']:.2f}")
-            out.append(f"| {LABELS.get(c, c)} | " + " | ".join(cells) + " |\n")
+    out += accuracy_tables(rep, rhos, head + sep, LABELS,
+                           lambda c, r, v: c == "random" and bool(v.get("acc_sd")))
     out.append("\n## SOPs saved by Uncert pruning (vs full model)\n\n"
                "| ρ | SOPs / inference | saved (total) | saved (blocks from the reduction on) |\n"
                "|---|---|---|---|\n")

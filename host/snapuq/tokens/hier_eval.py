@@ -19,7 +19,7 @@ from snapuq.io import atomic_open, write_json
 from snapuq.nn.recipe import fit_backbone_resumable
 from snapuq.options import TrainOptions
 from snapuq.tokens import fixed
-from snapuq.tokens.evaluate import RHOS, _spearman, load_data, write_plots
+from snapuq.tokens.evaluate import RHOS, _spearman, accuracy_tables, load_data, write_plots
 from snapuq.tokens.hier import (
     HierConfig,
     build_hier,
@@ -265,19 +265,7 @@ def write_markdown_hier(rep: dict) -> str:
            f"Full model: accuracy **{100 * rep['accuracy_full']:.2f} %**, {rep['sops_full']:.0f} SOPs / "
            f"inference ({rep['block_sops_full']:.0f} in the transformer blocks) + {rep['embed_macs']} MACs "
            f"of the analog stem conv.\n"]
-    for mode in ("prune", "merge"):
-        out.append(f"\n## Accuracy (%) — {mode}\n\n" + head + sep)
-        for crit, row in rep["results"][mode].items():
-            cells = []
-            for r in rhos:
-                v = row.get(r)
-                if v is None:
-                    cells.append("")
-                elif crit == "random" and r != "1.0":
-                    cells.append(f"{100 * v['acc']:.2f} ± {100 * v['acc_sd']:.2f}")
-                else:
-                    cells.append(f"{100 * v['acc']:.2f}")
-            out.append(f"| {LABELS.get(crit, crit)} | " + " | ".join(cells) + " |\n")
+    out += accuracy_tables(rep, rhos, head + sep, LABELS, lambda c, r, v: c == "random" and r != "1.0")
     out.append("\n## SOPs of Uncert pruning (vs full model)\n\n| ρ | SOPs / inference | saved (total) | "
                "saved (transformer blocks) | block SOPs per stage |\n|---|---|---|---|---|\n")
     row = rep["results"]["prune"]["uncert"]
