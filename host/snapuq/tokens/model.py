@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,8 +40,27 @@ def _keras():
     return keras
 
 
+class ConfigDict:
+    """to_dict / from_dict for a config dataclass (JSON: the tuple fields named in TUPLES as lists)."""
+
+    TUPLES: ClassVar[tuple[str, ...]] = ("input_shape",)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in self.TUPLES:
+            d[k] = list(d[k])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        d = dict(d)
+        for k in cls.TUPLES:
+            d[k] = tuple(int(v) for v in d[k])
+        return cls(**d)
+
+
 @dataclass
-class TokenSNNConfig:
+class TokenSNNConfig(ConfigDict):
     input_shape: tuple[int, int, int]
     n_classes: int
     patch: int = 2
@@ -60,17 +80,6 @@ class TokenSNNConfig:
         h, w, _ = self.input_shape
         return (h // self.patch) * (w // self.patch)
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["input_shape"] = list(self.input_shape)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TokenSNNConfig:
-        d = dict(d)
-        d["input_shape"] = tuple(int(s) for s in d["input_shape"])
-        return cls(**d)
-
     def validate(self) -> None:
         h, w, c = self.input_shape
         if h % self.patch or w % self.patch:
@@ -79,34 +88,6 @@ class TokenSNNConfig:
             raise SnapuqError(f"dim {self.dim} is not divisible by heads {self.heads}")
         if self.T < 1 or self.depth < 1:
             raise SnapuqError("T and depth must be >= 1")
-
-
-_SPIKE_FNS: dict = {}
-
-
-def _spike_fn(alpha: float):
-    """Heaviside H(v) forward, d/dv sigmoid(alpha·v) backward (one op each way)."""
-    if alpha not in _SPIKE_FNS:
-        keras = _keras()
-        ops = keras.ops
-
-        @keras.ops.custom_gradient
-        def fn(v):
-            def grad(*args, upstream=None):
-                if upstream is None:
-                    (upstream,) = args
-                sg = ops.sigmoid(alpha * v)
-                return upstream * (alpha * sg * (1.0 - sg))
-
-            return ops.cast(v >= 0.0, v.dtype), grad
-
-        _SPIKE_FNS[alpha] = fn
-    return _SPIKE_FNS[alpha]
-
-
-def spike(v, alpha: float):
-    """Binary spikes H(v) with a sigmoid surrogate gradient."""
-    return _spike_fn(float(alpha))(v)
 
 
 _LIF_FNS: dict = {}
@@ -179,6 +160,19 @@ def _mask4(mask):
     """(B, N) keep mask -> (B, 1, N, 1) for broadcasting against (B, T, N, D)."""
     ops = _keras().ops
     return ops.expand_dims(ops.expand_dims(mask, 1), -1)
+
+
+def pooled_readout(model, z, mask=None):
+    """The readout of both models: LIF on the residual stream z (B,T,N,D), the spike rate over the kept tokens
+    (keep mask (B, N)) and the T steps, the linear `model.head`. Returns (logits, readout spikes)."""
+    ops = _keras().ops
+    c = model.cfg
+    s = lif(z, c.tau, c.v_th, c.surrogate_alpha)
+    if mask is None:
+        feat = ops.mean(s, axis=(1, 2))
+    else:
+        feat = ops.sum(s * _mask4(mask), axis=(1, 2)) / (s.shape[1] * ops.sum(mask, axis=1, keepdims=True))
+    return model.head(feat), s
 
 
 _CLASSES: dict = {}
@@ -285,18 +279,8 @@ def _layer_classes() -> dict:
             z = self.embed_bn(self.embed(x), training=training) + self.pos
             return ops.repeat(ops.expand_dims(z, 1), c.T, axis=1)
 
-        def readout_spikes(self, x):
-            c = self.cfg
-            return lif(x, c.tau, c.v_th, c.surrogate_alpha)
-
         def readout(self, x, mask=None):
-            s = self.readout_spikes(x)
-            if mask is None:
-                feat = ops.mean(s, axis=(1, 2))
-            else:
-                m = _mask4(mask)
-                feat = ops.sum(s * m, axis=(1, 2)) / (s.shape[1] * ops.sum(mask, axis=1, keepdims=True))
-            return self.head(feat), s
+            return pooled_readout(self, x, mask)
 
         def call(self, x, training=False):
             if training and self.cfg.augment:
