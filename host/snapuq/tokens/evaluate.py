@@ -305,9 +305,7 @@ def write_plots(rep: dict, out_dir: str) -> None:
         ax.set_title(f"{rep['dataset']}: token {mode}")
         ax.invert_xaxis()
         ax.legend(fontsize=7)
-        fig.tight_layout()
         save_figure(fig, os.path.join(out_dir, f"accuracy_{mode}.png"), dpi=120)
-        plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     row = rep["results"]["prune"]["uncert"]
     full, bfull = max(rep["sops_full"], 1e-9), max(rep["block_sops_full"], 1e-9)
@@ -318,9 +316,7 @@ def write_plots(rep: dict, out_dir: str) -> None:
     ax.set_ylabel("SOPs saved (%)")
     ax.invert_xaxis()
     ax.legend()
-    fig.tight_layout()
     save_figure(fig, os.path.join(out_dir, "sops.png"), dpi=120)
-    plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     for c in ABLATION:
         r_ = rep["results"]["prune"][c]
@@ -330,6 +326,4 @@ def write_plots(rep: dict, out_dir: str) -> None:
     ax.set_title("ablation: mean / std / both (prune)")
     ax.invert_xaxis()
     ax.legend(fontsize=8)
-    fig.tight_layout()
     save_figure(fig, os.path.join(out_dir, "ablation.png"), dpi=120)
-    plt.close(fig)
