@@ -64,11 +64,16 @@ def write_json(path: str | Path, obj: Any, indent: int | None = 2, sort_keys: bo
 
 
 def save_figure(fig: Any, path: str | Path, **kwargs: Any) -> Path:
-    """matplotlib ``fig.savefig`` through a temporary file (the format from the target's suffix)."""
+    """A finished matplotlib figure: ``fig.tight_layout()``, ``fig.savefig`` through a temporary file (the
+    format from the target's suffix), then the figure is closed (pyplot lets go of it)."""
+    import matplotlib.pyplot as plt
+
     path = Path(path)
     fmt = kwargs.pop("format", None) or path.suffix.lstrip(".") or "png"
+    fig.tight_layout()
     with atomic_open(path, "wb") as f:
         fig.savefig(f, format=fmt, **kwargs)
+    plt.close(fig)
     return path
 
 

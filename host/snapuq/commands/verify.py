@@ -191,23 +191,23 @@ def run(args: argparse.Namespace) -> int:
         raise SnapuqError(f"--n must be >= 1, got {args.n}")
     if args.dir.is_file():
         res = verify_tflite(args.dir, args.n, args.inputs)
-        print(f"C core vs TFLM on {res['n']} inputs ({res['source']}), {args.dir}:")
-        for k in res["differing"]:
-            print(f"  {k:<24} {res['differing'][k]:>8} differing of {res['elements'][k]} elements")
         a = res["arena_bytes"]
-        print(f"arena: snapuq {a['snapuq']} B, TFLM {a['tflm']} B; ops: {', '.join(res['ops'])}")
-        print(f"total differing elements: {res['differing_total']}")
-        if args.json:
-            write_text(args.json, json.dumps(res, indent=1) + "\n")
-        return 1 if res["differing_total"] else 0
+        return _report(res, args.json, f", {args.dir}", 24,
+                       f"arena: snapuq {a['snapuq']} B, TFLM {a['tflm']} B; ops: {', '.join(res['ops'])}")
     if args.inputs:
         raise SnapuqError("--inputs goes with a .tflite file; a model directory uses its test split")
     args.data_dir = default_data_dir(args.dir, args.data_dir)
-    res = verify(args.dir, args.n, args.data_dir, args.random)
-    print(f"C core vs TFLM on {res['n']} inputs ({res['source']}):")
+    return _report(verify(args.dir, args.n, args.data_dir, args.random), args.json, "", 16)
+
+
+def _report(res: dict, json_path: str | None, where: str, width: int, extra: str | None = None) -> int:
+    """Print the differing elements per output (and `extra`), write --json; status 1 if any differ."""
+    print(f"C core vs TFLM on {res['n']} inputs ({res['source']}){where}:")
     for k in res["differing"]:
-        print(f"  {k:<16} {res['differing'][k]:>8} differing of {res['elements'][k]} elements")
+        print(f"  {k:<{width}} {res['differing'][k]:>8} differing of {res['elements'][k]} elements")
+    if extra:
+        print(extra)
     print(f"total differing elements: {res['differing_total']}")
-    if args.json:
-        write_text(args.json, json.dumps(res, indent=1) + "\n")
+    if json_path:
+        write_text(json_path, json.dumps(res, indent=1) + "\n")
     return 1 if res["differing_total"] else 0

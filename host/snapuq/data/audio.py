@@ -114,15 +114,21 @@ def log_mel(waves: np.ndarray) -> np.ndarray:
     return np.log(mag @ mel_matrix() + LOG_OFFSET)
 
 
-def mfcc(waves: np.ndarray, batch: int = 64) -> np.ndarray:
-    """Waves (16000,) or (N, 16000), int16 (full scale 32768) or float in [-1, 1] -> float32 MFCC features
-    (49, 10, 1) or (N, 49, 10, 1)."""
+def as_batch(waves: np.ndarray, error: type[Exception] = ValueError) -> tuple[np.ndarray, bool]:
+    """One clip (samples,) or a batch (N, samples) -> (the batch (N, samples), whether it was one clip)."""
     w = np.asarray(waves)
     single = w.ndim == 1
     if single:
         w = w[None]
     if w.ndim != 2:
-        raise ValueError(f"waves must be (samples,) or (N, samples), got shape {w.shape}")
+        raise error(f"waves must be (samples,) or (N, samples), got shape {w.shape}")
+    return w, single
+
+
+def mfcc(waves: np.ndarray, batch: int = 64) -> np.ndarray:
+    """Waves (16000,) or (N, 16000), int16 (full scale 32768) or float in [-1, 1] -> float32 MFCC features
+    (49, 10, 1) or (N, 49, 10, 1)."""
+    w, single = as_batch(waves)
     out = np.empty((w.shape[0], N_FRAMES, N_MFCC, 1), dtype=np.float32)
     d = dct_matrix()
     with _one_blas_thread():  # small matrix products: threads only add contention on a shared machine

@@ -60,10 +60,6 @@ def _rng(seed: int, name: str, severity: int, i: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), _NAMES.index(name), int(severity), int(i)])
 
 
-def _rms(x: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True))
-
-
 def _pink(n: int, rng: np.random.Generator) -> np.ndarray:
     spec = np.fft.rfft(rng.standard_normal(n))
     f = np.fft.rfftfreq(n, 1.0 / audio.SAMPLE_RATE)
@@ -206,12 +202,7 @@ def corrupt_audio(wave: np.ndarray, name: str, severity: int, seed: int = 0) -> 
         raise SnapuqError(f"unknown audio corruption '{name}' (known: {', '.join(_NAMES)})")
     if not 0 <= int(severity) <= N_SEVERITIES:
         raise SnapuqError(f"audio corruption severity must be 0..{N_SEVERITIES}, got {severity}")
-    w = np.asarray(wave)
-    single = w.ndim == 1
-    if single:
-        w = w[None]
-    if w.ndim != 2:
-        raise SnapuqError(f"waves must be (T,) or (N, T), got shape {w.shape}")
+    w, single = audio.as_batch(wave, SnapuqError)
     x = audio._as_float(w)
     if int(severity) == 0:
         out = audio.to_int16(x)

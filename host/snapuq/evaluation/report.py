@@ -64,10 +64,7 @@ def make_plots(
             a.legend(fontsize=7, loc="lower right", title="AUROC", title_fontsize=7)
         else:  # no OOD inputs (or one class only): say so instead of an empty legend
             a.text(0.5, 0.5, "no inputs for this comparison", ha="center", va="center", fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, rdir / "roc.png", dpi=110)
-    plt.close(fig)
-    files.append("roc.png")
+    files.append(save_figure(fig, rdir / "roc.png", dpi=110).name)
 
     # risk-coverage
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
@@ -78,10 +75,7 @@ def make_plots(
         ax.plot(cov, risk, label=f"{name} {M.aurc(u, ok):.4f}", **_style(name, i))
     ax.set(xlabel="coverage", ylabel="selective risk (error rate)", title="risk-coverage (test)", xlim=(0, 1))
     ax.legend(fontsize=7, title="AURC", title_fontsize=7, loc="upper left")
-    fig.tight_layout()
-    save_figure(fig, rdir / "risk_coverage.png", dpi=110)
-    plt.close(fig)
-    files.append("risk_coverage.png")
+    files.append(save_figure(fig, rdir / "risk_coverage.png", dpi=110).name)
 
     # reliability diagram: SNAP's p_err (confidence 1 - p_err) and U, MSP, temperature scaling
     rel = []
@@ -120,10 +114,7 @@ def make_plots(
         ax[0].legend(fontsize=7, loc="upper left")
         ax[1].set(xlabel="confidence", ylabel="inputs", title="confidence histogram", yscale="log")
         ax[1].legend(fontsize=7, loc="upper left")
-        fig.tight_layout()
-        save_figure(fig, rdir / "reliability.png", dpi=110)
-        plt.close(fig)
-        files.append("reliability.png")
+        files.append(save_figure(fig, rdir / "reliability.png", dpi=110).name)
 
     # stream timeline
     if len(st):
@@ -174,10 +165,7 @@ def make_plots(
         ax[1].axhline(1.0, color="grey", ls="--", lw=1, label="alarm threshold (each method's tau)")
         ax[1].set(xlabel="frame", ylabel="windowed U (scaled to tau)")
         ax[1].legend(fontsize=7, loc="upper right", ncol=3)
-        fig.tight_layout()
-        save_figure(fig, rdir / "stream.png", dpi=110)
-        plt.close(fig)
-        files.append("stream.png")
+        files.append(save_figure(fig, rdir / "stream.png", dpi=110).name)
 
     # per-tap surprisal histograms
     if "snap" in results and "ebar" in results["snap"][1].extra:
@@ -213,10 +201,7 @@ def make_plots(
                     )
             a.set(xlabel="surprisal ebar", ylabel="density", title=taps[k] if k < len(taps) else f"tap{k}")
             a.legend(fontsize=7)
-        fig.tight_layout()
-        save_figure(fig, rdir / "tap_surprisal.png", dpi=110)
-        plt.close(fig)
-        files.append("tap_surprisal.png")
+        files.append(save_figure(fig, rdir / "tap_surprisal.png", dpi=110).name)
     return files
 
 

@@ -111,9 +111,7 @@ def _plot_confusion(path: Path, cm: np.ndarray, names: list[str], title: str) ->
     ax.set_xlabel("predicted")
     ax.set_ylabel("true (folder word)")
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)
 
 
 def _int8(d: Path, x: np.ndarray) -> np.ndarray | None:

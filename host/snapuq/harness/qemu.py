@@ -288,14 +288,6 @@ def open_serial(url: str, baudrate: int = 115200, timeout: float = 0.05):
         raise DeviceError(f"--port {url}: cannot open the serial port ({why})") from e
 
 
-def env_for_tools() -> dict[str, str]:
-    env = dict(os.environ)
-    root = resources.checkout_root()
-    pio = root / ".pio-core" if root else resources.work_dir(".pio-core")
-    env.setdefault("PLATFORMIO_CORE_DIR", str(pio))
-    return env
-
-
 def build_host_firmware(build_dir: Path, model_dir: Path | None = None, sanitize: bool = False) -> Path:
     """make -C firmware host: the firmware as a host process on stdin/stdout (with the model's
     SNAP build when model_dir is given, else a protocol-only build without a model)."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 from collections import Counter as Tally
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snapuq import modeldir
 from snapuq.errors import SnapuqError
 from snapuq.io import atomic_open, read_json, write_json
 
@@ -37,13 +37,8 @@ LINE_FIELDS = frozenset({"i", "label", "pred_host", "cycles_unit", "match", "dif
 
 
 def sha256_file(p: Path) -> str | None:
-    if not p.is_file():
-        return None
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """The file's sha256 (`modeldir.sha256_file`); None where there is no file."""
+    return modeldir.sha256_file(p) if p.is_file() else None
 
 
 @dataclass

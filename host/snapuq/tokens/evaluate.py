@@ -1,4 +1,8 @@
-"""`snapuq tokens eval`: train the tiny spiking transformer, sweep token reduction, write the report.
+"""`snapuq tokens eval`: train a tiny spiking transformer, sweep token reduction, write the report.
+
+The data splits, the sweep over (mode, criterion, ρ), the report files, the accuracy tables and the plots
+are shared by both architectures; this module runs the flat one (`--arch flat`: patch tokens, one reduction
+point), `hier_eval` the hierarchical one (reduction at every stage).
 
 Outputs in RDIR: tokens.json, tokens.md, accuracy_prune.png, accuracy_merge.png, sops.png,
 ablation.png, model.weights.h5 + model_config.json (reused with --reuse).
@@ -13,54 +17,75 @@ from collections.abc import Callable
 
 import numpy as np
 
+from snapuq.data import load_dataset
 from snapuq.errors import DatasetError, SnapuqError
 from snapuq.io import atomic_open, save_figure, write_json
-from snapuq.tokens import fixed
-from snapuq.tokens.model import TokenSNNConfig, forward, forward_from, load_model, token_logits, train_model
-from snapuq.tokens.reduce import (
-    ABLATION,
-    CRITERIA,
-    MODES,
-    criterion_scores,
-    keep_count,
-    merge,
-    prune,
-    topk_indices,
-)
+from snapuq.tokens.model import TokenSNNConfig, forward, forward_from, load_model, train_model
+from snapuq.tokens.reduce import ABLATION, CRITERIA, MODES, criterion_scores, keep_count, make_reducer
 from snapuq.tokens.snaptok import TokenSnap, gap_features
 from snapuq.tokens.sops import model_sops
 
 RHOS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
+# Evaluate(criterion, mode, rho, seed) -> {"acc", "sops", "block_sops", ...}: one cell of the sweep, one seed
+Evaluate = Callable[[str, str, float, int], dict]
 
 
-def load_data(name: str, data_dir: str | None, seed: int):
-    """snapuq.data.load_dataset (digits embedded; mnist / fashion_mnist / cifar10 from --data-dir)."""
-    from snapuq.data import load_dataset
+def load_splits(args, dev_max: int, sort: bool):
+    """The data set of --dataset and its (x, y) train / dev / test splits, subsampled to --max-train, dev_max
+    and --max-test samples (sort: the subsample keeps the data set's order). Creates --out."""
+    os.makedirs(args.out, exist_ok=True)
+    ds = load_dataset(args.dataset, args.data_dir, args.seed)
+    if len(ds.input_shape) != 3:
+        raise DatasetError(f"tokens eval needs image inputs (H, W, C), got {ds.input_shape}")
+    rng = np.random.default_rng(args.seed)
 
-    return load_dataset(name, data_dir, seed)
+    def sub(x, y, n):
+        if n and len(x) > n:
+            i = rng.permutation(len(x))[:n]
+            i = np.sort(i) if sort else i
+            return x[i], y[i]
+        return x, y
+
+    return (ds, sub(ds.x_train, ds.y_train, args.max_train), sub(ds.x_dev, ds.y_dev, dev_max),
+            sub(ds.x_test, ds.y_test, args.max_test))
 
 
-def uncert_int8_scores(model, z: np.ndarray, lam: float) -> np.ndarray:
-    """The device path: per-sample int8 quantization of the token logits, integer importance."""
-    lg = token_logits(model, z)  # (B, T, N, C)
-    out = np.zeros((lg.shape[0], lg.shape[2]), np.float64)
-    lam_q = fixed.to_q16(lam)
-    for b in range(lg.shape[0]):
-        q, sc, zp = fixed.quantize_logits(lg[b])
-        out[b] = fixed.importance_int(q, sc, zp, fixed.ONE, lam_q)
-    return out
+def sweep(evaluate: Evaluate, rows: dict[str, list[str]], args, full_row: dict, timings: dict,
+          desc: str) -> dict:
+    """results[mode][criterion][str(ρ)] for every mode, its criteria `rows[mode]` and ρ in --rhos: ρ = 1 is
+    full_row; below, the mean of every number evaluate() returns (a list: element by element) over
+    --random-seeds seeds for `random` and one for the others, with acc_sd (the sd of the accuracies) and n
+    (the seeds)."""
+    from tqdm import tqdm
+
+    rhos = [r for r in args.rhos if r < 1.0]
+    jobs = [(c, mode, rho, s) for mode in MODES for c in rows[mode] for rho in rhos
+            for s in range(args.random_seeds if c == "random" else 1)]
+    t = time.time()
+    raw: dict = {}
+    for c, mode, rho, s in tqdm(jobs, desc=desc):
+        raw.setdefault((mode, c, rho), []).append(evaluate(c, mode, rho, s))
+    timings["sweep_s"] = time.time() - t
+    results: dict = {m: {} for m in MODES}
+    for (mode, c, rho), rs in raw.items():
+        accs = [r["acc"] for r in rs]
+        cell = {"acc": float(np.mean(accs)), "acc_sd": float(np.std(accs)), "n": len(rs)}
+        for k, v in rs[0].items():
+            if isinstance(v, list):
+                cell[k] = [float(np.mean([r[k][i] for r in rs])) for i in range(len(v))]
+            elif k != "acc":
+                cell[k] = float(np.mean([r[k] for r in rs]))
+        results[mode].setdefault(c, {"1.0": dict(full_row)})[str(rho)] = cell
+    return results
 
 
-def _reduce(model, z: np.ndarray, criterion: str, mode: str, rho: float, seed: int, lam: float):
-    k = keep_count(z.shape[2], rho)
-    if criterion == "uncert_int8":
-        scores = uncert_int8_scores(model, z, lam)
-    elif criterion == "uncert_inverse":  # diagnostic: keep the *least* uncertain tokens
-        scores = -criterion_scores("uncert", z, model, lam=lam)
-    else:
-        scores = criterion_scores(criterion, z, model, np.random.default_rng(seed), lam)
-    idx = topk_indices(scores, k)
-    return prune(z, idx) if mode == "prune" else merge(z, idx)
+def write_report(rep: dict, out_dir: str, markdown: str) -> dict:
+    """tokens.json, tokens.md and the plots in out_dir; returns rep."""
+    write_json(os.path.join(out_dir, "tokens.json"), rep, indent=1)
+    with atomic_open(os.path.join(out_dir, "tokens.md"), "w") as f:
+        f.write(markdown)
+    write_plots(rep, out_dir)
+    return rep
 
 
 def _auroc(y_err: np.ndarray, score: np.ndarray) -> float | None:
@@ -72,25 +97,9 @@ def _auroc(y_err: np.ndarray, score: np.ndarray) -> float | None:
 
 
 def run_eval(args) -> dict:
-    from tqdm import tqdm
-
     t0 = time.time()
     timings: dict[str, float] = {}
-    os.makedirs(args.out, exist_ok=True)
-    ds = load_data(args.dataset, args.data_dir, args.seed)
-    if len(ds.input_shape) != 3:
-        raise DatasetError(f"tokens eval needs image inputs (H, W, C), got {ds.input_shape}")
-    rng = np.random.default_rng(args.seed)
-
-    def sub(x, y, n):
-        if n and len(x) > n:
-            i = rng.permutation(len(x))[:n]
-            return x[i], y[i]
-        return x, y
-
-    xtr, ytr = sub(ds.x_train, ds.y_train, args.max_train)
-    xdv, ydv = sub(ds.x_dev, ds.y_dev, args.max_test)
-    xte, yte = sub(ds.x_test, ds.y_test, args.max_test)
+    ds, (xtr, ytr), (xdv, ydv), (xte, yte) = load_splits(args, args.max_test, sort=False)
     h = ds.input_shape[0]
     patch = args.patch or (2 if h <= 8 else 4)
     cfg = TokenSNNConfig(input_shape=ds.input_shape, n_classes=ds.n_classes, patch=patch, dim=args.dim,
@@ -126,7 +135,7 @@ def run_eval(args) -> dict:
     pre_spikes = full["spikes"][:block]
 
     def evaluate(criterion: str, mode: str, rho: float, seed: int = 0) -> dict:
-        zn, mn = _reduce(model, z, criterion, mode, rho, seed, args.lam)
+        zn, mn = make_reducer(criterion, mode, rho, seed, args.lam)(z, model)
         o = forward_from(model, zn, block, mn, record=True)
         o["spikes"] = pre_spikes + o["spikes"]
         sp = model_sops(o, cfg)
@@ -135,29 +144,9 @@ def run_eval(args) -> dict:
 
     full_row = {"acc": acc_full, "sops": float(sops_full["total"].mean()),
                 "block_sops": float(sum(b.mean() for b in sops_full["blocks"][block:]))}
-    rhos = [r for r in args.rhos if r < 1.0]
-    jobs: list[tuple[str, str, float, int]] = []
     prune_rows = list(CRITERIA) + ["uncert_mean", "uncert_std", "uncert_int8", "uncert_inverse"]
-    for mode in MODES:
-        rows = prune_rows if mode == "prune" else list(CRITERIA)
-        for c in rows:
-            seeds = range(args.random_seeds) if c == "random" else range(1)
-            for rho in rhos:
-                for s in seeds:
-                    jobs.append((c, mode, rho, s))
-    t = time.time()
-    raw: dict = {}
-    for c, mode, rho, s in tqdm(jobs, desc="token reduction sweep"):
-        raw.setdefault((mode, c, rho), []).append(evaluate(c, mode, rho, s))
-    timings["sweep_s"] = time.time() - t
-    results: dict = {m: {} for m in MODES}
-    for (mode, c, rho), rs in raw.items():
-        accs = [r["acc"] for r in rs]
-        results[mode].setdefault(c, {"1.0": full_row | {"acc_sd": 0.0}})[str(rho)] = {
-            "acc": float(np.mean(accs)), "acc_sd": float(np.std(accs)),
-            "sops": float(np.mean([r["sops"] for r in rs])),
-            "block_sops": float(np.mean([r["block_sops"] for r in rs])),
-        }
+    results = sweep(evaluate, {"prune": prune_rows, "merge": list(CRITERIA)}, args,
+                    full_row | {"acc_sd": 0.0}, timings, "token reduction sweep")
 
     # --- SNAP heads on the token stream, fault detection ok vs err
     t = time.time()
@@ -208,12 +197,7 @@ def run_eval(args) -> dict:
         "token_diagnostics": diag, "history": history, "timings_s": timings,
         "random_seeds": args.random_seeds,
     }
-    write_json(os.path.join(args.out, "tokens.json"), rep, indent=1)
-    md = write_markdown(rep)
-    with atomic_open(os.path.join(args.out, "tokens.md"), "w") as f:
-        f.write(md)
-    write_plots(rep, args.out)
-    return rep
+    return write_report(rep, args.out, write_markdown(rep))
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -239,10 +223,15 @@ LABELS = {
 }
 
 
-def accuracy_tables(rep: dict, rhos: list[str], head: str, labels: dict[str, str],
+def accuracy_tables(rep: dict, labels: dict[str, str],
                     with_sd: Callable[[str, str, dict], bool]) -> list[str]:
-    """The prune and merge accuracy tables (%) of a token-reduction report, a row per criterion; a cell is
-    mean ± sd over seeds where with_sd(criterion, rho, cell) says so."""
+    """The prune and merge accuracy tables (%) of a token-reduction report, a row per criterion, a column per
+    ρ (K: the tokens kept, per stage where there are stages); a cell is mean ± sd over seeds where
+    with_sd(criterion, rho, cell) says so."""
+    rhos = [str(r) for r in rep["rhos"]]
+    ks = {r: "/".join(map(str, k)) if isinstance(k, list) else k for r, k in rep["keep_counts"].items()}
+    head = "| criterion | " + " | ".join(f"ρ={r} (K={ks[r]})" for r in rhos) + " |\n"
+    head += "|---|" + "---|" * len(rhos) + "\n"
     out = []
     for mode in ("prune", "merge"):
         out.append(f"\n## Accuracy (%) — {mode}\n\n" + head)
@@ -260,11 +249,13 @@ def accuracy_tables(rep: dict, rhos: list[str], head: str, labels: dict[str, str
     return out
 
 
+def timings_line(rep: dict) -> str:
+    return "\nTimings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in rep["timings_s"].items()) + "\n"
+
+
 def write_markdown(rep: dict) -> str:
     rhos = [str(r) for r in rep["rhos"]]
     kc = rep["keep_counts"]
-    head = "| criterion | " + " | ".join(f"ρ={r} (K={kc[r]})" for r in rhos) + " |\n"
-    sep = "|---|" + "---|" * len(rhos) + "\n"
     out = [f"# Uncert token reduction — {rep['dataset']}\n",
            f"Spiking transformer: {rep['config']['depth']} blocks, dim {rep['config']['dim']}, "
            f"T={rep['config']['T']}, {rep['config']['patch']}×{rep['config']['patch']} patches "
@@ -272,8 +263,7 @@ def write_markdown(rep: dict) -> str:
            f"{rep['reduce_block']}; λ={rep['lambda']}. Test samples: {rep['n_test']}. "
            f"Full-model accuracy **{100 * rep['accuracy_full']:.2f} %**, "
            f"{rep['sops_full']:.0f} SOPs / inference (+{rep['embed_macs']} embedding MACs).\n"]
-    out += accuracy_tables(rep, rhos, head + sep, LABELS,
-                           lambda c, r, v: c == "random" and bool(v.get("acc_sd")))
+    out += accuracy_tables(rep, LABELS, lambda c, r, v: c == "random" and bool(v.get("acc_sd")))
     out.append("\n## SOPs saved by Uncert pruning (vs full model)\n\n"
                "| ρ | SOPs / inference | saved (total) | saved (blocks from the reduction on) |\n"
                "|---|---|---|---|\n")
@@ -292,8 +282,7 @@ def write_markdown(rep: dict) -> str:
                f"with activation magnitude {d['spearman_uncert_vs_magnitude']:.2f}, with spike count "
                f"{d['spearman_uncert_vs_spikes']:.2f}, with the input ink of the patch "
                f"{d['spearman_uncert_vs_ink']:.2f}.\n")
-    t = rep["timings_s"]
-    out.append("\nTimings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()) + "\n")
+    out.append(timings_line(rep))
     return "".join(out)
 
 
@@ -316,9 +305,7 @@ def write_plots(rep: dict, out_dir: str) -> None:
         ax.set_title(f"{rep['dataset']}: token {mode}")
         ax.invert_xaxis()
         ax.legend(fontsize=7)
-        fig.tight_layout()
         save_figure(fig, os.path.join(out_dir, f"accuracy_{mode}.png"), dpi=120)
-        plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     row = rep["results"]["prune"]["uncert"]
     full, bfull = max(rep["sops_full"], 1e-9), max(rep["block_sops_full"], 1e-9)
@@ -329,9 +316,7 @@ def write_plots(rep: dict, out_dir: str) -> None:
     ax.set_ylabel("SOPs saved (%)")
     ax.invert_xaxis()
     ax.legend()
-    fig.tight_layout()
     save_figure(fig, os.path.join(out_dir, "sops.png"), dpi=120)
-    plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     for c in ABLATION:
         r_ = rep["results"]["prune"][c]
@@ -341,6 +326,4 @@ def write_plots(rep: dict, out_dir: str) -> None:
     ax.set_title("ablation: mean / std / both (prune)")
     ax.invert_xaxis()
     ax.legend(fontsize=8)
-    fig.tight_layout()
     save_figure(fig, os.path.join(out_dir, "ablation.png"), dpi=120)
-    plt.close(fig)

@@ -21,16 +21,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from snapuq.errors import SnapuqError
-from snapuq.tokens.model import TokenSNNConfig, _keras, _mask4, lif, lif_numpy, spiking_block
+from snapuq.tokens.model import (
+    ConfigDict,
+    TokenSNNConfig,
+    _keras,
+    _mask4,
+    lif,
+    lif_numpy,
+    pooled_readout,
+    spiking_block,
+    token_logits,
+)
 
 
 @dataclass
-class HierConfig:
+class HierConfig(ConfigDict):
     input_shape: tuple[int, int, int]
     n_classes: int
     patch: int = 4
@@ -45,6 +55,7 @@ class HierConfig:
     attn_v_th: float = 0.5
     surrogate_alpha: float = 4.0
     arch: str = field(default="hier")
+    TUPLES = ("input_shape", "dims", "depths", "heads")
 
     @property
     def grids(self) -> list[int]:
@@ -67,19 +78,6 @@ class HierConfig:
                               dim=self.dims[s], depth=self.depths[s], heads=self.heads[s],
                               mlp_ratio=self.mlp_ratio, T=self.T, tau=self.tau, v_th=self.v_th,
                               attn_v_th=self.attn_v_th, surrogate_alpha=self.surrogate_alpha)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        for k in ("input_shape", "dims", "depths", "heads"):
-            d[k] = list(d[k])
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> HierConfig:
-        d = dict(d)
-        for k in ("input_shape", "dims", "depths", "heads"):
-            d[k] = tuple(int(v) for v in d[k])
-        return cls(**d)
 
     def validate(self) -> None:
         h, w, _ = self.input_shape
@@ -158,13 +156,7 @@ def build_hier(cfg: HierConfig):
             return self.patch_bn(y, training=training) + self.pos
 
         def readout(self, z, mask=None):
-            s = lif(z, self.cfg.tau, self.cfg.v_th, self.cfg.surrogate_alpha)
-            if mask is None:
-                feat = ops.mean(s, axis=(1, 2))
-            else:
-                feat = ops.sum(s * _mask4(mask), axis=(1, 2)) / (s.shape[1] * ops.sum(mask, axis=1,
-                                                                                        keepdims=True))
-            return self.head(feat), s
+            return pooled_readout(self, z, mask)
 
         def call(self, x, training=False):
             z = self.tokens(x, training=training)
@@ -295,9 +287,7 @@ def hier_token_logits(model, z: np.ndarray, stage: int, head: tuple[np.ndarray, 
     if head is not None:
         sp = lif_numpy(np.asarray(z, np.float32), cfg.tau, cfg.v_th)
         return sp @ head[0] + head[1]
-    sp = lif_numpy(project_tokens(model, z, stage), cfg.tau, cfg.v_th)
-    w, b = (np.asarray(v) for v in model.head.weights)
-    return sp @ w + b
+    return token_logits(model, project_tokens(model, z, stage))
 
 
 def fit_stage_heads(model, states: list[np.ndarray], y: np.ndarray, seed: int = 0

@@ -14,12 +14,22 @@ import time
 
 import numpy as np
 
-from snapuq.errors import DatasetError, SnapuqError
-from snapuq.io import atomic_open, write_json
+from snapuq.errors import SnapuqError
+from snapuq.io import write_json
 from snapuq.nn.recipe import fit_backbone_resumable
 from snapuq.options import TrainOptions
-from snapuq.tokens import fixed
-from snapuq.tokens.evaluate import RHOS, _spearman, accuracy_tables, load_data, write_plots
+from snapuq.tokens.evaluate import (
+    LABELS as FLAT_LABELS,
+)
+from snapuq.tokens.evaluate import (
+    RHOS,
+    _spearman,
+    accuracy_tables,
+    load_splits,
+    sweep,
+    timings_line,
+    write_report,
+)
 from snapuq.tokens.hier import (
     HierConfig,
     build_hier,
@@ -31,8 +41,17 @@ from snapuq.tokens.hier import (
     n_params,
 )
 from snapuq.tokens.model import recalibrate_bn
-from snapuq.tokens.reduce import CRITERIA, MODES, criterion_scores, keep_count, merge, prune, topk_indices
-from snapuq.tokens.uncertainty import importance
+from snapuq.tokens.reduce import (
+    CRITERIA,
+    MODES,
+    UNCERT,
+    criterion_scores,
+    keep_count,
+    merge,
+    prune,
+    topk_indices,
+    uncert_scores,
+)
 
 __all__ = ["RHOS", "run_eval_hier", "stage_scores", "train_hier"]
 
@@ -48,24 +67,12 @@ def stage_scores(name: str, z: np.ndarray, model, stage: int, lam: float, seed: 
                  stage_heads: list | None = None) -> np.ndarray:
     """(B,T,N_s,D_s) states entering stage `stage` -> (B, N_s) scores, higher = keep. The Uncert rows read
     the stage's token-level classifier (`hier_token_logits`); the others are `reduce.criterion_scores`."""
-    if name in ("uncert", "uncert_mean", "uncert_std", "uncert_int8", "uncert_stagehead"):
-        head = None
-        if name == "uncert_stagehead":
-            if stage_heads is None:
-                raise SnapuqError("uncert_stagehead needs the fitted stage heads")
-            head = stage_heads[stage]
-        lg = hier_token_logits(model, z, stage, head)
-        if name == "uncert_int8":  # the device path: per-sample int8 logits, integer importance
-            out = np.zeros((lg.shape[0], lg.shape[2]), np.float64)
-            for b in range(lg.shape[0]):
-                q, sc, zp = fixed.quantize_logits(lg[b])
-                out[b] = fixed.importance_int(q, sc, zp, fixed.ONE, fixed.to_q16(lam))
-            return out
-        if name == "uncert_mean":
-            return importance(lg, lam=0.0)
-        if name == "uncert_std":
-            return importance(lg, lam=1.0, w_mean=0.0)
-        return importance(lg, lam=lam)
+    if name in UNCERT:
+        return uncert_scores(name, hier_token_logits(model, z, stage), lam)
+    if name == "uncert_stagehead":
+        if stage_heads is None:
+            raise SnapuqError("uncert_stagehead needs the fitted stage heads")
+        return uncert_scores("uncert", hier_token_logits(model, z, stage, stage_heads[stage]), lam)
     return criterion_scores(name, z, model, np.random.default_rng([seed, stage]), lam)
 
 
@@ -100,26 +107,10 @@ def train_hier(cfg: HierConfig, x, y, opts: TrainOptions, *, seed: int, ckpt_dir
     return model, hist
 
 
-def _sub(x, y, n, rng):
-    if n and len(x) > n:
-        i = np.sort(rng.permutation(len(x))[:n])
-        return x[i], y[i]
-    return x, y
-
-
 def run_eval_hier(args) -> dict:
-    from tqdm import tqdm
-
     t0 = time.time()
     timings: dict[str, float] = {}
-    os.makedirs(args.out, exist_ok=True)
-    ds = load_data(args.dataset, args.data_dir, args.seed)
-    if len(ds.input_shape) != 3:
-        raise DatasetError(f"tokens eval needs image inputs (H, W, C), got {ds.input_shape}")
-    rng = np.random.default_rng(args.seed)
-    xtr, ytr = _sub(ds.x_train, ds.y_train, args.max_train, rng)
-    xdv, ydv = _sub(ds.x_dev, ds.y_dev, min(args.max_test, 1000), rng)
-    xte, yte = _sub(ds.x_test, ds.y_test, args.max_test, rng)
+    ds, (xtr, ytr), (xdv, ydv), (xte, yte) = load_splits(args, min(args.max_test, 1000), sort=True)
     dflt = DEFAULTS.get(ds.name, DEFAULTS["mnist"])
     h = ds.input_shape[0]
     cfg = config_for(ds.input_shape, ds.n_classes, patch=args.patch or (2 if h <= 8 else 4),
@@ -174,23 +165,8 @@ def run_eval_hier(args) -> dict:
     full_row = {"acc": acc_full, "acc_sd": 0.0, "sops": float(sp_full["total"].mean()),
                 "block_sops": float(sp_full["block_total"].mean()),
                 "stage_sops": [float(b.mean()) for b in sp_full["blocks"]]}
-    rhos = [r for r in args.rhos if r < 1.0]
-    jobs = [(c, mode, rho, s) for mode, rows in (("prune", PRUNE_ROWS), ("merge", MERGE_ROWS)) for c in rows
-            for rho in rhos for s in (range(args.random_seeds) if c == "random" else range(1))]
-    t = time.time()
-    raw: dict = {}
-    for c, mode, rho, s in tqdm(jobs, desc="token reduction sweep (every stage)"):
-        raw.setdefault((mode, c, rho), []).append(evaluate(c, mode, rho, s))
-    timings["sweep_s"] = time.time() - t
-    results: dict = {m: {} for m in MODES}
-    for (mode, c, rho), rs in raw.items():
-        accs = [r["acc"] for r in rs]
-        results[mode].setdefault(c, {"1.0": dict(full_row)})[str(rho)] = {
-            "acc": float(np.mean(accs)), "acc_sd": float(np.std(accs)), "n": len(rs),
-            "sops": float(np.mean([r["sops"] for r in rs])),
-            "block_sops": float(np.mean([r["block_sops"] for r in rs])),
-            "stage_sops": [float(np.mean([r["stage_sops"][s] for r in rs])) for s in range(cfg.n_stages)],
-        }
+    results = sweep(evaluate, {"prune": PRUNE_ROWS, "merge": MERGE_ROWS}, args, full_row, timings,
+                    "token reduction sweep (every stage)")
     diag = _diagnostics(model, full, xte, cfg, args.lam, stage_heads)
     timings["total_s"] = time.time() - t0
     rep = {
@@ -208,11 +184,7 @@ def run_eval_hier(args) -> dict:
         "results": results, "token_diagnostics": diag, "history": history, "timings_s": timings,
         "random_seeds": args.random_seeds,
     }
-    write_json(os.path.join(args.out, "tokens.json"), rep, indent=1)
-    with atomic_open(os.path.join(args.out, "tokens.md"), "w") as f:
-        f.write(write_markdown_hier(rep))
-    write_plots(rep, args.out)
-    return rep
+    return write_report(rep, args.out, write_markdown_hier(rep))
 
 
 def _diagnostics(model, full: dict, x: np.ndarray, cfg: HierConfig, lam: float, stage_heads) -> dict:
@@ -237,10 +209,8 @@ def _diagnostics(model, full: dict, x: np.ndarray, cfg: HierConfig, lam: float, 
     return out
 
 
-LABELS = {
-    "uncert": "Uncert (mean+λ·std), model head", "random": "random", "magnitude": "activation magnitude",
-    "spikes": "spike count", "similarity": "feature similarity", "uncert_mean": "Uncert mean only",
-    "uncert_std": "Uncert std only", "uncert_int8": "Uncert, int8 device kernel",
+LABELS = FLAT_LABELS | {
+    "uncert": "Uncert (mean+λ·std), model head",
     "uncert_stagehead": "Uncert, per-stage linear head (frozen features)",
 }
 
@@ -252,9 +222,6 @@ def _saved(v: float, full: float) -> str:
 def write_markdown_hier(rep: dict) -> str:
     c = rep["config"]
     rhos = [str(r) for r in rep["rhos"]]
-    kc = rep["keep_counts"]
-    head = "| criterion | " + " | ".join(f"ρ={r} (K={'/'.join(map(str, kc[r]))})" for r in rhos) + " |\n"
-    sep = "|---|" + "---|" * len(rhos) + "\n"
     out = [f"# Uncert token reduction, hierarchical spiking transformer — {rep['dataset']}\n\n",
            f"{len(c['dims'])} stages, widths {c['dims']}, blocks {c['depths']}, heads {c['heads']}, "
            f"stem {c['stem']}, {c['patch']}×{c['patch']} patches, tokens per stage "
@@ -265,7 +232,7 @@ def write_markdown_hier(rep: dict) -> str:
            f"Full model: accuracy **{100 * rep['accuracy_full']:.2f} %**, {rep['sops_full']:.0f} SOPs / "
            f"inference ({rep['block_sops_full']:.0f} in the transformer blocks) + {rep['embed_macs']} MACs "
            f"of the analog stem conv.\n"]
-    out += accuracy_tables(rep, rhos, head + sep, LABELS, lambda c, r, v: c == "random" and r != "1.0")
+    out += accuracy_tables(rep, LABELS, lambda c, r, v: c == "random" and r != "1.0")
     out.append("\n## SOPs of Uncert pruning (vs full model)\n\n| ρ | SOPs / inference | saved (total) | "
                "saved (transformer blocks) | block SOPs per stage |\n|---|---|---|---|---|\n")
     row = rep["results"]["prune"]["uncert"]
@@ -281,5 +248,5 @@ def write_markdown_hier(rep: dict) -> str:
         out.append(f"| {d['stage']} | {d['tokens']} | {d['spearman_uncert_vs_magnitude']:.2f} | "
                    f"{d['spearman_uncert_vs_spikes']:.2f} | {100 * d['silent_token_share']:.1f} % | "
                    f"{100 * d['token_classifier_agrees_with_image_pred']:.1f} % | {100 * a:.1f} % |\n")
-    out.append("\nTimings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in rep["timings_s"].items()) + "\n")
+    out.append(timings_line(rep))
     return "".join(out)

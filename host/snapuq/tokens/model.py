@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,8 +40,27 @@ def _keras():
     return keras
 
 
+class ConfigDict:
+    """to_dict / from_dict for a config dataclass (JSON: the tuple fields named in TUPLES as lists)."""
+
+    TUPLES: ClassVar[tuple[str, ...]] = ("input_shape",)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in self.TUPLES:
+            d[k] = list(d[k])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        d = dict(d)
+        for k in cls.TUPLES:
+            d[k] = tuple(int(v) for v in d[k])
+        return cls(**d)
+
+
 @dataclass
-class TokenSNNConfig:
+class TokenSNNConfig(ConfigDict):
     input_shape: tuple[int, int, int]
     n_classes: int
     patch: int = 2
@@ -60,17 +80,6 @@ class TokenSNNConfig:
         h, w, _ = self.input_shape
         return (h // self.patch) * (w // self.patch)
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["input_shape"] = list(self.input_shape)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TokenSNNConfig:
-        d = dict(d)
-        d["input_shape"] = tuple(int(s) for s in d["input_shape"])
-        return cls(**d)
-
     def validate(self) -> None:
         h, w, c = self.input_shape
         if h % self.patch or w % self.patch:
@@ -79,34 +88,6 @@ class TokenSNNConfig:
             raise SnapuqError(f"dim {self.dim} is not divisible by heads {self.heads}")
         if self.T < 1 or self.depth < 1:
             raise SnapuqError("T and depth must be >= 1")
-
-
-_SPIKE_FNS: dict = {}
-
-
-def _spike_fn(alpha: float):
-    """Heaviside H(v) forward, d/dv sigmoid(alpha·v) backward (one op each way)."""
-    if alpha not in _SPIKE_FNS:
-        keras = _keras()
-        ops = keras.ops
-
-        @keras.ops.custom_gradient
-        def fn(v):
-            def grad(*args, upstream=None):
-                if upstream is None:
-                    (upstream,) = args
-                sg = ops.sigmoid(alpha * v)
-                return upstream * (alpha * sg * (1.0 - sg))
-
-            return ops.cast(v >= 0.0, v.dtype), grad
-
-        _SPIKE_FNS[alpha] = fn
-    return _SPIKE_FNS[alpha]
-
-
-def spike(v, alpha: float):
-    """Binary spikes H(v) with a sigmoid surrogate gradient."""
-    return _spike_fn(float(alpha))(v)
 
 
 _LIF_FNS: dict = {}
@@ -179,6 +160,19 @@ def _mask4(mask):
     """(B, N) keep mask -> (B, 1, N, 1) for broadcasting against (B, T, N, D)."""
     ops = _keras().ops
     return ops.expand_dims(ops.expand_dims(mask, 1), -1)
+
+
+def pooled_readout(model, z, mask=None):
+    """The readout of both models: LIF on the residual stream z (B,T,N,D), the spike rate over the kept tokens
+    (keep mask (B, N)) and the T steps, the linear `model.head`. Returns (logits, readout spikes)."""
+    ops = _keras().ops
+    c = model.cfg
+    s = lif(z, c.tau, c.v_th, c.surrogate_alpha)
+    if mask is None:
+        feat = ops.mean(s, axis=(1, 2))
+    else:
+        feat = ops.sum(s * _mask4(mask), axis=(1, 2)) / (s.shape[1] * ops.sum(mask, axis=1, keepdims=True))
+    return model.head(feat), s
 
 
 _CLASSES: dict = {}
@@ -285,18 +279,8 @@ def _layer_classes() -> dict:
             z = self.embed_bn(self.embed(x), training=training) + self.pos
             return ops.repeat(ops.expand_dims(z, 1), c.T, axis=1)
 
-        def readout_spikes(self, x):
-            c = self.cfg
-            return lif(x, c.tau, c.v_th, c.surrogate_alpha)
-
         def readout(self, x, mask=None):
-            s = self.readout_spikes(x)
-            if mask is None:
-                feat = ops.mean(s, axis=(1, 2))
-            else:
-                m = _mask4(mask)
-                feat = ops.sum(s * m, axis=(1, 2)) / (s.shape[1] * ops.sum(mask, axis=1, keepdims=True))
-            return self.head(feat), s
+            return pooled_readout(self, x, mask)
 
         def call(self, x, training=False):
             if training and self.cfg.augment:
@@ -322,29 +306,44 @@ def forward(model, x: np.ndarray, reduce_at: int | None = None, reducer: Reducer
     Returns {"logits" (B,C), "mask" (B,N), "block_in": list of (B,T,N,D) states entering each
     block (+ the final state), "spikes": list per block of the recorded spike tensors (numpy),
     "readout_spikes" (B,T,N,D)} — spikes only when `record`."""
+    if reduce_at is not None and not 0 <= reduce_at < model.cfg.depth:
+        raise SnapuqError(f"reduce block {reduce_at} outside 0..{model.cfg.depth - 1}")
+    return _run_blocks(model, x, True, 0, None, reduce_at, reducer, record, batch)
+
+
+def forward_from(model, z: np.ndarray, start: int, mask: np.ndarray | None = None, record: bool = False,
+                 batch: int = 512) -> dict:
+    """Run blocks `start`.. and the readout on token states z (B,T,N,D) entering block `start`,
+    with an optional keep mask (B, N). Returns {"logits", "mask", "block_in", "spikes" (blocks
+    start.. only), "readout_spikes"} like `forward` (spikes only when `record`)."""
+    if not 0 <= start <= model.cfg.depth:
+        raise SnapuqError(f"start block {start} outside 0..{model.cfg.depth}")
+    return _run_blocks(model, z, False, start, mask, None, None, record, batch)
+
+
+def _run_blocks(model, x: np.ndarray, images: bool, start: int, mask: np.ndarray | None,
+                reduce_at: int | None, reducer: Reducer | None, record: bool, batch: int) -> dict:
+    """`forward` (images: x are inputs, start 0) and `forward_from` (x: token states entering block start)."""
     ops = _keras().ops
-    cfg = model.cfg
-    if reduce_at is not None and not 0 <= reduce_at < cfg.depth:
-        raise SnapuqError(f"reduce block {reduce_at} outside 0..{cfg.depth - 1}")
+    depth = model.cfg.depth
     outs: dict[str, list] = {"logits": [], "mask": [], "block_in": [], "spikes": [], "readout_spikes": []}
     for i0 in range(0, len(x), batch):
-        xb = ops.convert_to_tensor(np.asarray(x[i0:i0 + batch], np.float32))
-        z = model.tokens(xb)
-        mask = None
+        z = ops.convert_to_tensor(np.asarray(x[i0:i0 + batch], np.float32))
+        z = model.tokens(z) if images else z
+        m = None if mask is None else ops.convert_to_tensor(np.asarray(mask[i0:i0 + batch], np.float32))
         states, rec = [], []
-        for bi, blk in enumerate(model.blocks):
+        for bi in range(start, depth):
             if reducer is not None and bi == reduce_at:
                 zn, mn = reducer(np.asarray(z), model)
                 z = ops.convert_to_tensor(zn.astype(np.float32))
-                mask = ops.convert_to_tensor(mn.astype(np.float32))
+                m = ops.convert_to_tensor(mn.astype(np.float32))
             states.append(np.asarray(z))
-            z = blk(z, keep=mask, record=record)
+            z = model.blocks[bi](z, keep=m, record=record)
             if record:
-                rec.append({k: np.asarray(v) for k, v in blk.last_record.items()})
+                rec.append({k: np.asarray(v) for k, v in model.blocks[bi].last_record.items()})
         states.append(np.asarray(z))
-        logits, s = model.readout(z, mask)
-        n = xb.shape[0]
-        m_np = np.ones((n, cfg.n_tokens), np.float32) if mask is None else np.asarray(mask)
+        logits, s = model.readout(z, m)
+        m_np = np.ones((z.shape[0], z.shape[2]), np.float32) if m is None else np.asarray(m)
         outs["logits"].append(np.asarray(logits))
         outs["mask"].append(m_np)
         outs["block_in"].append(states)
@@ -354,48 +353,14 @@ def forward(model, x: np.ndarray, reduce_at: int | None = None, reducer: Reducer
     res = {
         "logits": np.concatenate(outs["logits"]),
         "mask": np.concatenate(outs["mask"]),
-        "block_in": [np.concatenate([st[i] for st in outs["block_in"]]) for i in range(cfg.depth + 1)],
+        "block_in": [np.concatenate([st[i] for st in outs["block_in"]]) for i in range(depth - start + 1)],
     }
     if record:
         res["spikes"] = [
-            {k: np.concatenate([r[bi][k] for r in outs["spikes"]]) for k in outs["spikes"][0][bi]}
-            for bi in range(cfg.depth)
+            {k: np.concatenate([r[j][k] for r in outs["spikes"]]) for k in outs["spikes"][0][j]}
+            for j in range(depth - start)
         ]
         res["readout_spikes"] = np.concatenate(outs["readout_spikes"])
-    return res
-
-
-def forward_from(model, z: np.ndarray, start: int, mask: np.ndarray | None = None, record: bool = False,
-                 batch: int = 512) -> dict:
-    """Run blocks `start`.. and the readout on token states z (B,T,N,D) entering block `start`,
-    with an optional keep mask (B, N). Returns {"logits", "mask", "spikes" (blocks start.. only),
-    "readout_spikes"} like `forward` (spikes only when `record`)."""
-    ops = _keras().ops
-    cfg = model.cfg
-    if not 0 <= start <= cfg.depth:
-        raise SnapuqError(f"start block {start} outside 0..{cfg.depth}")
-    z = np.asarray(z, np.float32)
-    n_all = z.shape[0]
-    m_all = np.ones((n_all, z.shape[2]), np.float32) if mask is None else np.asarray(mask, np.float32)
-    logits, recs, rs = [], [], []
-    for i0 in range(0, n_all, batch):
-        zb = ops.convert_to_tensor(z[i0:i0 + batch])
-        mb = None if mask is None else ops.convert_to_tensor(m_all[i0:i0 + batch])
-        rec = []
-        for blk in model.blocks[start:]:
-            zb = blk(zb, keep=mb, record=record)
-            if record:
-                rec.append({k: np.asarray(v) for k, v in blk.last_record.items()})
-        lg, sp = model.readout(zb, mb)
-        logits.append(np.asarray(lg))
-        if record:
-            recs.append(rec)
-            rs.append(np.asarray(sp) * m_all[i0:i0 + batch, None, :, None])
-    res = {"logits": np.concatenate(logits), "mask": m_all}
-    if record:
-        res["spikes"] = [{k: np.concatenate([r[j][k] for r in recs]) for k in recs[0][j]}
-                         for j in range(cfg.depth - start)]
-        res["readout_spikes"] = np.concatenate(rs)
     return res
 
 

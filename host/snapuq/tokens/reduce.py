@@ -14,10 +14,12 @@ from collections.abc import Callable
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.tokens import fixed
 from snapuq.tokens.uncertainty import LAMBDA_DEFAULT, importance
 
 CRITERIA = ("uncert", "random", "magnitude", "spikes", "similarity")
 ABLATION = ("uncert_mean", "uncert_std", "uncert")
+UNCERT = ("uncert", "uncert_mean", "uncert_std", "uncert_int8", "uncert_inverse")  # from the token logits
 MODES = ("prune", "merge")
 
 
@@ -89,26 +91,42 @@ def merge(z: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (out * m[:, None, :, None]).astype(z.dtype), m
 
 
+def uncert_scores(name: str, logits: np.ndarray, lam: float = LAMBDA_DEFAULT) -> np.ndarray:
+    """Per-token, per-step logits (B, T, N, C) -> (B, N) Uncert importance: `uncert` mean_t U + λ·std_t U,
+    `uncert_mean` the mean only, `uncert_std` the std only, `uncert_int8` the device path (per-sample int8
+    quantization of the logits, integer importance: `fixed.importance_int`), `uncert_inverse` minus `uncert`
+    (a diagnostic: keep the *least* uncertain tokens)."""
+    if name in ("uncert", "uncert_inverse"):
+        s = importance(logits, lam=lam)
+        return -s if name == "uncert_inverse" else s
+    if name == "uncert_mean":
+        return importance(logits, lam=0.0)
+    if name == "uncert_std":
+        return importance(logits, lam=1.0, w_mean=0.0)
+    if name != "uncert_int8":
+        raise SnapuqError(f"unknown Uncert criterion '{name}' (known: {', '.join(UNCERT)})")
+    out = np.zeros((logits.shape[0], logits.shape[2]), np.float64)
+    for b in range(logits.shape[0]):
+        q, sc, zp = fixed.quantize_logits(logits[b])
+        out[b] = fixed.importance_int(q, sc, zp, fixed.ONE, fixed.to_q16(lam))
+    return out
+
+
 def criterion_scores(name: str, z: np.ndarray, model=None, rng: np.random.Generator | None = None,
                      lam: float = LAMBDA_DEFAULT) -> np.ndarray:
     """(B, T, N, D) token states -> (B, N) scores, higher = keep.
 
-    uncert: S_i = mean_t U + λ·std_t U from the model head per token and step (`uncert_mean`:
-    mean only, `uncert_std`: std only); random: uniform; magnitude: mean_t ‖z_{t,i}‖₂;
+    uncert: S_i = mean_t U + λ·std_t U from the model head per token and step (its variants: see
+    `uncert_scores`); random: uniform; magnitude: mean_t ‖z_{t,i}‖₂;
     spikes: spike count of the block's input neurons; similarity: −mean cosine similarity to the
     other tokens (keep the least redundant)."""
     _check(z)
     from snapuq.tokens.model import lif_numpy, token_logits
 
-    if name in ("uncert", "uncert_mean", "uncert_std"):
+    if name in UNCERT:
         if model is None:
             raise SnapuqError("the uncert criterion needs the model (its head)")
-        lg = token_logits(model, z)
-        if name == "uncert":
-            return importance(lg, lam=lam)
-        if name == "uncert_mean":
-            return importance(lg, lam=0.0)
-        return importance(lg, lam=1.0, w_mean=0.0)
+        return uncert_scores(name, token_logits(model, z), lam)
     if name == "random":
         rng = rng or np.random.default_rng(0)
         return rng.random(z.shape[0:1] + z.shape[2:3])
@@ -123,7 +141,7 @@ def criterion_scores(name: str, z: np.ndarray, model=None, rng: np.random.Genera
         sim = _cos_matrix(z.mean(axis=1))
         n = z.shape[2]
         return -(sim.sum(axis=2) - np.diagonal(sim, axis1=1, axis2=2)) / max(1, n - 1)
-    raise SnapuqError(f"unknown criterion '{name}' (known: {', '.join(CRITERIA + ABLATION[:2])})")
+    raise SnapuqError(f"unknown criterion '{name}' (known: {', '.join(CRITERIA + UNCERT[1:])})")
 
 
 def make_reducer(criterion: str, mode: str, rho: float, seed: int = 0,
