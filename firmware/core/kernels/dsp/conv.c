@@ -416,17 +416,30 @@ int snapuq_conv_dsp_is_1x1(const snapuq_dims_t *in_dims, const snapuq_dims_t *fi
            out_dims->h == in_dims->h && out_dims->w == in_dims->w && out_dims->n == in_dims->n;
 }
 
-/* the 1x1 stride-1 path; start: the scratch, out_c int32 (bias + in_offset * weight sums) */
+/* requantize one sum (requant_fast_ok channels): snapuq_dsp_requant_run's fast formula, inline */
+static inline int8_t rq_fast(int32_t acc, int32_t m, int32_t s, int32_t off, int32_t lo, int32_t hi)
+{
+    const int64_t p = (int64_t)acc * m + ((int64_t)1 << 30);
+    int32_t v = snapuq_rshift_round((int32_t)(p >> 31), -s) + off;
+    v = v < lo ? lo : v;
+    return (int8_t)(v > hi ? hi : v);
+}
+
+/* the 1x1 stride-1 path; start: the scratch, out_c int32 (bias + in_offset * weight sums). Each
+ * 2 x 2 block is requantized as soon as it is summed (inline when requant_fast_ok, else
+ * snapuq_dsp_requant_run on its two channels), so no sums go through memory. */
 SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *start)
 {
     const snapuq_conv_args_t la = *args;
     const snapuq_conv_args_t *const a = &la;
     const int32_t C = a->in_dims.c, OC = a->out_dims.c;
     const int32_t P = a->in_dims.n * a->in_dims.h * a->in_dims.w;
+    const int32_t step = a->quant.step, off = a->conv.out_offset;
+    const int32_t lo = a->conv.activation.min, hi = a->conv.activation.max;
+    const int32_t *const mult = a->quant.mult, *const shift = a->quant.shift;
     const uint32_t ones = 0x00010001u;
-    const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? OC : 1);
-    int32_t accA[CONV_CHUNK], accB[CONV_CHUNK];
-    int32_t p, oc, ch0, i;
+    const int fast = snapuq_dsp_requant_fast_ok(mult, shift, step != 0 ? OC : 1);
+    int32_t p, oc, i;
     for (oc = 0; oc < OC; oc++) {
         const int8_t *f = a->filter + (size_t)oc * C;
         int32_t s = 0;
@@ -438,42 +451,46 @@ SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *st
         start[oc] = (int32_t)((uint32_t)(a->bias != NULL ? a->bias[oc] : 0) +
                               (uint32_t)a->conv.in_offset * (uint32_t)s);
     }
-    for (p = 0; p < P; p += 2) {
+    for (p = 0; p + 2 <= P; p += 2) {
         const int8_t *xa = a->in + (size_t)p * C;
         int8_t *outa = a->out + (size_t)p * OC;
-        const int two = p + 1 < P;
-        for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
-            const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
-            for (oc = ch0; oc < ch1; oc += 2) {
-                const int8_t *f0 = a->filter + (size_t)oc * C;
-                if (two && oc + 1 < ch1) {
-                    int32_t acc[4];
-                    acc[0] = acc[2] = start[oc];
-                    acc[1] = acc[3] = start[oc + 1];
-                    mac1x1_2x2(xa, f0, C, acc);
-                    accA[oc - ch0] = acc[0];
-                    accA[oc - ch0 + 1] = acc[1];
-                    accB[oc - ch0] = acc[2];
-                    accB[oc - ch0 + 1] = acc[3];
-                } else {
-                    /* the last pixel of an odd count, or the last channel of an odd count */
-                    accA[oc - ch0] = dot1x1(xa, f0, C, start[oc]);
-                    if (two) {
-                        accB[oc - ch0] = dot1x1(xa + C, f0, C, start[oc]);
-                    }
-                    if (oc + 1 < ch1) {
-                        accA[oc - ch0 + 1] = dot1x1(xa, f0 + C, C, start[oc + 1]);
-                    }
-                }
+        int8_t *outb = outa + OC;
+        const int8_t *f0 = a->filter;
+        for (oc = 0; oc + 2 <= OC; oc += 2) {
+            int32_t acc[4];
+            acc[0] = acc[2] = start[oc];
+            acc[1] = acc[3] = start[oc + 1];
+            mac1x1_2x2(xa, f0, C, acc);
+            if (fast) {
+                const int32_t m0 = mult[oc * step], s0 = shift[oc * step];
+                const int32_t m1 = mult[(oc + 1) * step], s1 = shift[(oc + 1) * step];
+                outa[oc] = rq_fast(acc[0], m0, s0, off, lo, hi);
+                outa[oc + 1] = rq_fast(acc[1], m1, s1, off, lo, hi);
+                outb[oc] = rq_fast(acc[2], m0, s0, off, lo, hi);
+                outb[oc + 1] = rq_fast(acc[3], m1, s1, off, lo, hi);
+            } else {
+                const int32_t accb[2] = {acc[2], acc[3]};
+                snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, 0, acc, outa, oc, 2);
+                snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, 0, accb, outb, oc, 2);
             }
-            snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset,
-                                   a->conv.activation.min, a->conv.activation.max, fast, accA, outa, ch0,
-                                   ch1 - ch0);
-            if (two) {
-                snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset,
-                                       a->conv.activation.min, a->conv.activation.max, fast, accB, outa + OC,
-                                       ch0, ch1 - ch0);
-            }
+            f0 += 2 * C;
+        }
+        if (oc < OC) {
+            /* an odd last channel */
+            int32_t acc[2];
+            acc[0] = dot1x1(xa, f0, C, start[oc]);
+            acc[1] = dot1x1(xa + C, f0, C, start[oc]);
+            snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, acc, outa, oc, 1);
+            snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, acc + 1, outb, oc, 1);
+        }
+    }
+    if (p < P) {
+        /* the last pixel of an odd count */
+        const int8_t *xa = a->in + (size_t)p * C;
+        int8_t *outa = a->out + (size_t)p * OC;
+        for (oc = 0; oc < OC; oc++) {
+            const int32_t acc = dot1x1(xa, a->filter + (size_t)oc * C, C, start[oc]);
+            snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, &acc, outa, oc, 1);
         }
     }
 }
