@@ -416,30 +416,17 @@ int snapuq_conv_dsp_is_1x1(const snapuq_dims_t *in_dims, const snapuq_dims_t *fi
            out_dims->h == in_dims->h && out_dims->w == in_dims->w && out_dims->n == in_dims->n;
 }
 
-/* requantize one sum (requant_fast_ok channels): snapuq_dsp_requant_run's fast formula, inline */
-static inline int8_t rq_fast(int32_t acc, int32_t m, int32_t s, int32_t off, int32_t lo, int32_t hi)
-{
-    const int64_t p = (int64_t)acc * m + ((int64_t)1 << 30);
-    int32_t v = snapuq_rshift_round((int32_t)(p >> 31), -s) + off;
-    v = v < lo ? lo : v;
-    return (int8_t)(v > hi ? hi : v);
-}
-
-/* the 1x1 stride-1 path; start: the scratch, out_c int32 (bias + in_offset * weight sums). Each
- * 2 x 2 block is requantized as soon as it is summed (inline when requant_fast_ok, else
- * snapuq_dsp_requant_run on its two channels), so no sums go through memory. */
+/* the 1x1 stride-1 path; start: the scratch, out_c int32 (bias + in_offset * weight sums) */
 SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *start)
 {
     const snapuq_conv_args_t la = *args;
     const snapuq_conv_args_t *const a = &la;
     const int32_t C = a->in_dims.c, OC = a->out_dims.c;
     const int32_t P = a->in_dims.n * a->in_dims.h * a->in_dims.w;
-    const int32_t step = a->quant.step, off = a->conv.out_offset;
-    const int32_t lo = a->conv.activation.min, hi = a->conv.activation.max;
-    const int32_t *const mult = a->quant.mult, *const shift = a->quant.shift;
     const uint32_t ones = 0x00010001u;
-    const int fast = snapuq_dsp_requant_fast_ok(mult, shift, step != 0 ? OC : 1);
-    int32_t p, oc, i;
+    const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? OC : 1);
+    int32_t accA[CONV_CHUNK], accB[CONV_CHUNK];
+    int32_t p, oc, ch0, i;
     for (oc = 0; oc < OC; oc++) {
         const int8_t *f = a->filter + (size_t)oc * C;
         int32_t s = 0;
@@ -451,54 +438,51 @@ SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *st
         start[oc] = (int32_t)((uint32_t)(a->bias != NULL ? a->bias[oc] : 0) +
                               (uint32_t)a->conv.in_offset * (uint32_t)s);
     }
-    for (p = 0; p + 2 <= P; p += 2) {
+    for (p = 0; p < P; p += 2) {
         const int8_t *xa = a->in + (size_t)p * C;
         int8_t *outa = a->out + (size_t)p * OC;
-        int8_t *outb = outa + OC;
-        const int8_t *f0 = a->filter;
-        for (oc = 0; oc + 2 <= OC; oc += 2) {
-            int32_t acc[4];
-            acc[0] = acc[2] = start[oc];
-            acc[1] = acc[3] = start[oc + 1];
-            mac1x1_2x2(xa, f0, C, acc);
-            if (fast) {
-                const int32_t m0 = mult[oc * step], s0 = shift[oc * step];
-                const int32_t m1 = mult[(oc + 1) * step], s1 = shift[(oc + 1) * step];
-                outa[oc] = rq_fast(acc[0], m0, s0, off, lo, hi);
-                outa[oc + 1] = rq_fast(acc[1], m1, s1, off, lo, hi);
-                outb[oc] = rq_fast(acc[2], m0, s0, off, lo, hi);
-                outb[oc + 1] = rq_fast(acc[3], m1, s1, off, lo, hi);
-            } else {
-                const int32_t accb[2] = {acc[2], acc[3]};
-                snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, 0, acc, outa, oc, 2);
-                snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, 0, accb, outb, oc, 2);
+        const int two = p + 1 < P;
+        for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
+            const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
+            for (oc = ch0; oc < ch1; oc += 2) {
+                const int8_t *f0 = a->filter + (size_t)oc * C;
+                if (two && oc + 1 < ch1) {
+                    int32_t acc[4];
+                    acc[0] = acc[2] = start[oc];
+                    acc[1] = acc[3] = start[oc + 1];
+                    mac1x1_2x2(xa, f0, C, acc);
+                    accA[oc - ch0] = acc[0];
+                    accA[oc - ch0 + 1] = acc[1];
+                    accB[oc - ch0] = acc[2];
+                    accB[oc - ch0 + 1] = acc[3];
+                } else {
+                    /* the last pixel of an odd count, or the last channel of an odd count */
+                    accA[oc - ch0] = dot1x1(xa, f0, C, start[oc]);
+                    if (two) {
+                        accB[oc - ch0] = dot1x1(xa + C, f0, C, start[oc]);
+                    }
+                    if (oc + 1 < ch1) {
+                        accA[oc - ch0 + 1] = dot1x1(xa, f0 + C, C, start[oc + 1]);
+                    }
+                }
             }
-            f0 += 2 * C;
-        }
-        if (oc < OC) {
-            /* an odd last channel */
-            int32_t acc[2];
-            acc[0] = dot1x1(xa, f0, C, start[oc]);
-            acc[1] = dot1x1(xa + C, f0, C, start[oc]);
-            snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, acc, outa, oc, 1);
-            snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, acc + 1, outb, oc, 1);
-        }
-    }
-    if (p < P) {
-        /* the last pixel of an odd count */
-        const int8_t *xa = a->in + (size_t)p * C;
-        int8_t *outa = a->out + (size_t)p * OC;
-        for (oc = 0; oc < OC; oc++) {
-            const int32_t acc = dot1x1(xa, a->filter + (size_t)oc * C, C, start[oc]);
-            snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, &acc, outa, oc, 1);
+            snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset,
+                                   a->conv.activation.min, a->conv.activation.max, fast, accA, outa, ch0,
+                                   ch1 - ch0);
+            if (two) {
+                snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset,
+                                       a->conv.activation.min, a->conv.activation.max, fast, accB, outa + OC,
+                                       ch0, ch1 - ch0);
+            }
         }
     }
 }
 
-/* position of patch element k in SMLAD lane order (halfwords k0, k2, k1, k3 per group of 4) */
-static inline int32_t lane_pos(int32_t k)
+/* position of patch element k in SMLAD lane order (halfwords k0, k2, k1, k3 per group of 4), in
+ * the two-pixel patch: per group of 4 elements, pixel A's two words then pixel B's two words */
+static inline int32_t lane_pos2(int32_t k, int32_t pix)
 {
-    return (k & ~3) + ((k & 1) << 1) + ((k >> 1) & 1);
+    return ((k & ~3) << 1) + (pix << 2) + ((k & 1) << 1) + ((k >> 1) & 1);
 }
 
 /* int16 lane i of the patch words (memcpy: the words are also read as uint32) */
@@ -508,97 +492,97 @@ static inline void patch_st(uint32_t *pw, int32_t i, int32_t v)
     memcpy((int16_t *)(void *)pw + i, &h, sizeof h);
 }
 
-static inline int32_t patch_ld(const uint32_t *pw, int32_t i)
+/* acc[0..3] += (f0 . A, f1 . A, f0 . B, f1 . B) over Kp int8 (Kp % 4 == 0, Kp > 0) of filter rows
+ * f0, f1 (unaligned) and the two-pixel patch pp (A and B interleaved per group of 4, SMLAD lane
+ * order): every widened filter word serves both pixels (18 instructions per 16 MACs) */
+static inline void patch_2x2(const int8_t *f0, const int8_t *f1, const uint32_t *pp, int32_t Kp, int32_t *acc)
 {
-    int16_t h;
-    memcpy(&h, (const int16_t *)(const void *)pw + i, sizeof h);
-    return h;
-}
-
-/* a0 += f0 . patch, a1 += f1 . patch over n4 int8 (n4 % 4 == 0, n4 > 0), patch in SMLAD lane order */
-static inline void patch_pair(const int8_t *f0, const int8_t *f1, const uint32_t *pp, int32_t n4, int32_t *a0p,
-                              int32_t *a1p)
-{
-    int32_t a0 = *a0p, a1 = *a1p;
+    int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
 #if SNAPUQ_SIMD_NATIVE
-    const uint32_t *pend = pp + n4 / 2;
-    uint32_t w0, w1, p0, p1, t;
-    __asm__("1:\n\t"
-            "ldr %[w0], [%[f0]], #4\n\t"
-            "ldr %[w1], [%[f1]], #4\n\t"
-            "ldrd %[p0], %[p1], [%[pp]], #8\n\t"
-            "sxtb16 %[t], %[w0]\n\t"
-            "smlad %[a0], %[t], %[p0], %[a0]\n\t"
-            "sxtb16 %[t], %[w1]\n\t"
-            "smlad %[a1], %[t], %[p0], %[a1]\n\t"
-            "sxtb16 %[t], %[w0], ror #8\n\t"
-            "smlad %[a0], %[t], %[p1], %[a0]\n\t"
-            "sxtb16 %[t], %[w1], ror #8\n\t"
-            "smlad %[a1], %[t], %[p1], %[a1]\n\t"
-            "cmp %[pp], %[pend]\n\t"
-            "bne 1b\n\t"
-            : [a0] "+r"(a0), [a1] "+r"(a1), [f0] "+r"(f0), [f1] "+r"(f1), [pp] "+r"(pp), [w0] "=&r"(w0),
-              [w1] "=&r"(w1), [p0] "=&r"(p0), [p1] "=&r"(p1), [t] "=&r"(t)
-            : [pend] "r"(pend)
-            : "cc", "memory");
+    const uint32_t *pend = pp + Kp;
+    uint32_t w0e, w0o, w1e, w1o, p0, p1;
+    __asm__ volatile("1:\n\t"
+                     "ldr %[w0o], [%[f0]], #4\n\t"
+                     "ldr %[w1o], [%[f1]], #4\n\t"
+                     "sxtb16 %[w0e], %[w0o]\n\t"
+                     "sxtb16 %[w0o], %[w0o], ror #8\n\t"
+                     "sxtb16 %[w1e], %[w1o]\n\t"
+                     "sxtb16 %[w1o], %[w1o], ror #8\n\t"
+                     "ldrd %[p0], %[p1], [%[pp]], #8\n\t"
+                     "smlad %[a00], %[w0e], %[p0], %[a00]\n\t"
+                     "smlad %[a00], %[w0o], %[p1], %[a00]\n\t"
+                     "smlad %[a01], %[w1e], %[p0], %[a01]\n\t"
+                     "smlad %[a01], %[w1o], %[p1], %[a01]\n\t"
+                     "ldrd %[p0], %[p1], [%[pp]], #8\n\t"
+                     "smlad %[a10], %[w0e], %[p0], %[a10]\n\t"
+                     "smlad %[a10], %[w0o], %[p1], %[a10]\n\t"
+                     "smlad %[a11], %[w1e], %[p0], %[a11]\n\t"
+                     "smlad %[a11], %[w1o], %[p1], %[a11]\n\t"
+                     "cmp %[pp], %[pend]\n\t"
+                     "bne 1b\n\t"
+                     : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [f0] "+r"(f0),
+                       [f1] "+r"(f1), [pp] "+r"(pp), [w0e] "=&r"(w0e), [w0o] "=&r"(w0o), [w1e] "=&r"(w1e),
+                       [w1o] "=&r"(w1o), [p0] "=&r"(p0), [p1] "=&r"(p1)
+                     : [pend] "r"(pend)
+                     : "cc", "memory");
 #else
     int32_t i;
-    for (i = 0; i < n4; i += 4) {
+    for (i = 0; i < Kp; i += 4) {
         const uint32_t w0 = snapuq_ld4(f0 + i), w1 = snapuq_ld4(f1 + i);
-        a0 = snapuq_smlad(snapuq_sxtb16(w0), pp[0], a0);
-        a1 = snapuq_smlad(snapuq_sxtb16(w1), pp[0], a1);
-        a0 = snapuq_smlad(snapuq_sxtb16_ror8(w0), pp[1], a0);
-        a1 = snapuq_smlad(snapuq_sxtb16_ror8(w1), pp[1], a1);
-        pp += 2;
+        const uint32_t w0e = snapuq_sxtb16(w0), w0o = snapuq_sxtb16_ror8(w0);
+        const uint32_t w1e = snapuq_sxtb16(w1), w1o = snapuq_sxtb16_ror8(w1);
+        a00 = snapuq_smlad(w0o, pp[1], snapuq_smlad(w0e, pp[0], a00));
+        a01 = snapuq_smlad(w1o, pp[1], snapuq_smlad(w1e, pp[0], a01));
+        a10 = snapuq_smlad(w0o, pp[3], snapuq_smlad(w0e, pp[2], a10));
+        a11 = snapuq_smlad(w1o, pp[3], snapuq_smlad(w1e, pp[2], a11));
+        pp += 4;
     }
 #endif
-    *a0p = a0;
-    *a1p = a1;
+    acc[0] = a00;
+    acc[1] = a01;
+    acc[2] = a10;
+    acc[3] = a11;
 }
 
-/* n channels' dot products with one gathered patch (K int16, zero-padded to a multiple of 4 and
- * packed in SMLAD lane order), two channels per pass sharing the patch loads */
-static void patch_dot(const int8_t *f0, const int8_t *fend, const int32_t *bias, const uint32_t *patch, int32_t K, int32_t n, int32_t *acc)
+/* gather pixel (oy, ox) of image b into lane `pix` of the two-pixel patch, offset added; `full`:
+ * every tap is inside the input (else the pixel's lanes are zeroed first: padding taps add 0) */
+static void patch_gather(const snapuq_conv_args_t *a, uint32_t *pw, int32_t Kp, int32_t b, int32_t oy, int32_t ox,
+                         int32_t ky0, int32_t ky1, int32_t kx0, int32_t kx1, int32_t pix)
 {
-    const int32_t K4 = K & ~3, Kp = (K + 3) & ~3;
-    static const int32_t zero = 0;
-    const int32_t *bp = bias != NULL ? bias : &zero;
-    const int32_t bstep = bias != NULL ? 1 : 0;
-    int32_t j, i;
-    /* pairs whose zero-padded read stays inside the filter: no tail */
-    for (j = 0; j + 2 <= n && fend - (f0 + K) >= (ptrdiff_t)Kp; j += 2) {
-        int32_t a0 = bp[0], a1 = bp[bstep];
-        patch_pair(f0, f0 + K, patch, Kp, &a0, &a1);
-        acc[j] = a0;
-        acc[j + 1] = a1;
-        f0 += 2 * K;
-        bp += 2 * bstep;
+    const int32_t C = a->in_dims.c, KW = a->filter_dims.w, off = a->conv.in_offset;
+    const int32_t iy0 = oy * a->conv.stride.h - a->conv.padding.h;
+    const int32_t ix0 = ox * a->conv.stride.w - a->conv.padding.w;
+    int32_t ky, kx, c, i;
+    if (ky1 - ky0 != a->filter_dims.h || kx1 - kx0 != KW) {
+        for (i = 0; i < Kp; i++) {
+            patch_st(pw, lane_pos2(i, pix), 0);
+        }
     }
-    for (; j < n; j += 2) {
-        /* an odd last channel pairs with itself */
-        const int32_t two = j + 1 < n;
-        const int8_t *f1 = two ? f0 + K : f0;
-        /* the zero-padded read runs past the filter only for the last channel: stop at K4 there */
-        const int32_t n4 = fend - f1 >= (ptrdiff_t)Kp ? Kp : K4;
-        int32_t a0 = bp[0], a1 = bp[two ? bstep : 0];
-        if (n4 > 0) {
-            patch_pair(f0, f1, patch, n4, &a0, &a1);
+    for (ky = ky0; ky < ky1; ky++) {
+        const int8_t *xrow = a->in + ((size_t)b * a->in_dims.h + iy0 + a->conv.dilation.h * ky) * a->in_dims.w * C;
+        for (kx = kx0; kx < kx1; kx++) {
+            const int8_t *x = xrow + (size_t)(ix0 + a->conv.dilation.w * kx) * C;
+            const int32_t k = (ky * KW + kx) * C;
+            for (c = 0; c < C; c++) {
+                patch_st(pw, lane_pos2(k + c, pix), x[c] + off);
+            }
         }
-        for (i = n4; i < K; i++) {
-            a0 = snapuq_add_wrap(a0, (int32_t)f0[i] * patch_ld(patch, lane_pos(i)));
-            a1 = snapuq_add_wrap(a1, (int32_t)f1[i] * patch_ld(patch, lane_pos(i)));
-        }
-        acc[j] = a0;
-        if (two) {
-            acc[j + 1] = a1;
-        }
-        f0 = f1 + K;
-        bp += 2 * bstep;
     }
 }
 
-/* in_c % 4 != 0, any kernel size (first layers: in_c = 1 or 3): gather the pixel's patch once into
- * the arena scratch pw (snapuq_conv_dsp_scratch_size), offset added, in SMLAD lane order [k0, k2 | k1, k3] per group of 4, zeros at padding taps */
+/* filter rows of K bytes whose last Kp-byte read (Kp = K rounded up to 4) can pass the filter's end */
+static inline int32_t tail_rows(int32_t K)
+{
+    return K == 1 ? 3 : 1;
+}
+
+/* in_c % 4 != 0, any kernel size (first layers: in_c = 1 or 3): two horizontally neighbouring
+ * pixels with the same valid taps are gathered once each, offset added, into one interleaved patch
+ * in the arena scratch (snapuq_conv_dsp_scratch_size; SMLAD lane order, zeros at padding taps and in
+ * the pad to a multiple of 4), then every pair of output channels is a 2 x 2 SMLAD block over the
+ * filter rows (a lone pixel runs as a pair with itself). A filter row is read Kp bytes long: past
+ * its end the patch is zero; the last row is read from a zero-padded copy in the scratch, so no
+ * read leaves the filter. */
 SNAPUQ_NOINLINE static void conv_patch(const snapuq_conv_args_t *args, uint32_t *pw)
 {
     /* a local copy of the arguments: the patch stores into the arena scratch cannot alias it, so its
@@ -606,53 +590,59 @@ SNAPUQ_NOINLINE static void conv_patch(const snapuq_conv_args_t *args, uint32_t 
     const snapuq_conv_args_t la = *args;
     const snapuq_conv_args_t *const a = &la;
     const int32_t C = a->in_dims.c, K = a->filter_dims.h * a->filter_dims.w * C, Kp = (K + 3) & ~3;
-    const int8_t *fend = a->filter + (size_t)a->out_dims.c * K;
-    const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? a->out_dims.c : 1);
-    /* pw: the patch in SMLAD lane order, word 2g = (k0, k2), word 2g + 1 = (k1, k3) of group g;
-     * its int16 lanes are written and read by patch_st / patch_ld (memcpy: no type punning) */
-    int32_t accs[CONV_CHUNK];
-    int32_t b, oy, ox, oc, ky, kx, c, i;
+    const int32_t OC = a->out_dims.c, step = a->quant.step, off = a->conv.out_offset;
+    const int32_t lo = a->conv.activation.min, hi = a->conv.activation.max;
+    const int32_t *const mult = a->quant.mult, *const shift = a->quant.shift;
+    const int fast = snapuq_dsp_requant_fast_ok(mult, shift, step != 0 ? OC : 1);
+    /* the filter rows whose Kp-byte read would leave the filter (the last one; the last three when
+     * K == 1), zero-padded copies after the patch */
+    const int32_t ntail = tail_rows(K) < OC ? tail_rows(K) : OC, first_tail = OC - ntail;
+    int8_t *tail = (int8_t *)(void *)(pw + Kp);
+    int32_t accA[CONV_CHUNK], accB[CONV_CHUNK];
+    int32_t b, oy, ox, oc, ch0, i;
+    for (i = 0; i < 2 * Kp; i++) {
+        patch_st(pw, i, 0);
+    }
+    for (i = 0; i < ntail * Kp; i++) {
+        tail[i] = i % Kp < K ? a->filter[(size_t)(first_tail + i / Kp) * K + i % Kp] : 0;
+    }
     for (b = 0; b < a->in_dims.n; b++) {
         for (oy = 0; oy < a->out_dims.h; oy++) {
-            const int32_t iy0 = oy * a->conv.stride.h - a->conv.padding.h;
             int32_t ky0, ky1;
             tap_range(oy, a->conv.stride.h, a->conv.padding.h, a->conv.dilation.h, a->filter_dims.h, a->in_dims.h, &ky0, &ky1);
-            for (ox = 0; ox < a->out_dims.w; ox++) {
-                const int32_t ix0 = ox * a->conv.stride.w - a->conv.padding.w;
-                int8_t *out = a->out + (((size_t)b * a->out_dims.h + oy) * a->out_dims.w + ox) * a->out_dims.c;
-                int32_t kx0, kx1;
-                for (i = 0; i < Kp / 2; i++) {
-                    pw[i] = 0; /* padding taps and the pad to a multiple of 4: x + offset = 0 */
-                }
+            for (ox = 0; ox < a->out_dims.w;) {
+                int8_t *outa = a->out + (((size_t)b * a->out_dims.h + oy) * a->out_dims.w + ox) * OC;
+                int8_t *outb = outa + OC;
+                int32_t kx0, kx1, kx0b = -1, kx1b = -1, two;
                 tap_range(ox, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, a->filter_dims.w, a->in_dims.w, &kx0, &kx1);
-                for (ky = ky0; ky < ky1; ky++) {
-                    const int8_t *xrow = a->in + ((size_t)b * a->in_dims.h + iy0 + a->conv.dilation.h * ky) * a->in_dims.w * C;
-                    if (C == 1) {
-                        /* grayscale first layer: one element per tap */
-                        const int8_t *x = xrow + ix0 + a->conv.dilation.w * kx0;
-                        int32_t k = ky * a->filter_dims.w + kx0;
-                        for (kx = kx0; kx < kx1; kx++) {
-                            patch_st(pw, lane_pos(k), *x + a->conv.in_offset);
-                            x += a->conv.dilation.w;
-                            k++;
-                        }
-                        continue;
+                if (ox + 1 < a->out_dims.w) {
+                    tap_range(ox + 1, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, a->filter_dims.w, a->in_dims.w, &kx0b, &kx1b);
+                }
+                two = kx0b == kx0 && kx1b == kx1;
+                patch_gather(a, pw, Kp, b, oy, ox, ky0, ky1, kx0, kx1, 0);
+                patch_gather(a, pw, Kp, b, oy, two ? ox + 1 : ox, ky0, ky1, kx0, kx1, 1);
+                for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
+                    const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
+                    for (oc = ch0; oc < ch1; oc += 2) {
+                        /* an odd last channel runs as a pair with itself */
+                        const int32_t oc1 = oc + 1 < ch1 ? oc + 1 : oc;
+                        const int8_t *f0 = oc >= first_tail ? tail + (size_t)(oc - first_tail) * Kp : a->filter + (size_t)oc * K;
+                        const int8_t *f1 = oc1 >= first_tail ? tail + (size_t)(oc1 - first_tail) * Kp : a->filter + (size_t)oc1 * K;
+                        int32_t acc[4];
+                        acc[0] = acc[2] = a->bias != NULL ? a->bias[oc] : 0;
+                        acc[1] = acc[3] = a->bias != NULL ? a->bias[oc1] : 0;
+                        patch_2x2(f0, f1, pw, Kp, acc);
+                        accA[oc - ch0] = acc[0];
+                        accA[oc1 - ch0] = acc[1];
+                        accB[oc - ch0] = acc[2];
+                        accB[oc1 - ch0] = acc[3];
                     }
-                    for (kx = kx0; kx < kx1; kx++) {
-                        const int8_t *x = xrow + (size_t)(ix0 + a->conv.dilation.w * kx) * C;
-                        const int32_t k = (ky * a->filter_dims.w + kx) * C;
-                        for (c = 0; c < C; c++) {
-                            patch_st(pw, lane_pos(k + c), x[c] + a->conv.in_offset);
-                        }
+                    snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, accA, outa, ch0, ch1 - ch0);
+                    if (two) {
+                        snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, accB, outb, ch0, ch1 - ch0);
                     }
                 }
-                for (oc = 0; oc < a->out_dims.c; oc += CONV_CHUNK) {
-                    const int32_t n = a->out_dims.c - oc < CONV_CHUNK ? a->out_dims.c - oc : CONV_CHUNK;
-                    patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, pw, K,
-                              n, accs);
-                    snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset, a->conv.activation.min, a->conv.activation.max,
-                                           fast, accs, out, oc, n);
-                }
+                ox += two ? 2 : 1;
             }
         }
     }
@@ -670,8 +660,11 @@ uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq
          * direct path needs none */
         return filter_dims->h == 1 && filter_dims->w == 1 ? 4u * (uint32_t)filter_dims->n : 0u;
     }
-    /* the patch path's int16 patch */
-    return 2u * (uint32_t)patch_elems(in_dims, filter_dims);
+    /* the patch path's two-pixel int16 patch and the zero-padded copies of the last filter rows */
+    {
+        const int32_t K = filter_dims->h * filter_dims->w * in_dims->c;
+        return (uint32_t)(4 + tail_rows(K)) * (uint32_t)patch_elems(in_dims, filter_dims);
+    }
 }
 
 const char *snapuq_conv_dsp_kernel(const snapuq_dims_t *in_dims)
