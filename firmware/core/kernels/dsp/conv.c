@@ -544,22 +544,44 @@ static inline void patch_2x2(const int8_t *f0, const int8_t *f1, const uint32_t 
     acc[3] = a11;
 }
 
-/* gather pixel (oy, ox) of image b into lane `pix` of the two-pixel patch, offset added; `full`:
- * every tap is inside the input (else the pixel's lanes are zeroed first: padding taps add 0) */
-static void patch_gather(const snapuq_conv_args_t *a, uint32_t *pw, int32_t Kp, int32_t b, int32_t oy, int32_t ox,
-                         int32_t ky0, int32_t ky1, int32_t kx0, int32_t kx1, int32_t pix)
+/* gather output pixel q (of all images, row-major) into lane `pix` of the two-pixel patch, offset
+ * added. A pixel whose every tap is inside the input reads through tab (the input offset of each
+ * patch element, K4 = K rounded down to 4 of them in groups of 4: ldrsb, PKHBT and one SADD16 per two
+ * elements); a pixel with padding taps has its lanes zeroed first, then its valid taps stored */
+static void patch_gather(const snapuq_conv_args_t *a, uint32_t *pw, const int32_t *tab, int32_t K, int32_t Kp,
+                         int32_t q, int32_t pix)
 {
     const int32_t C = a->in_dims.c, KW = a->filter_dims.w, off = a->conv.in_offset;
+    const int32_t hw = a->out_dims.h * a->out_dims.w;
+    const int32_t b = q / hw, oy = (q - b * hw) / a->out_dims.w, ox = q - b * hw - oy * a->out_dims.w;
     const int32_t iy0 = oy * a->conv.stride.h - a->conv.padding.h;
     const int32_t ix0 = ox * a->conv.stride.w - a->conv.padding.w;
-    int32_t ky, kx, c, i;
-    if (ky1 - ky0 != a->filter_dims.h || kx1 - kx0 != KW) {
-        for (i = 0; i < Kp; i++) {
-            patch_st(pw, lane_pos2(i, pix), 0);
+    const int8_t *img = a->in + (size_t)b * a->in_dims.h * a->in_dims.w * C;
+    int32_t ky0, ky1, kx0, kx1, ky, kx, c, i;
+    tap_range(oy, a->conv.stride.h, a->conv.padding.h, a->conv.dilation.h, a->filter_dims.h, a->in_dims.h, &ky0, &ky1);
+    tap_range(ox, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, KW, a->in_dims.w, &kx0, &kx1);
+    if (ky1 - ky0 == a->filter_dims.h && kx1 - kx0 == KW) {
+        const int8_t *x = img + ((size_t)iy0 * a->in_dims.w + ix0) * C;
+        const uint32_t off2 = snapuq_dup16(off);
+        const int32_t K4 = K & ~3;
+        uint32_t *dst = pw + 2 * pix;
+        for (i = 0; i < K4; i += 4) {
+            const uint32_t v0 = (uint32_t)(int32_t)x[tab[i]], v1 = (uint32_t)(int32_t)x[tab[i + 1]];
+            const uint32_t v2 = (uint32_t)(int32_t)x[tab[i + 2]], v3 = (uint32_t)(int32_t)x[tab[i + 3]];
+            dst[0] = snapuq_sadd16((v0 & 0xFFFFu) | (v2 << 16), off2);
+            dst[1] = snapuq_sadd16((v1 & 0xFFFFu) | (v3 << 16), off2);
+            dst += 4;
         }
+        for (; i < K; i++) {
+            patch_st(pw, lane_pos2(i, pix), x[tab[i]] + off);
+        }
+        return;
+    }
+    for (i = 0; i < Kp; i++) {
+        patch_st(pw, lane_pos2(i, pix), 0);
     }
     for (ky = ky0; ky < ky1; ky++) {
-        const int8_t *xrow = a->in + ((size_t)b * a->in_dims.h + iy0 + a->conv.dilation.h * ky) * a->in_dims.w * C;
+        const int8_t *xrow = img + (size_t)(iy0 + a->conv.dilation.h * ky) * a->in_dims.w * C;
         for (kx = kx0; kx < kx1; kx++) {
             const int8_t *x = xrow + (size_t)(ix0 + a->conv.dilation.w * kx) * C;
             const int32_t k = (ky * KW + kx) * C;
@@ -576,8 +598,8 @@ static inline int32_t tail_rows(int32_t K)
     return K == 1 ? 3 : 1;
 }
 
-/* in_c % 4 != 0, any kernel size (first layers: in_c = 1 or 3): two horizontally neighbouring
- * pixels with the same valid taps are gathered once each, offset added, into one interleaved patch
+/* in_c % 4 != 0, any kernel size (first layers: in_c = 1 or 3): two consecutive output pixels are
+ * gathered once each, offset added, into one interleaved patch
  * in the arena scratch (snapuq_conv_dsp_scratch_size; SMLAD lane order, zeros at padding taps and in
  * the pad to a multiple of 4), then every pair of output channels is a 2 x 2 SMLAD block over the
  * filter rows (a lone pixel runs as a pair with itself). A filter row is read Kp bytes long: past
@@ -598,51 +620,53 @@ SNAPUQ_NOINLINE static void conv_patch(const snapuq_conv_args_t *args, uint32_t 
      * K == 1), zero-padded copies after the patch */
     const int32_t ntail = tail_rows(K) < OC ? tail_rows(K) : OC, first_tail = OC - ntail;
     int8_t *tail = (int8_t *)(void *)(pw + Kp);
+    int32_t *tab = (int32_t *)(void *)(pw + Kp + ((ntail * Kp) >> 2));
+    const int32_t nq = a->out_dims.n * a->out_dims.h * a->out_dims.w;
     int32_t accA[CONV_CHUNK], accB[CONV_CHUNK];
-    int32_t b, oy, ox, oc, ch0, i;
+    int32_t q, oc, ch0, i;
     for (i = 0; i < 2 * Kp; i++) {
         patch_st(pw, i, 0);
     }
     for (i = 0; i < ntail * Kp; i++) {
         tail[i] = i % Kp < K ? a->filter[(size_t)(first_tail + i / Kp) * K + i % Kp] : 0;
     }
-    for (b = 0; b < a->in_dims.n; b++) {
-        for (oy = 0; oy < a->out_dims.h; oy++) {
-            int32_t ky0, ky1;
-            tap_range(oy, a->conv.stride.h, a->conv.padding.h, a->conv.dilation.h, a->filter_dims.h, a->in_dims.h, &ky0, &ky1);
-            for (ox = 0; ox < a->out_dims.w;) {
-                int8_t *outa = a->out + (((size_t)b * a->out_dims.h + oy) * a->out_dims.w + ox) * OC;
-                int8_t *outb = outa + OC;
-                int32_t kx0, kx1, kx0b = -1, kx1b = -1, two;
-                tap_range(ox, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, a->filter_dims.w, a->in_dims.w, &kx0, &kx1);
-                if (ox + 1 < a->out_dims.w) {
-                    tap_range(ox + 1, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, a->filter_dims.w, a->in_dims.w, &kx0b, &kx1b);
+    {
+        /* the input offset of every patch element of a pixel without padding taps */
+        int32_t ky, kx, c, k = 0;
+        for (ky = 0; ky < a->filter_dims.h; ky++) {
+            for (kx = 0; kx < a->filter_dims.w; kx++) {
+                for (c = 0; c < C; c++) {
+                    tab[k++] = (ky * a->conv.dilation.h * a->in_dims.w + kx * a->conv.dilation.w) * C + c;
                 }
-                two = kx0b == kx0 && kx1b == kx1;
-                patch_gather(a, pw, Kp, b, oy, ox, ky0, ky1, kx0, kx1, 0);
-                patch_gather(a, pw, Kp, b, oy, two ? ox + 1 : ox, ky0, ky1, kx0, kx1, 1);
-                for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
-                    const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
-                    for (oc = ch0; oc < ch1; oc += 2) {
-                        /* an odd last channel runs as a pair with itself */
-                        const int32_t oc1 = oc + 1 < ch1 ? oc + 1 : oc;
-                        const int8_t *f0 = oc >= first_tail ? tail + (size_t)(oc - first_tail) * Kp : a->filter + (size_t)oc * K;
-                        const int8_t *f1 = oc1 >= first_tail ? tail + (size_t)(oc1 - first_tail) * Kp : a->filter + (size_t)oc1 * K;
-                        int32_t acc[4];
-                        acc[0] = acc[2] = a->bias != NULL ? a->bias[oc] : 0;
-                        acc[1] = acc[3] = a->bias != NULL ? a->bias[oc1] : 0;
-                        patch_2x2(f0, f1, pw, Kp, acc);
-                        accA[oc - ch0] = acc[0];
-                        accA[oc1 - ch0] = acc[1];
-                        accB[oc - ch0] = acc[2];
-                        accB[oc1 - ch0] = acc[3];
-                    }
-                    snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, accA, outa, ch0, ch1 - ch0);
-                    if (two) {
-                        snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, accB, outb, ch0, ch1 - ch0);
-                    }
-                }
-                ox += two ? 2 : 1;
+            }
+        }
+    }
+    /* consecutive output pixels in pairs (an odd last one pairs with itself) */
+    for (q = 0; q < nq; q += 2) {
+        const int32_t two = q + 1 < nq;
+        int8_t *outa = a->out + (size_t)q * OC;
+        int8_t *outb = outa + OC;
+        patch_gather(a, pw, tab, K, Kp, q, 0);
+        patch_gather(a, pw, tab, K, Kp, two ? q + 1 : q, 1);
+        for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
+            const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
+            for (oc = ch0; oc < ch1; oc += 2) {
+                /* an odd last channel runs as a pair with itself */
+                const int32_t oc1 = oc + 1 < ch1 ? oc + 1 : oc;
+                const int8_t *f0 = oc >= first_tail ? tail + (size_t)(oc - first_tail) * Kp : a->filter + (size_t)oc * K;
+                const int8_t *f1 = oc1 >= first_tail ? tail + (size_t)(oc1 - first_tail) * Kp : a->filter + (size_t)oc1 * K;
+                int32_t acc[4];
+                acc[0] = acc[2] = a->bias != NULL ? a->bias[oc] : 0;
+                acc[1] = acc[3] = a->bias != NULL ? a->bias[oc1] : 0;
+                patch_2x2(f0, f1, pw, Kp, acc);
+                accA[oc - ch0] = acc[0];
+                accA[oc1 - ch0] = acc[1];
+                accB[oc - ch0] = acc[2];
+                accB[oc1 - ch0] = acc[3];
+            }
+            snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, accA, outa, ch0, ch1 - ch0);
+            if (two) {
+                snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, accB, outb, ch0, ch1 - ch0);
             }
         }
     }
@@ -663,7 +687,8 @@ uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq
     /* the patch path's two-pixel int16 patch and the zero-padded copies of the last filter rows */
     {
         const int32_t K = filter_dims->h * filter_dims->w * in_dims->c;
-        return (uint32_t)(4 + tail_rows(K)) * (uint32_t)patch_elems(in_dims, filter_dims);
+        /* + the element offsets of a pixel without padding taps: K int32 */
+        return (uint32_t)(4 + tail_rows(K)) * (uint32_t)patch_elems(in_dims, filter_dims) + 4u * (uint32_t)K;
     }
 }
 
