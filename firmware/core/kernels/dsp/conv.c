@@ -397,6 +397,87 @@ static inline void mac1x1_2x2(const int8_t *xa, const int8_t *f0, int32_t C, int
     acc[3] = a11;
 }
 
+/* npairs (> 0) channel pairs of two neighbouring pixels (xa, xa + C) from filter row f0 on: pair j
+ * starts at start[2j], start[2j + 1] and lands in acc[2j], acc[2j + 1] (pixel A) and
+ * acc[CONV_CHUNK + 2j], acc[CONV_CHUNK + 2j + 1] (pixel B). The loop over the pairs is part of the
+ * assembly block (its three counters live on the stack between pairs), so a pair costs 15
+ * instructions beyond its multiply-accumulates. */
+static inline void mac1x1_pairs(const int8_t *xa, const int8_t *f0, int32_t C, const int32_t *start, int32_t *acc,
+                                int32_t npairs)
+{
+#if SNAPUQ_SIMD_NATIVE
+#define SNAPUQ_1X1_BODY                                 \
+    "ldr %[t5], [%[xa], %[cr]]\n\t"                     \
+    "ldr %[t4], [%[xa]], #4\n\t"                        \
+    "sxtb16 %[t2], %[t5]\n\t"                           \
+    "sxtb16 %[t3], %[t5], ror #8\n\t"                   \
+    "sxtb16 %[t0], %[t4]\n\t"                           \
+    "sxtb16 %[t1], %[t4], ror #8\n\t"                   \
+    "ldr %[t5], [%[f0], %[cr]]\n\t"                     \
+    "sxtb16 %[t4], %[t5]\n\t"                           \
+    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
+    "smlad %[a01], %[t4], %[t0], %[a01]\n\t"            \
+    "smlad %[a01], %[t5], %[t1], %[a01]\n\t"            \
+    "smlad %[a11], %[t4], %[t2], %[a11]\n\t"            \
+    "smlad %[a11], %[t5], %[t3], %[a11]\n\t"            \
+    "ldr %[t5], [%[f0]], #4\n\t"                        \
+    "sxtb16 %[t4], %[t5]\n\t"                           \
+    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
+    "smlad %[a00], %[t4], %[t0], %[a00]\n\t"            \
+    "smlad %[a00], %[t5], %[t1], %[a00]\n\t"            \
+    "smlad %[a10], %[t4], %[t2], %[a10]\n\t"            \
+    "smlad %[a10], %[t5], %[t3], %[a10]\n\t"
+    int32_t a00, a01, a10, a11;
+    uint32_t t0, t1, t2, t3, t4, t5;
+    const int8_t *end;
+    const int32_t *sp_start = start;
+    int32_t *sp_acc = acc;
+    int32_t sp_n = npairs;
+    __asm__ volatile("0:\n\t"
+                     "ldr %[t0], %[sps]\n\t"
+                     "ldrd %[a00], %[a01], [%[t0]], #8\n\t"
+                     "str %[t0], %[sps]\n\t"
+                     "mov %[a10], %[a00]\n\t"
+                     "mov %[a11], %[a01]\n\t"
+                     "add %[end], %[f0], %[cr]\n\t"
+                     "tst %[cr], #4\n\t"
+                     "beq 2f\n\t" SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
+                     "beq 3f\n\t"
+                     "2:\n\t" SNAPUQ_1X1_BODY SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
+                     "bne 2b\n\t"
+                     "3:\n\t"
+                     "ldr %[t0], %[spa]\n\t"
+                     "strd %[a10], %[a11], [%[t0], %[boff]]\n\t"
+                     "strd %[a00], %[a01], [%[t0]], #8\n\t"
+                     "str %[t0], %[spa]\n\t"
+                     "sub %[xa], %[xa], %[cr]\n\t"
+                     "add %[f0], %[f0], %[cr]\n\t"
+                     "ldr %[t0], %[spn]\n\t"
+                     "subs %[t0], %[t0], #1\n\t"
+                     "str %[t0], %[spn]\n\t"
+                     "bne 0b\n\t"
+                     : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10), [a11] "=&r"(a11), [xa] "+r"(xa),
+                       [f0] "+r"(f0), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3),
+                       [t4] "=&r"(t4), [t5] "=&r"(t5), [end] "=&r"(end), [sps] "+m"(sp_start), [spa] "+m"(sp_acc),
+                       [spn] "+m"(sp_n)
+                     : [cr] "r"(C), [boff] "i"(4 * CONV_CHUNK)
+                     : "cc", "memory");
+#undef SNAPUQ_1X1_BODY
+#else
+    int32_t j;
+    for (j = 0; j < npairs; j++) {
+        int32_t r[4];
+        r[0] = r[2] = start[2 * j];
+        r[1] = r[3] = start[2 * j + 1];
+        mac1x1_2x2(xa, f0 + (size_t)2 * j * C, C, r);
+        acc[2 * j] = r[0];
+        acc[2 * j + 1] = r[1];
+        acc[CONV_CHUNK + 2 * j] = r[2];
+        acc[CONV_CHUNK + 2 * j + 1] = r[3];
+    }
+#endif
+}
+
 /* acc + x . f over n int8 (n % 4 == 0), no offset: the odd pixel / odd channel of the 1x1 path */
 static inline int32_t dot1x1(const int8_t *x, const int8_t *f, int32_t n, int32_t acc)
 {
@@ -425,7 +506,8 @@ SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *st
     const int32_t P = a->in_dims.n * a->in_dims.h * a->in_dims.w;
     const uint32_t ones = 0x00010001u;
     const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? OC : 1);
-    int32_t accA[CONV_CHUNK], accB[CONV_CHUNK];
+    int32_t accs[2 * CONV_CHUNK]; /* pixel A's sums, then pixel B's (mac1x1_pairs) */
+    int32_t *const accA = accs, *const accB = accs + CONV_CHUNK;
     int32_t p, oc, ch0, i;
     for (oc = 0; oc < OC; oc++) {
         const int8_t *f = a->filter + (size_t)oc * C;
@@ -444,26 +526,20 @@ SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *st
         const int two = p + 1 < P;
         for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
             const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
-            for (oc = ch0; oc < ch1; oc += 2) {
+            oc = ch0;
+            if (two && ch1 - ch0 >= 2) {
+                mac1x1_pairs(xa, a->filter + (size_t)ch0 * C, C, start + ch0, accA, (ch1 - ch0) >> 1);
+                oc = ch0 + ((ch1 - ch0) & ~1);
+            }
+            for (; oc < ch1; oc += 2) {
+                /* the last pixel of an odd count, or the last channel of an odd count */
                 const int8_t *f0 = a->filter + (size_t)oc * C;
-                if (two && oc + 1 < ch1) {
-                    int32_t acc[4];
-                    acc[0] = acc[2] = start[oc];
-                    acc[1] = acc[3] = start[oc + 1];
-                    mac1x1_2x2(xa, f0, C, acc);
-                    accA[oc - ch0] = acc[0];
-                    accA[oc - ch0 + 1] = acc[1];
-                    accB[oc - ch0] = acc[2];
-                    accB[oc - ch0 + 1] = acc[3];
-                } else {
-                    /* the last pixel of an odd count, or the last channel of an odd count */
-                    accA[oc - ch0] = dot1x1(xa, f0, C, start[oc]);
-                    if (two) {
-                        accB[oc - ch0] = dot1x1(xa + C, f0, C, start[oc]);
-                    }
-                    if (oc + 1 < ch1) {
-                        accA[oc - ch0 + 1] = dot1x1(xa, f0 + C, C, start[oc + 1]);
-                    }
+                accA[oc - ch0] = dot1x1(xa, f0, C, start[oc]);
+                if (two) {
+                    accB[oc - ch0] = dot1x1(xa + C, f0, C, start[oc]);
+                }
+                if (oc + 1 < ch1) {
+                    accA[oc - ch0 + 1] = dot1x1(xa, f0 + C, C, start[oc + 1]);
                 }
             }
             snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset,
