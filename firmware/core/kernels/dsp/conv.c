@@ -328,7 +328,8 @@ static void conv_c4(const snapuq_conv_args_t *a)
     }
 }
 
-/* ---- 1x1, stride 1 (pointwise): a GEMM of pixels x output channels, no im2col ----
+/* ---- 1x1 (pointwise): a GEMM of pixels x output channels, no im2col (a stride > 1 copies each pair
+ * of input pixels next to each other first, 2 in_c bytes) ----
  * The input offset is folded into a per-channel start value computed once per call into the
  * caller's scratch (bias[oc] + in_offset * sum of channel oc's weights: the same int32 sum mod 2^32
  * as the reference's sum of (x + offset) * w), so the inner loop widens with a plain SXTB16. Two
@@ -494,16 +495,28 @@ int snapuq_conv_dsp_is_1x1(const snapuq_dims_t *in_dims, const snapuq_dims_t *fi
                            const snapuq_dims_t *out_dims)
 {
     return in_dims->c % 4 == 0 && in_dims->c > 0 && filter_dims->h == 1 && filter_dims->w == 1 &&
-           out_dims->h == in_dims->h && out_dims->w == in_dims->w && out_dims->n == in_dims->n;
+           out_dims->n == in_dims->n;
 }
 
-/* the 1x1 stride-1 path; start: the scratch, out_c int32 (bias + in_offset * weight sums) */
+/* the input pixel under output pixel q (all images, row-major) of a 1x1 filter, no padding */
+static inline const int8_t *px1x1(const snapuq_conv_args_t *a, int32_t q)
+{
+    const int32_t hw = a->out_dims.h * a->out_dims.w;
+    const int32_t b = q / hw, oy = (q - b * hw) / a->out_dims.w, ox = q - b * hw - oy * a->out_dims.w;
+    return a->in + (((size_t)b * a->in_dims.h + (size_t)oy * a->conv.stride.h) * a->in_dims.w +
+                    (size_t)ox * a->conv.stride.w) * a->in_dims.c;
+}
+
+/* the 1x1 path; start: the scratch, out_c int32 (bias + in_offset * weight sums), then 2 in_c bytes
+ * where a stride > 1 gathers the two pixels' inputs */
 SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *start)
 {
     const snapuq_conv_args_t la = *args;
     const snapuq_conv_args_t *const a = &la;
     const int32_t C = a->in_dims.c, OC = a->out_dims.c;
-    const int32_t P = a->in_dims.n * a->in_dims.h * a->in_dims.w;
+    const int32_t P = a->out_dims.n * a->out_dims.h * a->out_dims.w;
+    const int contig = a->out_dims.h == a->in_dims.h && a->out_dims.w == a->in_dims.w;
+    int8_t *const g = (int8_t *)(void *)(start + OC);
     const uint32_t ones = 0x00010001u;
     const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? OC : 1);
     int32_t accs[2 * CONV_CHUNK]; /* pixel A's sums, then pixel B's (mac1x1_pairs) */
@@ -521,9 +534,17 @@ SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *st
                               (uint32_t)a->conv.in_offset * (uint32_t)s);
     }
     for (p = 0; p < P; p += 2) {
+        const int two = p + 1 < P;
         const int8_t *xa = a->in + (size_t)p * C;
         int8_t *outa = a->out + (size_t)p * OC;
-        const int two = p + 1 < P;
+        if (!contig) {
+            /* stride > 1: the two pixels' inputs copied next to each other (2 C bytes of scratch) */
+            memcpy(g, px1x1(a, p), (size_t)C);
+            if (two) {
+                memcpy(g + C, px1x1(a, p + 1), (size_t)C);
+            }
+            xa = g;
+        }
         for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
             const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
             oc = ch0;
@@ -756,9 +777,10 @@ static int32_t patch_elems(const snapuq_dims_t *in_dims, const snapuq_dims_t *fi
 uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims)
 {
     if (in_dims->c % 4 == 0 && in_dims->c > 0) {
-        /* a 1x1 filter: the 1x1 path's per-channel start values (used when the stride is 1); the
-         * direct path needs none */
-        return filter_dims->h == 1 && filter_dims->w == 1 ? 4u * (uint32_t)filter_dims->n : 0u;
+        /* a 1x1 filter: the 1x1 path's per-channel start values and its two-pixel copy for a
+         * stride > 1; the direct path needs none */
+        return filter_dims->h == 1 && filter_dims->w == 1 ? 4u * (uint32_t)filter_dims->n + 2u * (uint32_t)in_dims->c
+                                                          : 0u;
     }
     /* the patch path's two-pixel int16 patch and the zero-padded copies of the last filter rows */
     {
@@ -784,7 +806,8 @@ snapuq_status_t snapuq_conv_dsp(const snapuq_conv_args_t *a)
         return SNAPUQ_ERR_ARENA;
     }
     if (a->in_dims.c % 4 == 0) {
-        if (snapuq_conv_dsp_is_1x1(&a->in_dims, &a->filter_dims, &a->out_dims)) {
+        if (snapuq_conv_dsp_is_1x1(&a->in_dims, &a->filter_dims, &a->out_dims) && a->conv.padding.h == 0 &&
+            a->conv.padding.w == 0) {
             conv_1x1(a, (int32_t *)a->ctx.buf);
         } else {
             conv_c4(a);
