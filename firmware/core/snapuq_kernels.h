@@ -119,13 +119,19 @@ snapuq_status_t snapuq_fc_ref(const snapuq_fc_args_t *a);
 
 /* DSP kernels (kernels/dsp/<op>.c), built when SNAPUQ_KERNELS_DSP is non-zero; their operators'
  * registrations (ops/dsp/op_<op>.c) replace the reference ones in that build. */
-/* CONV_2D, any shape: in_c % 4 == 0 runs the 2x2-blocked direct path (no scratch), any other in_c
- * the gathered-patch path, whose patch (k_h * k_w * in_c int16, padded to a multiple of 4) lives in
- * a->ctx: at least snapuq_conv_dsp_scratch_size() bytes (SNAPUQ_ERR_ARENA otherwise). */
+/* CONV_2D, any shape: in_c % 4 == 0 runs the 1x1 path for a 1x1 filter (its per-channel start
+ * values, 4 B per output channel, and 2 in_c bytes for a stride > 1, in a->ctx) and the
+ * 2x2-blocked direct path otherwise (no scratch for a filter larger than 1x1), any other in_c the gathered-patch path, whose patch
+ * (k_h * k_w * in_c int16, padded to a multiple of 4) lives in a->ctx: at least
+ * snapuq_conv_dsp_scratch_size() bytes (SNAPUQ_ERR_ARENA otherwise). */
 snapuq_status_t snapuq_conv_dsp(const snapuq_conv_args_t *a);
 uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims);
 /* which path snapuq_conv_dsp takes for this input ("dsp-direct" or "dsp-patch") */
 const char *snapuq_conv_dsp_kernel(const snapuq_dims_t *in_dims);
+/* 1 when snapuq_conv_dsp takes its 1x1 path ("dsp-1x1"): in_c % 4 == 0 and a 1x1 filter (no
+ * padding, any stride); a GEMM of pixels x output channels */
+int snapuq_conv_dsp_is_1x1(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims,
+                           const snapuq_dims_t *out_dims);
 /* DEPTHWISE_CONV_2D with depth multiplier 1 (SNAPUQ_ERR_UNSUPPORTED_TYPE otherwise) */
 snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *a);
 snapuq_status_t snapuq_fc_dsp(const snapuq_fc_args_t *a);

@@ -66,9 +66,9 @@ static int32_t range(int32_t lo, int32_t hi) /* inclusive */
 static int8_t in_buf[MAX_IN], f_buf[MAX_F], out_ref[MAX_OUT], out_dsp[MAX_OUT];
 /* the DSP conv's arena scratch (its patch path); big_k counts the patches above the old 192-element
  * stack limit, which now run the same patch path */
-#define MAX_SCRATCH 4096
+#define MAX_SCRATCH 8192
 static uint32_t scratch[MAX_SCRATCH / 4];
-static int32_t big_k;
+static int32_t big_k, pw_1x1;
 static int32_t bias[MAX_C], mult[MAX_C], shift[MAX_C], mult_b[MAX_C], shift_b[MAX_C];
 
 static void fill(int8_t *p, int32_t n)
@@ -200,7 +200,17 @@ static int conv_case(int32_t case_no, int depthwise)
         a.out_dims.c = a.in_dims.c * a.conv.depth_mult;
     } else {
         a.conv.depth_mult = 1;
-        switch (range(0, 4)) {
+        switch (range(0, 5)) {
+        case 4:
+            /* pointwise (1x1): the 1x1 path (any C % 4 == 0, C % 8 == 4 too, odd out_c, one
+             * pixel; stride 1, and stride 2 through its two-pixel copy) */
+            a.in_dims.c = range(0, 1) ? 4 * range(1, 3) : 4 * range(1, 24);
+            a.filter_dims.h = a.filter_dims.w = 1;
+            a.conv.stride.h = a.conv.stride.w = range(0, 3) == 0 ? 2 : 1;
+            if (range(0, 3) == 0) {
+                a.in_dims.h = a.in_dims.w = 1;
+            }
+            break;
         case 0:
             a.in_dims.c = range(1, 3);
             break;
@@ -296,6 +306,9 @@ static int conv_case(int32_t case_no, int depthwise)
         }
         if (a.filter_dims.h * a.filter_dims.w * a.in_dims.c > 192 && need > 0) {
             big_k++;
+        }
+        if (snapuq_conv_dsp_is_1x1(&a.in_dims, &a.filter_dims, &a.out_dims)) {
+            pw_1x1++;
         }
     }
     {
@@ -514,6 +527,9 @@ int kernel_prop_main(int32_t cases, uint32_t seed)
     memcpy(p, " patch_k_over_192=", 18);
     p += 18;
     p = put_int(p, big_k);
+    memcpy(p, " conv_1x1=", 10);
+    p += 10;
+    p = put_int(p, pw_1x1);
     *p++ = '\n';
     *p = 0;
     kp_puts(line);

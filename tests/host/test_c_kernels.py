@@ -25,9 +25,12 @@ BOARDS = {"m4": ("mps2-an386", ["-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16"]),
 
 
 def _assert_big_patches(out: str) -> None:
-    """CONV_2D patches above the old 192-element stack buffer ran the DSP patch path (arena scratch)."""
+    """CONV_2D patches above the old 192-element stack buffer ran the DSP patch path (arena scratch), and
+    1x1 stride-1 convolutions (odd channel counts, one pixel, C % 8 == 4) ran the 1x1 path."""
     m = re.search(r"patch_k_over_192=(\d+)", out)
     assert m and int(m.group(1)) >= 10, out
+    m = re.search(r"conv_1x1=(\d+)", out)  # CONV_2D cases on the 1x1 stride-1 path
+    assert m and int(m.group(1)) >= 20, out
 
 
 def test_dsp_kernels_equal_reference_on_host(tmp_path: Path) -> None:

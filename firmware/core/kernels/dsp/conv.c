@@ -328,10 +328,258 @@ static void conv_c4(const snapuq_conv_args_t *a)
     }
 }
 
-/* position of patch element k in SMLAD lane order (halfwords k0, k2, k1, k3 per group of 4) */
-static inline int32_t lane_pos(int32_t k)
+/* ---- 1x1 (pointwise): a GEMM of pixels x output channels, no im2col (a stride > 1 copies each pair
+ * of input pixels next to each other first, 2 in_c bytes) ----
+ * The input offset is folded into a per-channel start value computed once per call into the
+ * caller's scratch (bias[oc] + in_offset * sum of channel oc's weights: the same int32 sum mod 2^32
+ * as the reference's sum of (x + offset) * w), so the inner loop widens with a plain SXTB16. Two
+ * neighbouring pixels (xb = xa + C) x two output channels (f1 = f0 + C) share one register for C:
+ * both second operands are loaded as [p, C], which leaves every operand in a register (no reload
+ * in the loop), and the loop runs 8 input channels per pass (22 instructions per 16 MACs). */
+static inline void mac1x1_2x2(const int8_t *xa, const int8_t *f0, int32_t C, int32_t *acc)
 {
-    return (k & ~3) + ((k & 1) << 1) + ((k >> 1) & 1);
+    int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+#if SNAPUQ_SIMD_NATIVE
+#define SNAPUQ_1X1_BODY                                 \
+    "ldr %[t5], [%[xa], %[cr]]\n\t"                     \
+    "ldr %[t4], [%[xa]], #4\n\t"                        \
+    "sxtb16 %[t2], %[t5]\n\t"                           \
+    "sxtb16 %[t3], %[t5], ror #8\n\t"                   \
+    "sxtb16 %[t0], %[t4]\n\t"                           \
+    "sxtb16 %[t1], %[t4], ror #8\n\t"                   \
+    "ldr %[t5], [%[f0], %[cr]]\n\t"                     \
+    "sxtb16 %[t4], %[t5]\n\t"                           \
+    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
+    "smlad %[a01], %[t4], %[t0], %[a01]\n\t"            \
+    "smlad %[a01], %[t5], %[t1], %[a01]\n\t"            \
+    "smlad %[a11], %[t4], %[t2], %[a11]\n\t"            \
+    "smlad %[a11], %[t5], %[t3], %[a11]\n\t"            \
+    "ldr %[t5], [%[f0]], #4\n\t"                        \
+    "sxtb16 %[t4], %[t5]\n\t"                           \
+    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
+    "smlad %[a00], %[t4], %[t0], %[a00]\n\t"            \
+    "smlad %[a00], %[t5], %[t1], %[a00]\n\t"            \
+    "smlad %[a10], %[t4], %[t2], %[a10]\n\t"            \
+    "smlad %[a10], %[t5], %[t3], %[a10]\n\t"
+    const int8_t *end = f0 + C;
+    uint32_t t0, t1, t2, t3, t4, t5;
+    __asm__ volatile("tst %[cr], #4\n\t"
+                     "beq 2f\n\t" SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
+                     "beq 3f\n\t"
+                     "2:\n\t" SNAPUQ_1X1_BODY SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
+                     "bne 2b\n\t"
+                     "3:\n\t"
+                     : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [xa] "+r"(xa),
+                       [f0] "+r"(f0), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3),
+                       [t4] "=&r"(t4), [t5] "=&r"(t5)
+                     : [cr] "r"(C), [end] "r"(end)
+                     : "cc", "memory");
+#undef SNAPUQ_1X1_BODY
+#else
+    const int8_t *const end = f0 + C;
+    while (f0 != end) {
+        const uint32_t xa4 = snapuq_ld4(xa), xb4 = snapuq_ld4(xa + C);
+        const uint32_t w0 = snapuq_ld4(f0), w1 = snapuq_ld4(f0 + C);
+        const uint32_t xae = snapuq_sxtb16(xa4), xao = snapuq_sxtb16_ror8(xa4);
+        const uint32_t xbe = snapuq_sxtb16(xb4), xbo = snapuq_sxtb16_ror8(xb4);
+        const uint32_t f0e = snapuq_sxtb16(w0), f0o = snapuq_sxtb16_ror8(w0);
+        const uint32_t f1e = snapuq_sxtb16(w1), f1o = snapuq_sxtb16_ror8(w1);
+        a00 = snapuq_smlad(f0o, xao, snapuq_smlad(f0e, xae, a00));
+        a01 = snapuq_smlad(f1o, xao, snapuq_smlad(f1e, xae, a01));
+        a10 = snapuq_smlad(f0o, xbo, snapuq_smlad(f0e, xbe, a10));
+        a11 = snapuq_smlad(f1o, xbo, snapuq_smlad(f1e, xbe, a11));
+        xa += 4;
+        f0 += 4;
+    }
+#endif
+    acc[0] = a00;
+    acc[1] = a01;
+    acc[2] = a10;
+    acc[3] = a11;
+}
+
+/* npairs (> 0) channel pairs of two neighbouring pixels (xa, xa + C) from filter row f0 on: pair j
+ * starts at start[2j], start[2j + 1] and lands in acc[2j], acc[2j + 1] (pixel A) and
+ * acc[CONV_CHUNK + 2j], acc[CONV_CHUNK + 2j + 1] (pixel B). The loop over the pairs is part of the
+ * assembly block (its three counters live on the stack between pairs), so a pair costs 15
+ * instructions beyond its multiply-accumulates. */
+static inline void mac1x1_pairs(const int8_t *xa, const int8_t *f0, int32_t C, const int32_t *start, int32_t *acc,
+                                int32_t npairs)
+{
+#if SNAPUQ_SIMD_NATIVE
+#define SNAPUQ_1X1_BODY                                 \
+    "ldr %[t5], [%[xa], %[cr]]\n\t"                     \
+    "ldr %[t4], [%[xa]], #4\n\t"                        \
+    "sxtb16 %[t2], %[t5]\n\t"                           \
+    "sxtb16 %[t3], %[t5], ror #8\n\t"                   \
+    "sxtb16 %[t0], %[t4]\n\t"                           \
+    "sxtb16 %[t1], %[t4], ror #8\n\t"                   \
+    "ldr %[t5], [%[f0], %[cr]]\n\t"                     \
+    "sxtb16 %[t4], %[t5]\n\t"                           \
+    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
+    "smlad %[a01], %[t4], %[t0], %[a01]\n\t"            \
+    "smlad %[a01], %[t5], %[t1], %[a01]\n\t"            \
+    "smlad %[a11], %[t4], %[t2], %[a11]\n\t"            \
+    "smlad %[a11], %[t5], %[t3], %[a11]\n\t"            \
+    "ldr %[t5], [%[f0]], #4\n\t"                        \
+    "sxtb16 %[t4], %[t5]\n\t"                           \
+    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
+    "smlad %[a00], %[t4], %[t0], %[a00]\n\t"            \
+    "smlad %[a00], %[t5], %[t1], %[a00]\n\t"            \
+    "smlad %[a10], %[t4], %[t2], %[a10]\n\t"            \
+    "smlad %[a10], %[t5], %[t3], %[a10]\n\t"
+    int32_t a00, a01, a10, a11;
+    uint32_t t0, t1, t2, t3, t4, t5;
+    const int8_t *end;
+    const int32_t *sp_start = start;
+    int32_t *sp_acc = acc;
+    int32_t sp_n = npairs;
+    __asm__ volatile("0:\n\t"
+                     "ldr %[t0], %[sps]\n\t"
+                     "ldrd %[a00], %[a01], [%[t0]], #8\n\t"
+                     "str %[t0], %[sps]\n\t"
+                     "mov %[a10], %[a00]\n\t"
+                     "mov %[a11], %[a01]\n\t"
+                     "add %[end], %[f0], %[cr]\n\t"
+                     "tst %[cr], #4\n\t"
+                     "beq 2f\n\t" SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
+                     "beq 3f\n\t"
+                     "2:\n\t" SNAPUQ_1X1_BODY SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
+                     "bne 2b\n\t"
+                     "3:\n\t"
+                     "ldr %[t0], %[spa]\n\t"
+                     "strd %[a10], %[a11], [%[t0], %[boff]]\n\t"
+                     "strd %[a00], %[a01], [%[t0]], #8\n\t"
+                     "str %[t0], %[spa]\n\t"
+                     "sub %[xa], %[xa], %[cr]\n\t"
+                     "add %[f0], %[f0], %[cr]\n\t"
+                     "ldr %[t0], %[spn]\n\t"
+                     "subs %[t0], %[t0], #1\n\t"
+                     "str %[t0], %[spn]\n\t"
+                     "bne 0b\n\t"
+                     : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10), [a11] "=&r"(a11), [xa] "+r"(xa),
+                       [f0] "+r"(f0), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3),
+                       [t4] "=&r"(t4), [t5] "=&r"(t5), [end] "=&r"(end), [sps] "+m"(sp_start), [spa] "+m"(sp_acc),
+                       [spn] "+m"(sp_n)
+                     : [cr] "r"(C), [boff] "i"(4 * CONV_CHUNK)
+                     : "cc", "memory");
+#undef SNAPUQ_1X1_BODY
+#else
+    int32_t j;
+    for (j = 0; j < npairs; j++) {
+        int32_t r[4];
+        r[0] = r[2] = start[2 * j];
+        r[1] = r[3] = start[2 * j + 1];
+        mac1x1_2x2(xa, f0 + (size_t)2 * j * C, C, r);
+        acc[2 * j] = r[0];
+        acc[2 * j + 1] = r[1];
+        acc[CONV_CHUNK + 2 * j] = r[2];
+        acc[CONV_CHUNK + 2 * j + 1] = r[3];
+    }
+#endif
+}
+
+/* acc + x . f over n int8 (n % 4 == 0), no offset: the odd pixel / odd channel of the 1x1 path */
+static inline int32_t dot1x1(const int8_t *x, const int8_t *f, int32_t n, int32_t acc)
+{
+    int32_t i;
+    for (i = 0; i < n; i += 4) {
+        const uint32_t xv = snapuq_ld4(x + i), w = snapuq_ld4(f + i);
+        acc = snapuq_smlad(snapuq_sxtb16(w), snapuq_sxtb16(xv), acc);
+        acc = snapuq_smlad(snapuq_sxtb16_ror8(w), snapuq_sxtb16_ror8(xv), acc);
+    }
+    return acc;
+}
+
+int snapuq_conv_dsp_is_1x1(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims,
+                           const snapuq_dims_t *out_dims)
+{
+    return in_dims->c % 4 == 0 && in_dims->c > 0 && filter_dims->h == 1 && filter_dims->w == 1 &&
+           out_dims->n == in_dims->n;
+}
+
+/* the input pixel under output pixel q (all images, row-major) of a 1x1 filter, no padding */
+static inline const int8_t *px1x1(const snapuq_conv_args_t *a, int32_t q)
+{
+    const int32_t hw = a->out_dims.h * a->out_dims.w;
+    const int32_t b = q / hw, oy = (q - b * hw) / a->out_dims.w, ox = q - b * hw - oy * a->out_dims.w;
+    return a->in + (((size_t)b * a->in_dims.h + (size_t)oy * a->conv.stride.h) * a->in_dims.w +
+                    (size_t)ox * a->conv.stride.w) * a->in_dims.c;
+}
+
+/* the 1x1 path; start: the scratch, out_c int32 (bias + in_offset * weight sums), then 2 in_c bytes
+ * where a stride > 1 gathers the two pixels' inputs */
+SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *start)
+{
+    const snapuq_conv_args_t la = *args;
+    const snapuq_conv_args_t *const a = &la;
+    const int32_t C = a->in_dims.c, OC = a->out_dims.c;
+    const int32_t P = a->out_dims.n * a->out_dims.h * a->out_dims.w;
+    const int contig = a->out_dims.h == a->in_dims.h && a->out_dims.w == a->in_dims.w;
+    int8_t *const g = (int8_t *)(void *)(start + OC);
+    const uint32_t ones = 0x00010001u;
+    const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? OC : 1);
+    int32_t accs[2 * CONV_CHUNK]; /* pixel A's sums, then pixel B's (mac1x1_pairs) */
+    int32_t *const accA = accs, *const accB = accs + CONV_CHUNK;
+    int32_t p, oc, ch0, i;
+    for (oc = 0; oc < OC; oc++) {
+        const int8_t *f = a->filter + (size_t)oc * C;
+        int32_t s = 0;
+        for (i = 0; i < C; i += 4) {
+            const uint32_t w = snapuq_ld4(f + i);
+            s = snapuq_smlad(snapuq_sxtb16(w), ones, s);
+            s = snapuq_smlad(snapuq_sxtb16_ror8(w), ones, s);
+        }
+        start[oc] = (int32_t)((uint32_t)(a->bias != NULL ? a->bias[oc] : 0) +
+                              (uint32_t)a->conv.in_offset * (uint32_t)s);
+    }
+    for (p = 0; p < P; p += 2) {
+        const int two = p + 1 < P;
+        const int8_t *xa = a->in + (size_t)p * C;
+        int8_t *outa = a->out + (size_t)p * OC;
+        if (!contig) {
+            /* stride > 1: the two pixels' inputs copied next to each other (2 C bytes of scratch) */
+            memcpy(g, px1x1(a, p), (size_t)C);
+            if (two) {
+                memcpy(g + C, px1x1(a, p + 1), (size_t)C);
+            }
+            xa = g;
+        }
+        for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
+            const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
+            oc = ch0;
+            if (two && ch1 - ch0 >= 2) {
+                mac1x1_pairs(xa, a->filter + (size_t)ch0 * C, C, start + ch0, accA, (ch1 - ch0) >> 1);
+                oc = ch0 + ((ch1 - ch0) & ~1);
+            }
+            for (; oc < ch1; oc += 2) {
+                /* the last pixel of an odd count, or the last channel of an odd count */
+                const int8_t *f0 = a->filter + (size_t)oc * C;
+                accA[oc - ch0] = dot1x1(xa, f0, C, start[oc]);
+                if (two) {
+                    accB[oc - ch0] = dot1x1(xa + C, f0, C, start[oc]);
+                }
+                if (oc + 1 < ch1) {
+                    accA[oc - ch0 + 1] = dot1x1(xa, f0 + C, C, start[oc + 1]);
+                }
+            }
+            snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset,
+                                   a->conv.activation.min, a->conv.activation.max, fast, accA, outa, ch0,
+                                   ch1 - ch0);
+            if (two) {
+                snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset,
+                                       a->conv.activation.min, a->conv.activation.max, fast, accB, outa + OC,
+                                       ch0, ch1 - ch0);
+            }
+        }
+    }
+}
+
+/* position of patch element k in SMLAD lane order (halfwords k0, k2, k1, k3 per group of 4), in
+ * the two-pixel patch: per group of 4 elements, pixel A's two words then pixel B's two words */
+static inline int32_t lane_pos2(int32_t k, int32_t pix)
+{
+    return ((k & ~3) << 1) + (pix << 2) + ((k & 1) << 1) + ((k >> 1) & 1);
 }
 
 /* int16 lane i of the patch words (memcpy: the words are also read as uint32) */
@@ -341,97 +589,119 @@ static inline void patch_st(uint32_t *pw, int32_t i, int32_t v)
     memcpy((int16_t *)(void *)pw + i, &h, sizeof h);
 }
 
-static inline int32_t patch_ld(const uint32_t *pw, int32_t i)
+/* acc[0..3] += (f0 . A, f1 . A, f0 . B, f1 . B) over Kp int8 (Kp % 4 == 0, Kp > 0) of filter rows
+ * f0, f1 (unaligned) and the two-pixel patch pp (A and B interleaved per group of 4, SMLAD lane
+ * order): every widened filter word serves both pixels (18 instructions per 16 MACs) */
+static inline void patch_2x2(const int8_t *f0, const int8_t *f1, const uint32_t *pp, int32_t Kp, int32_t *acc)
 {
-    int16_t h;
-    memcpy(&h, (const int16_t *)(const void *)pw + i, sizeof h);
-    return h;
-}
-
-/* a0 += f0 . patch, a1 += f1 . patch over n4 int8 (n4 % 4 == 0, n4 > 0), patch in SMLAD lane order */
-static inline void patch_pair(const int8_t *f0, const int8_t *f1, const uint32_t *pp, int32_t n4, int32_t *a0p,
-                              int32_t *a1p)
-{
-    int32_t a0 = *a0p, a1 = *a1p;
+    int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
 #if SNAPUQ_SIMD_NATIVE
-    const uint32_t *pend = pp + n4 / 2;
-    uint32_t w0, w1, p0, p1, t;
-    __asm__("1:\n\t"
-            "ldr %[w0], [%[f0]], #4\n\t"
-            "ldr %[w1], [%[f1]], #4\n\t"
-            "ldrd %[p0], %[p1], [%[pp]], #8\n\t"
-            "sxtb16 %[t], %[w0]\n\t"
-            "smlad %[a0], %[t], %[p0], %[a0]\n\t"
-            "sxtb16 %[t], %[w1]\n\t"
-            "smlad %[a1], %[t], %[p0], %[a1]\n\t"
-            "sxtb16 %[t], %[w0], ror #8\n\t"
-            "smlad %[a0], %[t], %[p1], %[a0]\n\t"
-            "sxtb16 %[t], %[w1], ror #8\n\t"
-            "smlad %[a1], %[t], %[p1], %[a1]\n\t"
-            "cmp %[pp], %[pend]\n\t"
-            "bne 1b\n\t"
-            : [a0] "+r"(a0), [a1] "+r"(a1), [f0] "+r"(f0), [f1] "+r"(f1), [pp] "+r"(pp), [w0] "=&r"(w0),
-              [w1] "=&r"(w1), [p0] "=&r"(p0), [p1] "=&r"(p1), [t] "=&r"(t)
-            : [pend] "r"(pend)
-            : "cc", "memory");
+    const uint32_t *pend = pp + Kp;
+    uint32_t w0e, w0o, w1e, w1o, p0, p1;
+    __asm__ volatile("1:\n\t"
+                     "ldr %[w0o], [%[f0]], #4\n\t"
+                     "ldr %[w1o], [%[f1]], #4\n\t"
+                     "sxtb16 %[w0e], %[w0o]\n\t"
+                     "sxtb16 %[w0o], %[w0o], ror #8\n\t"
+                     "sxtb16 %[w1e], %[w1o]\n\t"
+                     "sxtb16 %[w1o], %[w1o], ror #8\n\t"
+                     "ldrd %[p0], %[p1], [%[pp]], #8\n\t"
+                     "smlad %[a00], %[w0e], %[p0], %[a00]\n\t"
+                     "smlad %[a00], %[w0o], %[p1], %[a00]\n\t"
+                     "smlad %[a01], %[w1e], %[p0], %[a01]\n\t"
+                     "smlad %[a01], %[w1o], %[p1], %[a01]\n\t"
+                     "ldrd %[p0], %[p1], [%[pp]], #8\n\t"
+                     "smlad %[a10], %[w0e], %[p0], %[a10]\n\t"
+                     "smlad %[a10], %[w0o], %[p1], %[a10]\n\t"
+                     "smlad %[a11], %[w1e], %[p0], %[a11]\n\t"
+                     "smlad %[a11], %[w1o], %[p1], %[a11]\n\t"
+                     "cmp %[pp], %[pend]\n\t"
+                     "bne 1b\n\t"
+                     : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [f0] "+r"(f0),
+                       [f1] "+r"(f1), [pp] "+r"(pp), [w0e] "=&r"(w0e), [w0o] "=&r"(w0o), [w1e] "=&r"(w1e),
+                       [w1o] "=&r"(w1o), [p0] "=&r"(p0), [p1] "=&r"(p1)
+                     : [pend] "r"(pend)
+                     : "cc", "memory");
 #else
     int32_t i;
-    for (i = 0; i < n4; i += 4) {
+    for (i = 0; i < Kp; i += 4) {
         const uint32_t w0 = snapuq_ld4(f0 + i), w1 = snapuq_ld4(f1 + i);
-        a0 = snapuq_smlad(snapuq_sxtb16(w0), pp[0], a0);
-        a1 = snapuq_smlad(snapuq_sxtb16(w1), pp[0], a1);
-        a0 = snapuq_smlad(snapuq_sxtb16_ror8(w0), pp[1], a0);
-        a1 = snapuq_smlad(snapuq_sxtb16_ror8(w1), pp[1], a1);
-        pp += 2;
+        const uint32_t w0e = snapuq_sxtb16(w0), w0o = snapuq_sxtb16_ror8(w0);
+        const uint32_t w1e = snapuq_sxtb16(w1), w1o = snapuq_sxtb16_ror8(w1);
+        a00 = snapuq_smlad(w0o, pp[1], snapuq_smlad(w0e, pp[0], a00));
+        a01 = snapuq_smlad(w1o, pp[1], snapuq_smlad(w1e, pp[0], a01));
+        a10 = snapuq_smlad(w0o, pp[3], snapuq_smlad(w0e, pp[2], a10));
+        a11 = snapuq_smlad(w1o, pp[3], snapuq_smlad(w1e, pp[2], a11));
+        pp += 4;
     }
 #endif
-    *a0p = a0;
-    *a1p = a1;
+    acc[0] = a00;
+    acc[1] = a01;
+    acc[2] = a10;
+    acc[3] = a11;
 }
 
-/* n channels' dot products with one gathered patch (K int16, zero-padded to a multiple of 4 and
- * packed in SMLAD lane order), two channels per pass sharing the patch loads */
-static void patch_dot(const int8_t *f0, const int8_t *fend, const int32_t *bias, const uint32_t *patch, int32_t K, int32_t n, int32_t *acc)
+/* gather output pixel q (of all images, row-major) into lane `pix` of the two-pixel patch, offset
+ * added. A pixel whose every tap is inside the input reads through tab (the input offset of each
+ * patch element, K4 = K rounded down to 4 of them in groups of 4: ldrsb, PKHBT and one SADD16 per two
+ * elements); a pixel with padding taps has its lanes zeroed first, then its valid taps stored */
+static void patch_gather(const snapuq_conv_args_t *a, uint32_t *pw, const int32_t *tab, int32_t K, int32_t Kp,
+                         int32_t q, int32_t pix)
 {
-    const int32_t K4 = K & ~3, Kp = (K + 3) & ~3;
-    static const int32_t zero = 0;
-    const int32_t *bp = bias != NULL ? bias : &zero;
-    const int32_t bstep = bias != NULL ? 1 : 0;
-    int32_t j, i;
-    /* pairs whose zero-padded read stays inside the filter: no tail */
-    for (j = 0; j + 2 <= n && fend - (f0 + K) >= (ptrdiff_t)Kp; j += 2) {
-        int32_t a0 = bp[0], a1 = bp[bstep];
-        patch_pair(f0, f0 + K, patch, Kp, &a0, &a1);
-        acc[j] = a0;
-        acc[j + 1] = a1;
-        f0 += 2 * K;
-        bp += 2 * bstep;
+    const int32_t C = a->in_dims.c, KW = a->filter_dims.w, off = a->conv.in_offset;
+    const int32_t hw = a->out_dims.h * a->out_dims.w;
+    const int32_t b = q / hw, oy = (q - b * hw) / a->out_dims.w, ox = q - b * hw - oy * a->out_dims.w;
+    const int32_t iy0 = oy * a->conv.stride.h - a->conv.padding.h;
+    const int32_t ix0 = ox * a->conv.stride.w - a->conv.padding.w;
+    const int8_t *img = a->in + (size_t)b * a->in_dims.h * a->in_dims.w * C;
+    int32_t ky0, ky1, kx0, kx1, ky, kx, c, i;
+    tap_range(oy, a->conv.stride.h, a->conv.padding.h, a->conv.dilation.h, a->filter_dims.h, a->in_dims.h, &ky0, &ky1);
+    tap_range(ox, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, KW, a->in_dims.w, &kx0, &kx1);
+    if (ky1 - ky0 == a->filter_dims.h && kx1 - kx0 == KW) {
+        const int8_t *x = img + ((size_t)iy0 * a->in_dims.w + ix0) * C;
+        const uint32_t off2 = snapuq_dup16(off);
+        const int32_t K4 = K & ~3;
+        uint32_t *dst = pw + 2 * pix;
+        for (i = 0; i < K4; i += 4) {
+            const uint32_t v0 = (uint32_t)(int32_t)x[tab[i]], v1 = (uint32_t)(int32_t)x[tab[i + 1]];
+            const uint32_t v2 = (uint32_t)(int32_t)x[tab[i + 2]], v3 = (uint32_t)(int32_t)x[tab[i + 3]];
+            dst[0] = snapuq_sadd16((v0 & 0xFFFFu) | (v2 << 16), off2);
+            dst[1] = snapuq_sadd16((v1 & 0xFFFFu) | (v3 << 16), off2);
+            dst += 4;
+        }
+        for (; i < K; i++) {
+            patch_st(pw, lane_pos2(i, pix), x[tab[i]] + off);
+        }
+        return;
     }
-    for (; j < n; j += 2) {
-        /* an odd last channel pairs with itself */
-        const int32_t two = j + 1 < n;
-        const int8_t *f1 = two ? f0 + K : f0;
-        /* the zero-padded read runs past the filter only for the last channel: stop at K4 there */
-        const int32_t n4 = fend - f1 >= (ptrdiff_t)Kp ? Kp : K4;
-        int32_t a0 = bp[0], a1 = bp[two ? bstep : 0];
-        if (n4 > 0) {
-            patch_pair(f0, f1, patch, n4, &a0, &a1);
+    for (i = 0; i < Kp; i++) {
+        patch_st(pw, lane_pos2(i, pix), 0);
+    }
+    for (ky = ky0; ky < ky1; ky++) {
+        const int8_t *xrow = img + (size_t)(iy0 + a->conv.dilation.h * ky) * a->in_dims.w * C;
+        for (kx = kx0; kx < kx1; kx++) {
+            const int8_t *x = xrow + (size_t)(ix0 + a->conv.dilation.w * kx) * C;
+            const int32_t k = (ky * KW + kx) * C;
+            for (c = 0; c < C; c++) {
+                patch_st(pw, lane_pos2(k + c, pix), x[c] + off);
+            }
         }
-        for (i = n4; i < K; i++) {
-            a0 = snapuq_add_wrap(a0, (int32_t)f0[i] * patch_ld(patch, lane_pos(i)));
-            a1 = snapuq_add_wrap(a1, (int32_t)f1[i] * patch_ld(patch, lane_pos(i)));
-        }
-        acc[j] = a0;
-        if (two) {
-            acc[j + 1] = a1;
-        }
-        f0 = f1 + K;
-        bp += 2 * bstep;
     }
 }
 
-/* in_c % 4 != 0, any kernel size (first layers: in_c = 1 or 3): gather the pixel's patch once into
- * the arena scratch pw (snapuq_conv_dsp_scratch_size), offset added, in SMLAD lane order [k0, k2 | k1, k3] per group of 4, zeros at padding taps */
+/* filter rows of K bytes whose last Kp-byte read (Kp = K rounded up to 4) can pass the filter's end */
+static inline int32_t tail_rows(int32_t K)
+{
+    return K == 1 ? 3 : 1;
+}
+
+/* in_c % 4 != 0, any kernel size (first layers: in_c = 1 or 3): two consecutive output pixels are
+ * gathered once each, offset added, into one interleaved patch
+ * in the arena scratch (snapuq_conv_dsp_scratch_size; SMLAD lane order, zeros at padding taps and in
+ * the pad to a multiple of 4), then every pair of output channels is a 2 x 2 SMLAD block over the
+ * filter rows (a lone pixel runs as a pair with itself). A filter row is read Kp bytes long: past
+ * its end the patch is zero; the last row is read from a zero-padded copy in the scratch, so no
+ * read leaves the filter. */
 SNAPUQ_NOINLINE static void conv_patch(const snapuq_conv_args_t *args, uint32_t *pw)
 {
     /* a local copy of the arguments: the patch stores into the arena scratch cannot alias it, so its
@@ -439,53 +709,61 @@ SNAPUQ_NOINLINE static void conv_patch(const snapuq_conv_args_t *args, uint32_t 
     const snapuq_conv_args_t la = *args;
     const snapuq_conv_args_t *const a = &la;
     const int32_t C = a->in_dims.c, K = a->filter_dims.h * a->filter_dims.w * C, Kp = (K + 3) & ~3;
-    const int8_t *fend = a->filter + (size_t)a->out_dims.c * K;
-    const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? a->out_dims.c : 1);
-    /* pw: the patch in SMLAD lane order, word 2g = (k0, k2), word 2g + 1 = (k1, k3) of group g;
-     * its int16 lanes are written and read by patch_st / patch_ld (memcpy: no type punning) */
-    int32_t accs[CONV_CHUNK];
-    int32_t b, oy, ox, oc, ky, kx, c, i;
-    for (b = 0; b < a->in_dims.n; b++) {
-        for (oy = 0; oy < a->out_dims.h; oy++) {
-            const int32_t iy0 = oy * a->conv.stride.h - a->conv.padding.h;
-            int32_t ky0, ky1;
-            tap_range(oy, a->conv.stride.h, a->conv.padding.h, a->conv.dilation.h, a->filter_dims.h, a->in_dims.h, &ky0, &ky1);
-            for (ox = 0; ox < a->out_dims.w; ox++) {
-                const int32_t ix0 = ox * a->conv.stride.w - a->conv.padding.w;
-                int8_t *out = a->out + (((size_t)b * a->out_dims.h + oy) * a->out_dims.w + ox) * a->out_dims.c;
-                int32_t kx0, kx1;
-                for (i = 0; i < Kp / 2; i++) {
-                    pw[i] = 0; /* padding taps and the pad to a multiple of 4: x + offset = 0 */
+    const int32_t OC = a->out_dims.c, step = a->quant.step, off = a->conv.out_offset;
+    const int32_t lo = a->conv.activation.min, hi = a->conv.activation.max;
+    const int32_t *const mult = a->quant.mult, *const shift = a->quant.shift;
+    const int fast = snapuq_dsp_requant_fast_ok(mult, shift, step != 0 ? OC : 1);
+    /* the filter rows whose Kp-byte read would leave the filter (the last one; the last three when
+     * K == 1), zero-padded copies after the patch */
+    const int32_t ntail = tail_rows(K) < OC ? tail_rows(K) : OC, first_tail = OC - ntail;
+    int8_t *tail = (int8_t *)(void *)(pw + Kp);
+    int32_t *tab = (int32_t *)(void *)(pw + Kp + ((ntail * Kp) >> 2));
+    const int32_t nq = a->out_dims.n * a->out_dims.h * a->out_dims.w;
+    int32_t accA[CONV_CHUNK], accB[CONV_CHUNK];
+    int32_t q, oc, ch0, i;
+    for (i = 0; i < 2 * Kp; i++) {
+        patch_st(pw, i, 0);
+    }
+    for (i = 0; i < ntail * Kp; i++) {
+        tail[i] = i % Kp < K ? a->filter[(size_t)(first_tail + i / Kp) * K + i % Kp] : 0;
+    }
+    {
+        /* the input offset of every patch element of a pixel without padding taps */
+        int32_t ky, kx, c, k = 0;
+        for (ky = 0; ky < a->filter_dims.h; ky++) {
+            for (kx = 0; kx < a->filter_dims.w; kx++) {
+                for (c = 0; c < C; c++) {
+                    tab[k++] = (ky * a->conv.dilation.h * a->in_dims.w + kx * a->conv.dilation.w) * C + c;
                 }
-                tap_range(ox, a->conv.stride.w, a->conv.padding.w, a->conv.dilation.w, a->filter_dims.w, a->in_dims.w, &kx0, &kx1);
-                for (ky = ky0; ky < ky1; ky++) {
-                    const int8_t *xrow = a->in + ((size_t)b * a->in_dims.h + iy0 + a->conv.dilation.h * ky) * a->in_dims.w * C;
-                    if (C == 1) {
-                        /* grayscale first layer: one element per tap */
-                        const int8_t *x = xrow + ix0 + a->conv.dilation.w * kx0;
-                        int32_t k = ky * a->filter_dims.w + kx0;
-                        for (kx = kx0; kx < kx1; kx++) {
-                            patch_st(pw, lane_pos(k), *x + a->conv.in_offset);
-                            x += a->conv.dilation.w;
-                            k++;
-                        }
-                        continue;
-                    }
-                    for (kx = kx0; kx < kx1; kx++) {
-                        const int8_t *x = xrow + (size_t)(ix0 + a->conv.dilation.w * kx) * C;
-                        const int32_t k = (ky * a->filter_dims.w + kx) * C;
-                        for (c = 0; c < C; c++) {
-                            patch_st(pw, lane_pos(k + c), x[c] + a->conv.in_offset);
-                        }
-                    }
-                }
-                for (oc = 0; oc < a->out_dims.c; oc += CONV_CHUNK) {
-                    const int32_t n = a->out_dims.c - oc < CONV_CHUNK ? a->out_dims.c - oc : CONV_CHUNK;
-                    patch_dot(a->filter + (size_t)oc * K, fend, a->bias != NULL ? a->bias + oc : NULL, pw, K,
-                              n, accs);
-                    snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset, a->conv.activation.min, a->conv.activation.max,
-                                           fast, accs, out, oc, n);
-                }
+            }
+        }
+    }
+    /* consecutive output pixels in pairs (an odd last one pairs with itself) */
+    for (q = 0; q < nq; q += 2) {
+        const int32_t two = q + 1 < nq;
+        int8_t *outa = a->out + (size_t)q * OC;
+        int8_t *outb = outa + OC;
+        patch_gather(a, pw, tab, K, Kp, q, 0);
+        patch_gather(a, pw, tab, K, Kp, two ? q + 1 : q, 1);
+        for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
+            const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
+            for (oc = ch0; oc < ch1; oc += 2) {
+                /* an odd last channel runs as a pair with itself */
+                const int32_t oc1 = oc + 1 < ch1 ? oc + 1 : oc;
+                const int8_t *f0 = oc >= first_tail ? tail + (size_t)(oc - first_tail) * Kp : a->filter + (size_t)oc * K;
+                const int8_t *f1 = oc1 >= first_tail ? tail + (size_t)(oc1 - first_tail) * Kp : a->filter + (size_t)oc1 * K;
+                int32_t acc[4];
+                acc[0] = acc[2] = a->bias != NULL ? a->bias[oc] : 0;
+                acc[1] = acc[3] = a->bias != NULL ? a->bias[oc1] : 0;
+                patch_2x2(f0, f1, pw, Kp, acc);
+                accA[oc - ch0] = acc[0];
+                accA[oc1 - ch0] = acc[1];
+                accB[oc - ch0] = acc[2];
+                accB[oc1 - ch0] = acc[3];
+            }
+            snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, accA, outa, ch0, ch1 - ch0);
+            if (two) {
+                snapuq_dsp_requant_run(mult, shift, step, off, lo, hi, fast, accB, outb, ch0, ch1 - ch0);
             }
         }
     }
@@ -498,8 +776,18 @@ static int32_t patch_elems(const snapuq_dims_t *in_dims, const snapuq_dims_t *fi
 
 uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims)
 {
-    /* the patch path's int16 patch; the direct path needs none */
-    return in_dims->c % 4 == 0 && in_dims->c > 0 ? 0u : 2u * (uint32_t)patch_elems(in_dims, filter_dims);
+    if (in_dims->c % 4 == 0 && in_dims->c > 0) {
+        /* a 1x1 filter: the 1x1 path's per-channel start values and its two-pixel copy for a
+         * stride > 1; the direct path needs none */
+        return filter_dims->h == 1 && filter_dims->w == 1 ? 4u * (uint32_t)filter_dims->n + 2u * (uint32_t)in_dims->c
+                                                          : 0u;
+    }
+    /* the patch path's two-pixel int16 patch and the zero-padded copies of the last filter rows */
+    {
+        const int32_t K = filter_dims->h * filter_dims->w * in_dims->c;
+        /* + the element offsets of a pixel without padding taps: K int32 */
+        return (uint32_t)(4 + tail_rows(K)) * (uint32_t)patch_elems(in_dims, filter_dims) + 4u * (uint32_t)K;
+    }
 }
 
 const char *snapuq_conv_dsp_kernel(const snapuq_dims_t *in_dims)
@@ -517,10 +805,18 @@ snapuq_status_t snapuq_conv_dsp(const snapuq_conv_args_t *a)
     if (a->ctx.buf == NULL || a->ctx.size < need || ((uintptr_t)a->ctx.buf & 3u) != 0) {
         return SNAPUQ_ERR_ARENA;
     }
+    if (a->in_dims.c % 4 == 0) {
+        if (snapuq_conv_dsp_is_1x1(&a->in_dims, &a->filter_dims, &a->out_dims) && a->conv.padding.h == 0 &&
+            a->conv.padding.w == 0) {
+            conv_1x1(a, (int32_t *)a->ctx.buf);
+        } else {
+            conv_c4(a);
+        }
+        return SNAPUQ_OK;
+    }
     conv_patch(a, (uint32_t *)a->ctx.buf);
     return SNAPUQ_OK;
 }
-
 
 #else
 /* reference build: this translation unit intentionally defines nothing else */

@@ -2,8 +2,9 @@
  * ops/dsp/op_conv.c - the CONV_2D and DEPTHWISE_CONV_2D registrations of the DSP build
  * (-DSNAPUQ_KERNELS_DSP=1; they replace ops/op_conv.c's reference ones, TFLM's cmsis_nn/conv.cc
  * style): the shared parse, then the kernel choice and its arena scratch.
- *  - CONV_2D: snapuq_conv_dsp for every shape; its patch path (in_c % 4 != 0) gets
- *    snapuq_conv_dsp_scratch_size() bytes of arena scratch, planned for this operator's step.
+ *  - CONV_2D: snapuq_conv_dsp for every shape; its patch path (in_c % 4 != 0) and its 1x1 path
+ *    (4 B per output channel) get snapuq_conv_dsp_scratch_size() bytes of arena scratch, planned
+ *    for this operator's step.
  *  - DEPTHWISE_CONV_2D: snapuq_dwconv_dsp for depth multiplier 1, the reference kernel otherwise
  *    (reported as "ref" by snapuq_model_op_kernel).
  */
@@ -58,8 +59,11 @@ static snapuq_status_t eval_dwconv_dsp(snapuq_model_t *md, uint16_t op)
 
 static const char *kernel_conv_dsp(const snapuq_model_t *md, uint16_t op)
 {
-    const snapuq_dims_t in = snapuq_dims_of(snapuq_tc(md, md->ops[op].in[0]));
-    return snapuq_conv_dsp_kernel(&in);
+    const snapuq_priv_op_t *o = &md->ops[op];
+    const snapuq_dims_t in = snapuq_dims_of(snapuq_tc(md, o->in[0]));
+    const snapuq_dims_t f = snapuq_dims_of(snapuq_tc(md, o->in[1]));
+    const snapuq_dims_t out = snapuq_dims_of(snapuq_tc(md, o->out));
+    return snapuq_conv_dsp_is_1x1(&in, &f, &out) ? "dsp-1x1" : snapuq_conv_dsp_kernel(&in);
 }
 
 static const char *kernel_dwconv_dsp(const snapuq_model_t *md, uint16_t op)
