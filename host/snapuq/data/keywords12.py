@@ -17,10 +17,12 @@ voices**, so that p_err is fitted on a held-out shifted set; the test split the 
 voices. Extra arrays for studies: x_train_clean (the same train words, only placed), x_dev_std (dev with the
 train profile), x_test_shift (test with the shift profile), and per-clip voice / engine.
 
-Cached under `$SNAPUQ_CACHE` or `--data-dir`: the synthesized speech of each split in
+Size: PER_CLASS utterances per class and split, and TRAIN_TAKES independent microphone renderings ("takes")
+of every train utterance (take 0 is the one-take clip); the build's meta (so a model's config.json) records
+both. Cached under `$SNAPUQ_CACHE` or `--data-dir`: the synthesized speech of each split in
 `keywords12-speech-<version>-s<seed>-<sizes>/` as soon as it is made (a build that is stopped resumes from
-there; a change of the microphone profiles re-renders without synthesizing again), the features in
-`keywords12-<version>-s<seed>-<sizes>/`. Synthesis
+there; a change of the microphone profiles or of the takes re-renders without synthesizing again), the
+features in `keywords12-<version>-s<seed>-<sizes>[-t<takes>]/`. Synthesis
 runs in fresh interpreters (espeak-ng keeps state between utterances); voices with a breath-noise source
 are not bit-reproducible from build to build, the cache is.
 """
