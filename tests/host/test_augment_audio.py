@@ -66,3 +66,40 @@ def test_voice_inventory_names_engines_and_speakers():
     for v in av["flite"]:  # whatever flite is installed speaks
         w = tts.synth_flite("yes", v.split(":")[1], 1.0, None)
         assert len(w) > 1600 and np.abs(w).max() > 0.05
+
+
+def _keywords_noise_before_the_merge(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The `keywords` set's own generator before it became augment_audio.coloured_noise (the reference)."""
+    if kind == "hum":
+        t = np.arange(n) / A.SR
+        f0 = rng.choice([50.0, 60.0])
+        x = sum(np.sin(2 * np.pi * f0 * h * t + rng.uniform(0, 2 * np.pi)) / h for h in (1, 2, 3, 5))
+        x = x + 0.1 * rng.standard_normal(n)
+    else:
+        white = rng.standard_normal(n)
+        x = white
+        if kind != "white":
+            spec = np.fft.rfft(white)
+            f = np.fft.rfftfreq(n, 1.0 / A.SR)
+            f[0] = f[1]
+            x = np.fft.irfft(spec / (np.sqrt(f) if kind == "pink" else f), n)
+    x = np.asarray(x, dtype=np.float64)
+    return x / (np.sqrt(np.mean(x**2)) + 1e-12)
+
+
+@pytest.mark.parametrize("kind", ["white", "pink", "brown", "hum"])
+def test_one_noise_generator_renders_the_keywords_set_as_before(kind):
+    """keywords.render_clip draws its noise from coloured_noise ("hum" as "hum_plain"): the int16 clips are
+    the ones its own generator made, and the random generator is left where it was."""
+    from snapuq.data import audio
+
+    for i in range(40):
+        r_old, r_new, base = (np.random.default_rng([i, 5]) for _ in range(3))
+        clip = base.standard_normal(16000) * 0.05
+        a = _keywords_noise_before_the_merge(kind, 16000, r_old)
+        b = A.coloured_noise("hum_plain" if kind == "hum" else kind, 16000, r_new)
+        assert np.max(np.abs(a - b)) < 1e-12 and r_old.random() == r_new.random()
+        for k in (0.01, 0.1, 0.5):
+            assert np.array_equal(audio.to_int16(clip + k * a), audio.to_int16(clip + k * b))
+    with pytest.raises(ValueError, match="unknown noise kind"):
+        A.coloured_noise("purple", 100, np.random.default_rng(0))

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from snapuq.data import keywords12 as K
 from snapuq.data import tts
+from snapuq.errors import DatasetError
 
 SMALL = {"train": 4, "dev": 2, "test": 2}
 
@@ -30,6 +32,7 @@ def test_small_build(tmp_path):
     assert ds.class_names == K.CLASSES and ds.n_classes == 12
     for s, n in SMALL.items():
         y = getattr(ds, f"y_{s}")
+        n = n * K.TRAIN_TAKES if s == "train" else n  # every train utterance rendered TRAIN_TAKES times
         assert np.bincount(y, minlength=12).tolist() == [n] * 12
         assert getattr(ds, f"x_{s}").shape == (12 * n, 49, 10, 1)
     ex = K.extra_arrays(ds)
@@ -42,8 +45,11 @@ def test_small_build(tmp_path):
     # the dev split (calibration) is the shifted rendering; x_dev_std the same clips through the train profile
     assert ex["x_dev_std"].shape == ds.x_dev.shape and not np.allclose(ex["x_dev_std"], ds.x_dev)
     assert ex["x_test_shift"].shape == ds.x_test.shape and not np.allclose(ex["x_test_shift"], ds.x_test)
-    meta = json.loads((tmp_path / K._cache_dir(tmp_path, 0, SMALL).name / "meta.json").read_text())
+    meta = json.loads(
+        (tmp_path / K._cache_dir(tmp_path, 0, SMALL, K.TRAIN_TAKES).name / "meta.json").read_text()
+    )
     assert meta["profiles"] == {"train": "train", "dev": "shift", "test": "train"}
+    assert meta["train_takes"] == K.TRAIN_TAKES and meta["per_class"] == SMALL
     assert set(meta["engines_missing"]) == {e for e in ("flite", "festival") if not tts.available_voices()[e]}
     x_ood = K.ood_keywords12(str(tmp_path), 6, 0, ds)
     assert x_ood.shape == (6, 49, 10, 1) and np.isfinite(x_ood).all()
@@ -57,3 +63,26 @@ def test_synthesis_resumes_from_saved_speech(tmp_path):
     assert all(len(w) > 800 for w, it in zip(speech, items) if it["voice"])
     again = K._speech(work, "test", [], workers=1)  # read back, nothing synthesized
     assert all(np.array_equal(a, b) for a, b in zip(speech, again))
+
+
+def test_train_takes_render_each_utterance_again(tmp_path):
+    """takes=2: every train utterance twice through the microphone; take 0 is the one-take set's clip (the
+    same bytes), take 1 another rendering; dev / test unchanged; the build records its takes."""
+    small = {"train": 2, "dev": 1, "test": 1}
+    one = K.load_keywords12(str(tmp_path), 0, small, takes=1)
+    two = K.load_keywords12(str(tmp_path), 0, small, takes=2)
+    assert two.meta["train_takes"] == 2 and one.meta["train_takes"] == 1
+    assert two.meta["cache_dir"] != one.meta["cache_dir"] and two.meta["per_class"] == small
+    e1, e2 = K.extra_arrays(one), K.extra_arrays(two)
+    assert len(two.y_train) == 2 * len(one.y_train) == 2 * 12 * small["train"]
+    assert sorted(e2["take_train"].tolist()) == [0] * 24 + [1] * 24
+    assert np.bincount(e2["utt_train"]).tolist() == [2] * 24
+    for j, u in enumerate(e1["utt_train"]):
+        k0 = np.nonzero((e2["utt_train"] == u) & (e2["take_train"] == 0))[0][0]
+        k1 = np.nonzero((e2["utt_train"] == u) & (e2["take_train"] == 1))[0][0]
+        assert np.array_equal(one.x_train[j], two.x_train[k0]) and two.y_train[k0] == one.y_train[j]
+        assert two.y_train[k1] == one.y_train[j] and not np.allclose(two.x_train[k1], two.x_train[k0])
+        assert e2["voice_train"][k1] == e1["voice_train"][j]
+    assert np.array_equal(one.x_test, two.x_test) and np.array_equal(one.x_dev, two.x_dev)
+    with pytest.raises(DatasetError, match="takes"):
+        K.load_keywords12(str(tmp_path), 0, small, takes=0)

@@ -43,14 +43,23 @@ PROFILES = {
 
 
 def coloured_noise(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Unit-RMS noise: white, pink (1/f power), brown (1/f^2), blue (f), or mains hum with harmonics."""
-    if kind == "hum":
+    """Unit-RMS noise, the one generator of both synthetic keyword sets: white, pink (1/f power), brown
+    (1/f^2), blue (f), mains hum with harmonics 1-5 at random levels ("hum", keywords12), or the plain hum
+    of the `keywords` set ("hum_plain": harmonics 1, 2, 3, 5 at 1/h and a louder hiss; kept as it was so
+    that set renders the same clips)."""
+    if kind in ("hum", "hum_plain"):
         t = np.arange(n) / SR
         f0 = float(rng.choice([50.0, 60.0]))
-        x = sum(rng.uniform(0.2, 1.0) * np.sin(2 * np.pi * f0 * h * t + rng.uniform(0, 2 * np.pi)) / h
-                for h in (1, 2, 3, 4, 5))  # fmt: skip
-        x = x + 0.05 * rng.standard_normal(n)
+        if kind == "hum":
+            x = sum(rng.uniform(0.2, 1.0) * np.sin(2 * np.pi * f0 * h * t + rng.uniform(0, 2 * np.pi)) / h
+                    for h in (1, 2, 3, 4, 5))  # fmt: skip
+            x = x + 0.05 * rng.standard_normal(n)
+        else:
+            x = sum(np.sin(2 * np.pi * f0 * h * t + rng.uniform(0, 2 * np.pi)) / h for h in (1, 2, 3, 5))
+            x = x + 0.1 * rng.standard_normal(n)
     else:
+        if kind not in ("white", "pink", "brown", "blue"):
+            raise ValueError(f"unknown noise kind '{kind}'")
         white = rng.standard_normal(n)
         if kind == "white":
             x = white

@@ -35,6 +35,7 @@ from scipy.signal import firwin, resample_poly
 
 from snapuq import resources
 from snapuq.data import Dataset, audio
+from snapuq.data.augment_audio import coloured_noise
 from snapuq.errors import DatasetError
 
 VERSION = "kw2"
@@ -179,27 +180,6 @@ def _trim(w: np.ndarray, thr: float = 0.02) -> np.ndarray:
     return w[max(idx[0] - 80, 0) : idx[-1] + 80]
 
 
-def background_noise(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Unit-RMS noise of the given kind ("white", "pink", "brown", "hum")."""
-    if kind == "hum":
-        t = np.arange(n) / audio.SAMPLE_RATE
-        f0 = rng.choice([50.0, 60.0])
-        x = sum(np.sin(2 * np.pi * f0 * h * t + rng.uniform(0, 2 * np.pi)) / h for h in (1, 2, 3, 5))
-        x = x + 0.1 * rng.standard_normal(n)
-    else:
-        white = rng.standard_normal(n)
-        if kind == "white":
-            x = white
-        else:
-            spec = np.fft.rfft(white)
-            f = np.fft.rfftfreq(n, 1.0 / audio.SAMPLE_RATE)
-            f[0] = f[1]
-            spec = spec / (np.sqrt(f) if kind == "pink" else f)
-            x = np.fft.irfft(spec, n)
-    x = np.asarray(x, dtype=np.float64)
-    return x / (np.sqrt(np.mean(x**2)) + 1e-12)
-
-
 @lru_cache(maxsize=1)
 def _resample_fir() -> np.ndarray:
     """The FIR scipy.signal.resample_poly designs for 441 -> 320 (Kaiser 5.0), computed once."""
@@ -231,7 +211,8 @@ def render_clip(p: ClipParams, rng: np.random.Generator) -> np.ndarray:
     clip[start : start + w.size] = w
     if p.noise != "none":
         sig_rms = np.sqrt(np.mean(w**2)) if w.size else 0.0
-        noise = background_noise(p.noise, audio.CLIP_SAMPLES, rng)
+        kind = "hum_plain" if p.noise == "hum" else p.noise  # this set's own hum (augment_audio)
+        noise = coloured_noise(kind, audio.CLIP_SAMPLES, rng)
         clip = clip + noise * sig_rms * 10.0 ** (-p.snr_db / 20.0)
     return audio.to_int16(clip)
 

@@ -17,10 +17,12 @@ voices**, so that p_err is fitted on a held-out shifted set; the test split the 
 voices. Extra arrays for studies: x_train_clean (the same train words, only placed), x_dev_std (dev with the
 train profile), x_test_shift (test with the shift profile), and per-clip voice / engine.
 
-Cached under `$SNAPUQ_CACHE` or `--data-dir`: the synthesized speech of each split in
+Size: PER_CLASS utterances per class and split, and TRAIN_TAKES independent microphone renderings ("takes")
+of every train utterance (take 0 is the one-take clip); the build's meta (so a model's config.json) records
+both. Cached under `$SNAPUQ_CACHE` or `--data-dir`: the synthesized speech of each split in
 `keywords12-speech-<version>-s<seed>-<sizes>/` as soon as it is made (a build that is stopped resumes from
-there; a change of the microphone profiles re-renders without synthesizing again), the features in
-`keywords12-<version>-s<seed>-<sizes>/`. Synthesis
+there; a change of the microphone profiles or of the takes re-renders without synthesizing again), the
+features in `keywords12-<version>-s<seed>-<sizes>[-t<takes>]/`. Synthesis
 runs in fresh interpreters (espeak-ng keeps state between utterances); voices with a breath-noise source
 are not bit-reproducible from build to build, the cache is.
 """
@@ -48,7 +50,8 @@ UNKNOWN_WORDS = list(OOD_WORDS)
 OOD_EXTRA = ["apple", "window", "water", "music", "yellow", "purple", "table", "orange", "paper", "garden",
              "money", "river", "coffee", "banana", "doctor", "summer", "winter", "camera", "pencil",
              "butter"]  # fmt: skip
-PER_CLASS = {"train": 400, "dev": 80, "test": 100}
+PER_CLASS = {"train": 800, "dev": 80, "test": 100}  # utterances per class
+TRAIN_TAKES = 1  # independent microphone renderings of every train utterance
 SPLIT_IDS = {"train": 10, "dev": 11, "test": 12, "ood": 13}
 ENGINE_SHARE = {"espeak": 0.6, "espeak_foreign": 0.15, "ext": 0.25}
 EXT_SPLIT = {"ext:kal": "train", "ext:slt": "train", "ext:awb": "dev", "ext:rms": "test",
@@ -159,29 +162,49 @@ def _speech(d: Path, split: str, items: list[dict], workers: int = 2) -> list[np
     return [flat[off[i] : off[i + 1]].astype(np.float64) for i in range(len(off) - 1)]
 
 
-def render(items: list[dict], speech: list[np.ndarray], profile: str, seed: int, split: str) -> np.ndarray:
-    """int16 clips (N, 16000): each word through the microphone profile; silence items: background alone."""
+def render(items: list[dict], speech: list[np.ndarray], profile: str, seed: int, split: str,
+           clips: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """int16 clips (N, 16000): each word through the microphone profile; silence items: background alone.
+    `clips`: (utterance, take) rows to render (default: every item once, take 0); take t > 0 is an
+    independent rendering of the same utterance, take 0 the one-take set's clip (the same bytes)."""
     prof = A.PROFILES[profile]
     # babble from other words only (never a keyword: a keyword in the background would blur the label)
     pool = [w for w, it in zip(speech, items) if len(w) and it["label"] == CLASSES.index(UNKNOWN)][:300]
-    out = np.empty((len(items), audio.CLIP_SAMPLES), np.int16)
-    for i, (it, w) in enumerate(zip(items, speech)):
-        rng = np.random.default_rng([seed, SPLIT_IDS[split], i, 1 + list(A.PROFILES).index(profile)])
+    if clips is None:
+        clips = np.stack([np.arange(len(items)), np.zeros(len(items), np.int64)], 1)
+    out = np.empty((len(clips), audio.CLIP_SAMPLES), np.int16)
+    for j, (i, take) in enumerate(clips):
+        key = [seed, SPLIT_IDS[split], int(i), 1 + list(A.PROFILES).index(profile)]
+        rng = np.random.default_rng(key + [int(take)] if take else key)
+        it, w = items[i], speech[i]
         if it["label"] == CLASSES.index(SILENCE) or not len(w):
             x = A.silence(rng, pool, prof)
         else:
             x = A.mic(w, prof, rng, pool)
-        out[i] = audio.to_int16(x)
+        out[j] = audio.to_int16(x)
     return out
 
 
-def _cache_dir(root: Path, seed: int, per_class: dict[str, int]) -> Path:
+def mfcc_rendered(items: list[dict], speech: list[np.ndarray], profile: str, seed: int, split: str,
+                  clips: np.ndarray, chunk: int = 2048) -> np.ndarray:  # fmt: skip
+    """The MFCC of `render(..., clips)`, rendered in chunks (a many-take split never holds all its waves)."""
+    parts = [audio.mfcc(render(items, speech, profile, seed, split, clips[a : a + chunk]))
+             for a in range(0, len(clips), chunk)]  # fmt: skip
+    return np.concatenate(parts)
+
+
+def _cache_dir(root: Path, seed: int, per_class: dict[str, int], takes: int = 1) -> Path:
     tag = "-".join(str(per_class[s]) for s in ("train", "dev", "test"))
-    return root / f"keywords12-{VERSION}-s{seed}-{tag}"
+    return root / (f"keywords12-{VERSION}-s{seed}-{tag}" + (f"-t{takes}" if takes > 1 else ""))
 
 
-def build_keywords12(root: Path, seed: int, per_class: dict[str, int], progress: bool = True) -> Path:
-    d = _cache_dir(root, seed, per_class)
+def build_keywords12(root: Path, seed: int, per_class: dict[str, int], takes: int = 1,
+                     progress: bool = True) -> Path:  # fmt: skip
+    """The feature cache of one build: `takes` independent microphone renderings of every train utterance
+    (dev and test: one each)."""
+    if takes < 1:
+        raise DatasetError(f"keywords12: train takes must be >= 1, got {takes}")
+    d = _cache_dir(root, seed, per_class, takes)
     if (d / "meta.json").exists():
         return d
     t0 = time.perf_counter()
@@ -192,17 +215,27 @@ def build_keywords12(root: Path, seed: int, per_class: dict[str, int], progress:
     for split in ("train", "dev", "test"):
         items = plan_split(split, per_class[split], seed, vs[split])
         speech = _speech(work, split, items)
-        perm = np.random.default_rng([seed, SPLIT_IDS[split], 99]).permutation(len(items))
+        n_takes = takes if split == "train" else 1
+        clips = np.stack(
+            [np.repeat(np.arange(len(items)), n_takes), np.tile(np.arange(n_takes), len(items))], 1
+        )
+        perm = np.random.default_rng([seed, SPLIT_IDS[split], 99]).permutation(len(clips))
+        clips = clips[perm]
         main, extra = PROFILE_OF[split]
         for prof, key in ((main, f"x_{split}"), (extra, EXTRA_NAME[split])):
-            waves = render(items, speech, prof, seed, split)[perm]
-            files[key] = audio.mfcc(waves)
-            if key in ("x_dev", "x_test"):
-                files[f"waves_{split}"] = waves
-        files[f"y_{split}"] = np.array([it["label"] for it in items], np.int64)[perm]
-        files[f"voice_{split}"] = np.array([it["voice"] for it in items])[perm]
+            if split == "train":
+                files[key] = mfcc_rendered(items, speech, prof, seed, split, clips)
+            else:
+                waves = render(items, speech, prof, seed, split, clips)
+                files[key] = audio.mfcc(waves)
+                if key == f"x_{split}":
+                    files[f"waves_{split}"] = waves
+        files[f"y_{split}"] = np.array([it["label"] for it in items], np.int64)[clips[:, 0]]
+        files[f"voice_{split}"] = np.array([it["voice"] for it in items])[clips[:, 0]]
+        if split == "train":  # which utterance and which of its renderings each train clip is
+            files["utt_train"], files["take_train"] = clips[:, 0], clips[:, 1]
     meta = {
-        "version": VERSION, "seed": seed, "per_class": per_class, "classes": CLASSES,
+        "version": VERSION, "seed": seed, "per_class": per_class, "train_takes": takes, "classes": CLASSES,
         "voices": {s: {e: v for e, v in vs[s].items()} for s in vs},
         "engines_missing": [e for e in ("flite", "festival") if not tts.available_voices()[e]],
         "profiles": {s: PROFILE_OF[s][0] for s in PROFILE_OF}, "build_s": round(time.perf_counter() - t0, 2),
@@ -212,10 +245,12 @@ def build_keywords12(root: Path, seed: int, per_class: dict[str, int], progress:
     return d
 
 
-def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, int] | None = None) -> Dataset:
-    """The 12-class synthesized set: MFCC (N, 49, 10, 1), labels in CLASSES order."""
+def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, int] | None = None,
+                    takes: int | None = None) -> Dataset:  # fmt: skip
+    """The 12-class synthesized set: MFCC (N, 49, 10, 1), labels in CLASSES order. Defaults: PER_CLASS
+    utterances per class and split, TRAIN_TAKES microphone renderings of each train utterance."""
     pc = dict(PER_CLASS if per_class is None else per_class)
-    d = build_keywords12(cache_root(data_dir), seed, pc)
+    d = build_keywords12(cache_root(data_dir), seed, pc, TRAIN_TAKES if takes is None else takes)
     try:
         arr = {f.stem: np.load(f) for f in d.glob("*.npy") if not f.stem.startswith("waves_")}
     except (OSError, ValueError) as e:
@@ -233,10 +268,16 @@ def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, in
 
 
 def extra_arrays(ds: Dataset) -> dict[str, np.ndarray]:
-    """The study arrays of a keywords12 Dataset: x_train_clean, x_dev_std, x_test_shift, voice_<split>."""
+    """The study arrays of a keywords12 Dataset: x_train_clean, x_dev_std, x_test_shift, voice_<split>,
+    utt_train / take_train (the utterance and the rendering of every train clip; caches built before takes
+    existed have neither)."""
     d = Path(ds.meta["cache_dir"])
-    names = list(EXTRA_NAME.values()) + [f"voice_{s}" for s in ("train", "dev", "test")]
-    return {n: np.load(d / f"{n}.npy") for n in names}
+    names = (
+        list(EXTRA_NAME.values())
+        + [f"voice_{s}" for s in ("train", "dev", "test")]
+        + ["utt_train", "take_train"]
+    )
+    return {n: np.load(d / f"{n}.npy") for n in names if (d / f"{n}.npy").exists()}
 
 
 def ood_keywords12(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
