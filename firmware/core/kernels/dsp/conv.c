@@ -328,17 +328,8 @@ static void conv_c4(const snapuq_conv_args_t *a)
     }
 }
 
-/* ---- 1x1 (pointwise): a GEMM of pixels x output channels, no im2col (a stride > 1 copies each pair
- * of input pixels next to each other first, 2 in_c bytes) ----
- * The input offset is folded into a per-channel start value computed once per call into the
- * caller's scratch (bias[oc] + in_offset * sum of channel oc's weights: the same int32 sum mod 2^32
- * as the reference's sum of (x + offset) * w), so the inner loop widens with a plain SXTB16. Two
- * neighbouring pixels (xb = xa + C) x two output channels (f1 = f0 + C) share one register for C:
- * both second operands are loaded as [p, C], which leaves every operand in a register (no reload
- * in the loop), and the loop runs 8 input channels per pass (22 instructions per 16 MACs). */
-static inline void mac1x1_2x2(const int8_t *xa, const int8_t *f0, int32_t C, int32_t *acc)
-{
-    int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+/* One 4-input-channel step of a 2 x 2 (pixel x channel) block, shared by the two 1x1 loops below:
+ * C is in a register (cr), xa and f0 advance by 4. */
 #if SNAPUQ_SIMD_NATIVE
 #define SNAPUQ_1X1_BODY                                 \
     "ldr %[t5], [%[xa], %[cr]]\n\t"                     \
@@ -361,6 +352,20 @@ static inline void mac1x1_2x2(const int8_t *xa, const int8_t *f0, int32_t C, int
     "smlad %[a00], %[t5], %[t1], %[a00]\n\t"            \
     "smlad %[a10], %[t4], %[t2], %[a10]\n\t"            \
     "smlad %[a10], %[t5], %[t3], %[a10]\n\t"
+#endif
+
+/* ---- 1x1 (pointwise): a GEMM of pixels x output channels, no im2col (a stride > 1 copies each pair
+ * of input pixels next to each other first, 2 in_c bytes) ----
+ * The input offset is folded into a per-channel start value computed once per call into the
+ * caller's scratch (bias[oc] + in_offset * sum of channel oc's weights: the same int32 sum mod 2^32
+ * as the reference's sum of (x + offset) * w), so the inner loop widens with a plain SXTB16. Two
+ * neighbouring pixels (xb = xa + C) x two output channels (f1 = f0 + C) share one register for C:
+ * both second operands are loaded as [p, C], which leaves every operand in a register (no reload
+ * in the loop), and the loop runs 8 input channels per pass (22 instructions per 16 MACs). */
+static inline void mac1x1_2x2(const int8_t *xa, const int8_t *f0, int32_t C, int32_t *acc)
+{
+    int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+#if SNAPUQ_SIMD_NATIVE
     const int8_t *end = f0 + C;
     uint32_t t0, t1, t2, t3, t4, t5;
     __asm__ volatile("tst %[cr], #4\n\t"
@@ -374,7 +379,6 @@ static inline void mac1x1_2x2(const int8_t *xa, const int8_t *f0, int32_t C, int
                        [t4] "=&r"(t4), [t5] "=&r"(t5)
                      : [cr] "r"(C), [end] "r"(end)
                      : "cc", "memory");
-#undef SNAPUQ_1X1_BODY
 #else
     const int8_t *const end = f0 + C;
     while (f0 != end) {
@@ -407,27 +411,6 @@ static inline void mac1x1_pairs(const int8_t *xa, const int8_t *f0, int32_t C, c
                                 int32_t npairs)
 {
 #if SNAPUQ_SIMD_NATIVE
-#define SNAPUQ_1X1_BODY                                 \
-    "ldr %[t5], [%[xa], %[cr]]\n\t"                     \
-    "ldr %[t4], [%[xa]], #4\n\t"                        \
-    "sxtb16 %[t2], %[t5]\n\t"                           \
-    "sxtb16 %[t3], %[t5], ror #8\n\t"                   \
-    "sxtb16 %[t0], %[t4]\n\t"                           \
-    "sxtb16 %[t1], %[t4], ror #8\n\t"                   \
-    "ldr %[t5], [%[f0], %[cr]]\n\t"                     \
-    "sxtb16 %[t4], %[t5]\n\t"                           \
-    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
-    "smlad %[a01], %[t4], %[t0], %[a01]\n\t"            \
-    "smlad %[a01], %[t5], %[t1], %[a01]\n\t"            \
-    "smlad %[a11], %[t4], %[t2], %[a11]\n\t"            \
-    "smlad %[a11], %[t5], %[t3], %[a11]\n\t"            \
-    "ldr %[t5], [%[f0]], #4\n\t"                        \
-    "sxtb16 %[t4], %[t5]\n\t"                           \
-    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
-    "smlad %[a00], %[t4], %[t0], %[a00]\n\t"            \
-    "smlad %[a00], %[t5], %[t1], %[a00]\n\t"            \
-    "smlad %[a10], %[t4], %[t2], %[a10]\n\t"            \
-    "smlad %[a10], %[t5], %[t3], %[a10]\n\t"
     int32_t a00, a01, a10, a11;
     uint32_t t0, t1, t2, t3, t4, t5;
     const int8_t *end;
