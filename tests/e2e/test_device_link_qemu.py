@@ -88,7 +88,7 @@ def test_declared_lengths_beyond_the_buffer_are_refused_at_once() -> None:
 
 
 def test_a_refused_upload_is_not_sent_and_a_bad_one_keeps_the_model() -> None:
-    """qemu_m4 (pool 57,312 B): the keywords model (100,272 B) is refused before its frame, so the host
+    """qemu_m4 (pool 57,312 B): the keywords model (100,456 B) is refused before its frame, so the host
     sends nothing after `model N CRC%` and the answer comes at once (before: `e-size max=28656` after the
     whole frame); a frame that arrives whole but is no model, or one with a wrong CRC, leaves the
     compiled-in model running (before: a bad upload left no model)."""

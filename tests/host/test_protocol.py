@@ -285,7 +285,7 @@ class _Sent:
 
 
 def test_model_upload_takes_the_pool_and_keeps_the_current_model() -> None:
-    """A pool of 160 KiB beside the compiled-in digits model: the keywords model (100,272 B, more than half
+    """A pool of 160 KiB beside the compiled-in digits model: the keywords model (100,456 B, more than half
     the pool; refused before as `e-size max=81920`) loads and runs as the host C core does; a bad upload
     (not a model, a damaged frame, one larger than the pool beside the kept upload) leaves the model
     that ran before it running, and a refused one is never sent (the host waits for m-model-go)."""
@@ -328,7 +328,7 @@ def test_model_upload_takes_the_pool_and_keeps_the_current_model() -> None:
         rep = dev.command(f"model {len(junk)} 0x{zlib.crc32(junk) ^ 1:08x}", payload=junk, check=False)
         assert any(ln.startswith("m-model-kept builtin=0") for ln in rep.lines), rep
         kept(rep.errors, "e-crc")
-        # the kept upload holds 100,272 B of the pool: digits (120,576 B) does not fit beside it
+        # the kept upload holds 100,456 B of the pool: digits (120,576 B) does not fit beside it
         sent = _Sent(dev)
         with pytest.raises(DeviceReplyError) as e:
             dev.load_model(digits)
