@@ -8,10 +8,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from snapuq import tfquiet
 from snapuq.errors import ModelFormatError
 from snapuq.tflite_graph import read_graph
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if not tfquiet.showing():  # `snapuq -v` shows TensorFlow's own log lines
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def convert_keras(model, representative: np.ndarray | None, int8: bool = True) -> bytes:
