@@ -21,22 +21,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from kw12_study import family  # tools/ is on sys.path when this script runs
 
 from snapuq.data import keywords12 as K
 from snapuq.io import write_text
 from snapuq.options import TrainOptions
-
-
-def family(voices: np.ndarray) -> np.ndarray:
-    fam = np.full(len(voices), "ext", dtype=object)
-    for i, v in enumerate(voices):
-        if not v:
-            fam[i] = "silence"
-        elif v.startswith("espeak:en"):
-            fam[i] = "espeak_en"
-        elif v.startswith("espeak:"):
-            fam[i] = "espeak_foreign"
-    return fam
 
 
 def parse_variant(v: str) -> tuple[int, int]:
