@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from kw12_study import family  # tools/ is on sys.path when this script runs
+from kw12_study import correct, fit_dscnn, test_row  # tools/ is on sys.path when this script runs
 
 from snapuq.data import keywords12 as K
 from snapuq.io import write_text
@@ -44,39 +43,17 @@ def select(
 
 
 def run_one(variant: str, seed: int, ds, ex: dict, epochs: int, per_class: int) -> dict:
-    import keras
-
-    from snapuq.nn.backbones import build_backbone
-    from snapuq.nn.recipe import fit_backbone_resumable
-
     n_utt, n_takes = parse_variant(variant)
     idx = select(ds.y_train, ex["utt_train"], ex["take_train"], n_utt, n_takes, per_class)
     x, y = ds.x_train[idx], ds.y_train[idx]
     opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1)
-    keras.utils.set_random_seed(seed)
-    m = build_backbone("dscnn", ds.input_shape, len(K.CLASSES))
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="kw12size") as tmp:
-        fit_backbone_resumable(m, x.astype(np.float32), y, opts, seed=seed, ckpt_dir=tmp,
-                               identity={"variant": variant}, progress=False,
-                               log=lambda *a: None)  # fmt: skip
-
-    def ok(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-        return np.asarray(m.predict(xs.astype(np.float32), batch_size=512, verbose=0)).argmax(1) == ys
-
+    m = fit_dscnn(x, y, opts, seed, variant, ds)
     row = {"variant": variant, "utterances_per_class": n_utt, "takes": n_takes, "seed": seed}
     row["epochs"] = epochs
     row.update(n_train=int(len(y)), train_s=round(time.perf_counter() - t0, 1))
-    okt, oks = ok(ds.x_test, ds.y_test), ok(ex["x_test_shift"], ds.y_test)
-    row["train_acc"] = float(ok(x, y).mean())
-    row["test"], row["test_shift"] = float(okt.mean()), float(oks.mean())
-    row["test_keywords"] = float(okt[ds.y_test < len(K.WORDS)].mean())
-    fam = family(ex["voice_test"])
-    for f in ("espeak_en", "espeak_foreign", "ext", "silence"):
-        sel = fam == f
-        if sel.any():
-            row[f"test_{f}"], row[f"test_shift_{f}"] = float(okt[sel].mean()), float(oks[sel].mean())
-    row["per_class"] = {n: float(okt[ds.y_test == c].mean()) for c, n in enumerate(K.CLASSES)}
+    row["train_acc"] = float(correct(m, x, y).mean())
+    row.update(test_row(m, ds, ex))
     return row
 
 

@@ -56,47 +56,54 @@ def select(variant: str, fam: np.ndarray, y: np.ndarray, n_per_class: int, seed:
     return np.sort(np.concatenate(idx))
 
 
-def run_one(variant: str, seed: int, ds, ex: dict, epochs: int, n_per_class: int) -> dict:
+def fit_dscnn(x: np.ndarray, y: np.ndarray, opts: TrainOptions, seed: int, variant: str, ds):
+    """The DS-CNN backbone alone, trained on (x, y) by `opts` (a scratch checkpoint folder)."""
     import keras
 
     from snapuq.nn.backbones import build_backbone
     from snapuq.nn.recipe import fit_backbone_resumable
 
-    fam_tr = family(ex["voice_train"])
-    idx = select(variant, fam_tr, ds.y_train, n_per_class, seed)
-    x = (ex["x_train_clean"] if variant == "en_clean" else ds.x_train)[idx]
-    y = ds.y_train[idx]
-    opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1,
-                        augment="specaugment" if variant == "all_spec" else "none")  # fmt: skip
     keras.utils.set_random_seed(seed)
     m = build_backbone("dscnn", ds.input_shape, len(K.CLASSES))
-    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kw12study") as tmp:
         fit_backbone_resumable(m, x.astype(np.float32), y, opts, seed=seed, ckpt_dir=tmp,
                                identity={"variant": variant}, progress=False,
                                log=lambda *a: None)  # fmt: skip
-    logits_model = m
+    return m
 
-    def acc(xs, ys, sel=None):
-        p = np.asarray(logits_model.predict(xs.astype(np.float32), batch_size=512, verbose=0)).argmax(1)
-        okk = p == ys
-        return okk if sel is None else okk[sel]
 
+def correct(m, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    return np.asarray(m.predict(xs.astype(np.float32), batch_size=512, verbose=0)).argmax(1) == ys
+
+
+def test_row(m, ds, ex: dict) -> dict:
+    """Accuracy on the test split and on it through the shift profile: whole, keywords, per voice family
+    and per class."""
+    ok, ok_shift = correct(m, ds.x_test, ds.y_test), correct(m, ex["x_test_shift"], ds.y_test)
+    row = {"test": float(ok.mean()), "test_shift": float(ok_shift.mean()),
+           "test_keywords": float(ok[ds.y_test < len(K.WORDS)].mean())}  # fmt: skip
     fam_te = family(ex["voice_test"])
-    row = {"variant": variant, "seed": seed, "n_train": int(len(y)),
-           "train_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
-    ok = acc(ds.x_test, ds.y_test)
-    ok_shift = acc(ex["x_test_shift"], ds.y_test)
-    row["test"] = float(ok.mean())
-    row["test_shift"] = float(ok_shift.mean())
-    kw = ds.y_test < len(K.WORDS)
-    row["test_keywords"] = float(ok[kw].mean())
     for f in ("espeak_en", "espeak_foreign", "ext", "silence"):
         sel = fam_te == f
         if sel.any():
             row[f"test_{f}"] = float(ok[sel].mean())
             row[f"test_shift_{f}"] = float(ok_shift[sel].mean())
     row["per_class"] = {n: float(ok[ds.y_test == c].mean()) for c, n in enumerate(K.CLASSES)}
+    return row
+
+
+def run_one(variant: str, seed: int, ds, ex: dict, epochs: int, n_per_class: int) -> dict:
+    fam_tr = family(ex["voice_train"])
+    idx = select(variant, fam_tr, ds.y_train, n_per_class, seed)
+    x = (ex["x_train_clean"] if variant == "en_clean" else ds.x_train)[idx]
+    y = ds.y_train[idx]
+    opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1,
+                        augment="specaugment" if variant == "all_spec" else "none")  # fmt: skip
+    t0 = time.perf_counter()
+    m = fit_dscnn(x, y, opts, seed, variant, ds)
+    row = {"variant": variant, "seed": seed, "n_train": int(len(y)),
+           "train_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    row.update(test_row(m, ds, ex))
     return row
 
 
