@@ -121,9 +121,10 @@ snapuq_status_t snapuq_fc_ref(const snapuq_fc_args_t *a);
  * registrations (ops/dsp/op_<op>.c) replace the reference ones in that build. */
 /* CONV_2D, any shape: in_c % 4 == 0 runs the 1x1 path for a 1x1 filter (its per-channel start
  * values, 4 B per output channel, and 2 in_c bytes for a stride > 1, in a->ctx) and the
- * 2x2-blocked direct path otherwise (no scratch for a filter larger than 1x1), any other in_c the gathered-patch path, whose patch
- * (k_h * k_w * in_c int16, padded to a multiple of 4) lives in a->ctx: at least
- * snapuq_conv_dsp_scratch_size() bytes (SNAPUQ_ERR_ARENA otherwise). */
+ * 2x2-blocked direct path otherwise (no scratch for a filter larger than 1x1); any other in_c
+ * runs the gathered-patch path, whose patch (k_h * k_w * in_c int16, padded to a multiple of 4)
+ * lives in a->ctx. a->ctx holds at least snapuq_conv_dsp_scratch_size() bytes (SNAPUQ_ERR_ARENA
+ * otherwise). */
 snapuq_status_t snapuq_conv_dsp(const snapuq_conv_args_t *a);
 uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims);
 /* which path snapuq_conv_dsp takes for this input ("dsp-direct" or "dsp-patch") */
