@@ -20,6 +20,7 @@ The training, calibration and model-directory code is the same as `snapuq train 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -42,7 +43,7 @@ from snapuq.nn.graph import (
     logits_backbone,
 )
 from snapuq.nn.saved import predict_batched
-from snapuq.options import CalibOptions
+from snapuq.options import CalibOptions, HeadOptions
 from snapuq.uq.calibration import calibrate
 
 __all__ = ["Snap", "attach", "check_model", "load_keras_model"]
@@ -80,7 +81,8 @@ class Snap:
     taps: list[str]
     tap_prev: dict[str, str]
     feat: str
-    options: dict[str, Any]
+    heads: HeadOptions
+    variant: str = "best"
     ops: list[str] = field(default_factory=list)
     pre: dict | None = None  # the leading Rescaling / Normalization moved out (fold_input_preprocessing)
     calib: dict | None = None
@@ -100,9 +102,10 @@ class Snap:
 
         from snapuq.nn import training as T
 
-        qf = self.options["qat_frac"] if qat_frac is None else float(qat_frac)
-        T.validate_head_options(self.options["rank"], qf, epochs, self.options["eps"])
-        self.options["qat_frac"] = qf
+        if qat_frac is not None:
+            self.heads = dataclasses.replace(self.heads, qat_frac=float(qat_frac))
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+            raise SnapuqError(f"epochs must be an integer >= 1, got {epochs!r}")
         keras.utils.set_random_seed(seed)
         t0 = time.perf_counter()
         if T._is_tf_dataset(x):
@@ -144,8 +147,9 @@ class Snap:
             lay.trainable = False
         t1 = time.perf_counter()
         n_qat = T.fit_heads(
-            self.model, len(self.taps), data, ytr, epochs, lambda_reg=self.options["lambda_reg"],
-            nll=self.options["nll"], qat_frac=qf, batch_size=batch_size, lr=lr, progress=progress,
+            self.model, len(self.taps), data, ytr, epochs, lambda_ss=self.heads.lambda_ss,
+            lambda_reg=self.heads.lambda_reg, nll=self.heads.nll, qat_frac=self.heads.qat_frac,
+            batch_size=batch_size, lr=lr, progress=progress,
             labelled=y is not None or "y_train" in self._data,
         )  # fmt: skip
         self.history.update(epochs=int(epochs), qat_epochs=int(n_qat), backbone_epochs=int(backbone_epochs),
@@ -194,11 +198,12 @@ class Snap:
         from snapuq.nn.training import head_config, tap_entries
 
         h = self.history
-        return head_config(self.options, tap_entries(self.backbone, self.taps, self.tap_prev),
+        return head_config(self.heads, self.variant, tap_entries(self.backbone, self.taps, self.tap_prev),
                            h.get("epochs", 0), h.get("qat_epochs", 0))  # fmt: skip
 
     def calibrate(self, x_dev, y_dev, *, seed: int = 0, input_tap: bool = True,
-                  alarm_rate: float | None = None) -> dict:  # fmt: skip
+                  alarm_rate: float | None = None, alpha: float = 1.0,
+                  hinge_q: float | None = None) -> dict:  # fmt: skip
         """Fit the SNAP constants (weights, beta, the confidence proxy, the U threshold) on a labelled dev
         split and the held-out synthetic shift of it (the inputs given to `fit` join the hinge's clean
         reference). Returns the calib.json dict (also kept on self)."""
@@ -214,10 +219,11 @@ class Snap:
             )
         if not self.history:
             raise SnapuqError("calibrate after fit (the heads are untrained)")
-        opts = CalibOptions(variant=self.options["variant"], input_tap=input_tap, alarm_rate=alarm_rate)
+        opts = CalibOptions(alpha, hinge_q, self.variant, input_tap, alarm_rate)
         self.calib = calibrate(self._predict, self.config(), xd, yd, opts, seed=seed,
                                x_ref=self._data.get("x_train"), y_ref=self._data.get("y_train"))
         self._data["x_dev"], self._data["y_dev"] = xd, yd
+        self.history["calibration"] = opts.to_dict()  # config.json records it: a second seed refits alike
         return self.calib
 
     def save(self, directory: str | Path, *, x_test=None, y_test=None, x_ood=None,
@@ -319,6 +325,7 @@ class Snap:
             "data_meta": json.loads(json.dumps(meta, default=str)),
             "modality": (dataset.meta or {}).get("modality"),
             "backbone_epochs": int(self.history.get("backbone_epochs", 0)),
+            "calibration": self.history.get("calibration"),
         }
         md = ModelDir(out, cfg, self.model)
         cfg["test_accuracy_float"] = float(
@@ -341,13 +348,8 @@ def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: f
     model is converted to int8 TFLite once and every operator is checked against the core.
     Raises UnsupportedModelError (one line naming the layer and op) for a model the core cannot run."""
     from snapuq.nn import heads as S
-    from snapuq.nn.training import validate_head_options
-
-    validate_head_options(rank, qat_frac, None, eps)
-    if variant not in ("best", "literal"):
-        raise SnapuqError(f"variant must be 'best' or 'literal', got {variant!r}")
-    if nll not in S.NLLS:
-        raise SnapuqError(f"nll must be one of {', '.join(S.NLLS)}, got {nll!r}")
+    heads = HeadOptions(rank=rank, eps=eps, lambda_reg=lambda_reg, nll=nll, qat_frac=qat_frac)
+    CalibOptions(variant=variant)  # its one-line error for an unknown variant, before any work
     model, pre = fold_input_preprocessing(model)
     check_model(model)
     backbone, feat = logits_backbone(model)
@@ -356,10 +358,7 @@ def attach(model, taps=None, rank: int = 64, *, eps: float = 1e-2, lambda_reg: f
                              feat=feat)  # fmt: skip
     # the operators, and the capacities counted with the heads export adds (before any training)
     ops = check_converted_ops(backbone, heads=(snap_model, len(tap_list))) if check_ops else []
-    opts = {"rank": int(rank), "eps": float(eps), "lambda_reg": float(lambda_reg), "nll": nll,
-            "qat_frac": float(qat_frac), "variant": variant, "detach": True, "joint": False,
-            "floor": "hard", "lambda_ss": 1.0, "cov_rank": 0}  # fmt: skip
-    return Snap(backbone, snap_model, tap_list, tap_prev, feat, opts, ops, pre=pre)
+    return Snap(backbone, snap_model, tap_list, tap_prev, feat, heads, variant, ops, pre=pre)
 
 
 # ---------------------------------------------------------------------------------------------- CLI

@@ -311,22 +311,16 @@ def validate_config(c: Any, where: str = "config.json", need: tuple[str, ...] = 
             _num(c[key], at / key)
     if "qat_frac" in c:
         _num(c["qat_frac"], at / "qat_frac", 0.0, 1.0)
-    if c.get("calibration") is not None:
-        try:
-            CalibOptions.from_dict(_obj(c["calibration"], at / "calibration"))
-        except (TypeError, ValueError) as e:
-            raise FormatError(f"{where} calibration: {e}") from None
-    if c.get("recipe") is not None:
-
-        ra = at / "recipe"
-        label = f"{where} recipe"
-        try:
-            TrainOptions.from_dict(_obj(c["recipe"], ra), label)
-        except FormatError:
-            raise
-        except SnapuqError as e:  # TrainOptions.validate speaks of the CLI options: say where they came from
-            msg = str(e)
-            raise FormatError(msg if msg.startswith(label) else f"{label}: {msg}") from None
+    for key, cls in (("calibration", CalibOptions), ("recipe", TrainOptions)):
+        if c.get(key) is not None:
+            label = f"{where} {key}"
+            try:
+                cls.from_dict(_obj(c[key], at / key), label)
+            except FormatError:
+                raise
+            except SnapuqError as e:  # the options' checks speak of the CLI flags: say where they came from
+                msg = str(e)
+                raise FormatError(msg if msg.startswith(label) else f"{label}: {msg}") from None
     return c
 
 

@@ -16,6 +16,50 @@ from snapuq.errors import SnapuqError
 AUGMENTS = ("none", "shift", "crop-flip", "specaugment")
 SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("adam", "sgd")
+NLLS = ("gauss", "student_t", "huber")  # snapuq.nn.heads.NLLS implements them
+FLOORS = ("hard", "softplus")
+VARIANTS = ("best", "literal")
+# the largest head rank r (--rank, --cov-rank): a head's z -> h layer alone is r x r weights per tap (1 M at
+# 1024, ~1 MB int8: past any board's flash), and r = 100000 asked TensorFlow for 40 GB before the first epoch
+MAX_RANK = 1024
+
+
+def _opt(default: Any, help: str, *, flag: str | None = None, choices: tuple[str, ...] | None = None) -> Any:
+    """A field that is also a command-line option: snapuq.commands.flags reads its metadata."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices})
+
+
+def _from_dict(cls: type, d: Any, where: str) -> Any:
+    """cls from a recorded object; unknown keys and bad values are one-line errors naming `where`."""
+    if not isinstance(d, dict):
+        raise SnapuqError(f"{where}: expected an object, got {type(d).__name__}")
+    unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise SnapuqError(f"{where}: unknown keys {', '.join(unknown)}")
+    try:
+        return cls(**d)
+    except TypeError as e:
+        raise SnapuqError(f"{where}: {e}") from None
+
+
+def _check(name: str, v: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False,
+           hi_open: bool = False, integer: bool = False) -> None:
+    """A one-line error naming the flag when v is not a finite number (an integer) in the range."""
+    ok = isinstance(v, int if integer else (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if not ok or v < lo or v > hi or (lo_open and v == lo) or (hi_open and v == hi):
+        if hi == math.inf:
+            span = "" if lo == -math.inf else f" {'>' if lo_open else '>='} {lo:g}"
+        else:
+            span = f" in [{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        what = "an integer" if integer else "a finite number"
+        raise SnapuqError(f"--{name.replace('_', '-')} must be {what}{span}, got {v!r}")
+
+
+def _check_choices(opts: Any, names: tuple[str, ...]) -> None:
+    for f in dataclasses.fields(opts):
+        if f.name in names and getattr(opts, f.name) not in f.metadata["choices"]:
+            raise SnapuqError(f"--{f.name} must be one of {', '.join(f.metadata['choices'])}, got "
+                              f"{getattr(opts, f.name)!r}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -23,41 +67,33 @@ class TrainOptions:
     """The backbone recipe. epochs / head_epochs: backbone and SNAP-head epochs; lr: the peak learning rate;
     schedule "cosine" decays it to 0 over the epochs after a linear warm-up of `warmup_epochs`; augment:
     "shift" (pad 2, random crop: digits-like data), "crop-flip" (pad 4 by reflection, random 32x32 crop,
-    horizontal flip: natural images), "specaugment" (time / coefficient masks on MFCC inputs), "none"."""
+    horizontal flip: natural images), "specaugment" (time / coefficient masks on MFCC inputs), "none".
+    On the command line every one defaults to the dataset's recipe (RECIPES)."""
 
-    epochs: int = 10
-    head_epochs: int | None = None  # None: the same as epochs
-    batch_size: int = 64
-    lr: float = 2e-3
-    optimizer: str = "adam"
-    momentum: float = 0.9  # sgd only (Nesterov)
-    schedule: str = "constant"
-    warmup_epochs: int = 0
-    augment: str = "none"
-    baseline_epochs: int | None = (
-        None  # None: the backbone's own epochs (a weakened baseline is no comparison)
-    )
+    epochs: int = _opt(10, "backbone epochs (--model: the head epochs, 10)")
+    head_epochs: int | None = _opt(None, "SNAP-head epochs (the recipe's, else --epochs)")
+    batch_size: int = _opt(64, "batch size (--model: 64)")
+    lr: float = _opt(2e-3, "peak learning rate")
+    optimizer: str = _opt("adam", "optimizer", choices=OPTIMIZERS)
+    momentum: float = _opt(0.9, "SGD (Nesterov) momentum")
+    schedule: str = _opt("constant", "learning-rate schedule (cosine: decay to 0 after --warmup-epochs)",
+                         choices=SCHEDULES)  # fmt: skip
+    warmup_epochs: int = _opt(0, "epochs of linear learning-rate warm-up (cosine)")
+    augment: str = _opt("none", "augmentation in the data path", choices=AUGMENTS)
+    # None: the backbone's own epochs (a weakened baseline is no comparison)
+    baseline_epochs: int | None = _opt(None, "epochs for the baseline models (default: the backbone's)")
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         for name in ("epochs", "batch_size", "head_epochs", "baseline_epochs"):
-            v = getattr(self, name)  # head_epochs, baseline_epochs: None = the backbone's epochs
-            if (v is not None or name in ("epochs", "batch_size")) and (
-                    not isinstance(v, int) or isinstance(v, bool) or v < 1):  # fmt: skip
-                raise SnapuqError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
-        if not isinstance(self.warmup_epochs, int) or not 0 <= self.warmup_epochs < max(self.epochs, 1) + 1:
-            raise SnapuqError(f"--warmup-epochs must be in [0, epochs], got {self.warmup_epochs!r}")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise SnapuqError(f"--lr must be a finite number > 0, got {self.lr!r}")
-        if not (isinstance(self.momentum, (int, float)) and 0.0 <= self.momentum < 1.0):
-            raise SnapuqError(f"--momentum must be in [0, 1), got {self.momentum!r}")
-        for name, allowed in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("augment", AUGMENTS)):
-            if getattr(self, name) not in allowed:
-                raise SnapuqError(
-                    f"--{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
-                )
+            if name in ("epochs", "batch_size") or getattr(self, name) is not None:  # None: the backbone's
+                _check(name, getattr(self, name), 1, integer=True)
+        _check("warmup_epochs", self.warmup_epochs, 0, max(self.epochs, 1), integer=True)
+        _check("lr", self.lr, 0, lo_open=True)
+        _check("momentum", self.momentum, 0, 1, hi_open=True)
+        _check_choices(self, ("optimizer", "schedule", "augment"))
 
     @property
     def heads(self) -> int:
@@ -68,16 +104,7 @@ class TrainOptions:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "config.json recipe") -> TrainOptions:
-        if not isinstance(d, dict):
-            raise SnapuqError(f"{where}: expected an object, got {type(d).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise SnapuqError(f"{where}: unknown recipe keys {', '.join(unknown)}")
-        try:
-            return cls(**d)
-        except TypeError as e:
-            raise SnapuqError(f"{where}: {e}") from None
+        return _from_dict(cls, d, where)
 
     @classmethod
     def for_dataset(cls, dataset: str | None) -> TrainOptions:
@@ -113,21 +140,72 @@ RECIPES: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
+class HeadOptions:
+    """The SNAP heads, recorded at config.json's top level beside the taps (`frozen_backbone` = not joint):
+    the projection rank, the variance floor, the likelihood and its weights, and the fake-quant share."""
+
+    rank: int = _opt(64, f"rank r of the projection P (1..{MAX_RANK}: MAX_RANK)")
+    detach: bool = _opt(True, "stop gradients into the tap targets (default on)")
+    joint: bool = _opt(False, "train backbone and heads jointly (default: frozen backbone)")
+    qat_frac: float = _opt(0.2, "fraction of head epochs with fake-quant")
+    lambda_ss: float = _opt(1e-2, "weight of the self-supervised NLL (1e-3..1e-2)")
+    lambda_reg: float = _opt(1e-4, "weight of R_var = sum |log sigma^2|")
+    eps: float = _opt(1e-2, "variance floor: sigma^2 >= eps^2")
+    floor: str = _opt("hard", "variance floor form (softplus is float-only: no int8 export)", choices=FLOORS)
+    nll: str = _opt("gauss", "the heads' likelihood", choices=NLLS)
+    cov_rank: int = _opt(0, "low-rank + diagonal covariance diag(sigma^2) + B B^T with this rank (Woodbury; "
+                         "float only)")  # fmt: skip
+
+    def __post_init__(self) -> None:
+        _check("rank", self.rank, 1, MAX_RANK, integer=True)
+        _check("cov_rank", self.cov_rank, 0, MAX_RANK, integer=True)
+        _check("qat_frac", self.qat_frac, 0, 1)
+        _check("eps", self.eps, 0, lo_open=True)
+        _check("lambda_ss", self.lambda_ss, 0)
+        _check("lambda_reg", self.lambda_reg, 0)
+        _check_choices(self, ("floor", "nll"))
+
+    def config(self) -> dict[str, Any]:
+        """config.json's head keys (what export, eval and the scorer read)."""
+        d = dataclasses.asdict(self)
+        d["frozen_backbone"] = not d.pop("joint")
+        return {**d, "logvar_offset": 2.0 * math.log(self.eps)}
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> HeadOptions:
+        """The head options a config.json records (keys it lacks: the defaults)."""
+        d = {f.name: cfg[f.name] for f in dataclasses.fields(cls) if cfg.get(f.name) is not None}
+        return _from_dict(cls, {**d, "joint": cfg.get("frozen_backbone") is False}, "config.json")
+
+
+@dataclass(frozen=True)
 class CalibOptions:
     """The calibration fit (snapuq.uq.calibration.calibrate): alpha of the confidence term m(x), the hinge
     quantile (None: the stepped search), the default variant of calib.json, the input tap, and the target
     alarm rate on clean inputs (None / 0: the hinge alone)."""
 
-    alpha: float = 1.0
-    quantile: float | None = None
-    variant: str = "best"
-    input_tap: bool = True
-    alarm_rate: float | None = None
+    alpha: float = _opt(1.0, "confidence term m = alpha (1 - p1) + (1 - alpha)(1 - margin); 1 = MSP")
+    quantile: float | None = _opt(
+        None, "first hinge quantile of the clean reference S (correct dev + train inputs) tried (default "
+        "0.999, raised until the dev check passes; 1.0 = the largest)", flag="hinge-q")  # fmt: skip
+    variant: str = _opt("best", "default variant", choices=VARIANTS)
+    input_tap: bool = _opt(True, "add the input tap to S (row / column statistics of the input; default on)")
+    alarm_rate: float | None = _opt(
+        0.0, "clean false-alarm rate per input the hinge is set for, e.g. 1e-6 (below 1/n of the clean "
+        "reference the tail of its S is extrapolated); default 0: the hinge quantile alone")  # fmt: skip
+
+    def __post_init__(self) -> None:
+        _check("alpha", self.alpha, 0, 1)
+        if self.quantile is not None:
+            _check("hinge_q", self.quantile, 0.5, 1)
+        if self.alarm_rate is not None:  # 0: the hinge quantile alone
+            _check("alarm_rate", self.alarm_rate, 0, 0.5, hi_open=True)
+        _check_choices(self, ("variant",))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> CalibOptions:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (d or {}).items() if k in known})
+    def from_dict(cls, d: dict[str, Any] | None, where: str = "config.json calibration") -> CalibOptions:
+        known = {f.name for f in dataclasses.fields(cls)}  # keys of a later version are passed over
+        return _from_dict(cls, {k: v for k, v in (d or {}).items() if k in known}, where)

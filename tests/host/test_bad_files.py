@@ -121,7 +121,7 @@ CONFIG_CASES = [
     ("tap d 0", _set("taps.0.d", 0), "taps[0].d must be an integer in [1, 16384]"),
     ("class_names vs n_classes", _set("class_names", ["0", "1"]), "class_names must have 10 values"),
     ("recipe lr -1", _set("recipe", {"lr": -1}), "config.json recipe: --lr must be a finite number > 0"),
-    ("recipe unknown key", _set("recipe", {"epochs": 3, "bogus": 1}), "unknown recipe keys bogus"),
+    ("recipe unknown key", _set("recipe", {"epochs": 3, "bogus": 1}), "recipe: unknown keys bogus"),
     ("recipe not an object", _set("recipe", [1]), "recipe must be an object"),
     ("variant unknown", _set("variant", "odds"), "variant must be one of best, literal"),
 ]

@@ -69,6 +69,7 @@ def _synthetic_manifest(info: dict[str, Any]) -> dict[str, Any]:
 
 def _build_e2e(gen_dir: Path, name: str) -> Path:
     out = ccore.BUILD / name
+    out.parent.mkdir(parents=True, exist_ok=True)  # run alone (-k), no earlier test has made it
     srcs = [ccore.CORE / s for s in ccore.RUNTIME_SRC + ccore.SNAP_SRC] + [ccore.TESTS_C / "run_e2e.c",
                                                                           gen_dir / "snapuq_model.c"]
     cmd = ["gcc", *ccore.CFLAGS, *ccore.SAN, f"-I{ccore.CORE}", f"-I{gen_dir}", *map(str, srcs),

@@ -19,6 +19,7 @@ from snapuq.commands.multiseed import (
 )
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.report import CONTRACT_KEYS
+from snapuq.options import CalibOptions, HeadOptions, TrainOptions
 
 
 def _metrics(seed: int) -> dict:
@@ -96,7 +97,7 @@ def test_train_argv_rebuilds_the_options(tmp_path: Path):
     p = argparse.ArgumentParser()
     T.add_arguments(p)
     ns = p.parse_args(a)
-    assert ns.seed == 2 and ns.rank == 32 and ns.hinge_q == 0.999
+    assert ns.seed == 2 and ns.rank == 32 and ns.quantile == 0.999
 
 
 def test_train_argv_of_your_own_model(tmp_path: Path):
@@ -169,7 +170,28 @@ def test_the_recorded_calibration_options_survive_a_second_seed(tmp_path: Path):
     p = argparse.ArgumentParser()
     T.add_arguments(p)
     ns = p.parse_args(train_argv(d, cfg, None, 1, tmp_path / "M_seed1", None))
-    assert T.calib_options(ns) == rec
+    assert T.check_args(ns)[2] == rec
+
+
+def test_every_recorded_option_survives_a_second_seed(tmp_path: Path):
+    """Recipe, head and calibration options, none at its default, come back whole from a second seed's argv
+    (the options' own round trip: tests/host/test_options.py)."""
+    import argparse
+
+    from test_options import NON_DEFAULT
+
+    from snapuq.commands import train as T
+    from snapuq.nn.training import head_config
+
+    d = tmp_path / "M"
+    d.mkdir()
+    rec, heads, calib = (NON_DEFAULT[c] for c in (TrainOptions, HeadOptions, CalibOptions))
+    cfg = {"dataset": "digits", "seed": 0, "backbone": "cnn4", "recipe": rec.to_dict(),
+           "calibration": calib.to_dict(), **head_config(heads, calib.variant, [{"layer": "relu1"}], 3, 1)}
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    ns = p.parse_args(train_argv(d, cfg, None, 1, tmp_path / "M_seed1", None))
+    assert T.check_args(ns) == (rec, heads, calib) and ns.seed == 1 and ns.backbone == "cnn4"
 
 
 def test_shared_baselines_train_the_other_seeds_without_their_own(tmp_path: Path):

@@ -19,7 +19,7 @@ def test_options_round_trip_and_refuse_bad_values():
                 {"batch_size": 2.5}, {"warmup_epochs": 99}, {"head_epochs": 0}):  # fmt: skip
         with pytest.raises(SnapuqError):
             R.TrainOptions(**bad)
-    with pytest.raises(SnapuqError, match="unknown recipe keys colour"):
+    with pytest.raises(SnapuqError, match="unknown keys colour"):
         R.TrainOptions.from_dict({"colour": 1})
 
 

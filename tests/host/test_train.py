@@ -138,7 +138,7 @@ def test_calibrate_refits_without_retraining(tiny_dir, capsys):
     assert h["q"] >= again["hinge"]["q"] and rare["fit"]["alarm_rate"] == 1e-6
     assert rare["fit"]["dev_check"]["ok"]
     assert main(["calibrate", str(tiny_dir), "--no-export", "--alarm-rate", "0.7"]) == 1
-    assert "--alarm-rate must be in [0, 0.5)" in capsys.readouterr().err
+    assert "--alarm-rate must be a finite number in [0, 0.5)" in capsys.readouterr().err
     assert main(["calibrate", str(tiny_dir), "--no-export"]) == 0   # leave the fixture as train wrote it
 
 

@@ -7,60 +7,26 @@ import argparse
 import sys
 from pathlib import Path
 
+from snapuq.commands.flags import add_options, given
 from snapuq.errors import SnapuqError
 from snapuq.io import write_json
 from snapuq.modeldir import ModelPaths
 from snapuq.options import CalibOptions
-from snapuq.uq.calibration import (
-    ALARM_RATE_DEFAULT,
-    best_variant,
-    calibrate,
-    check_alarm_rate,
-    check_line,
-)
+from snapuq.uq.calibration import best_variant, calibrate, check_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", metavar="DIR", help="model directory written by `snapuq train`")
     p.add_argument("--data-dir", default=None, help="folder with the dataset files (non-embedded datasets)")
-    add_calibration_arguments(p, variant=None)
+    add_options(p, CalibOptions, variant=None)  # --variant not given: keep DIR's
     p.add_argument("--no-export", action="store_true", help="do not refresh an existing int8 export")
-
-
-def add_calibration_arguments(p: argparse.ArgumentParser, variant: str | None) -> None:
-    """The calibration options (CalibOptions) of `snapuq train` and `snapuq calibrate` (`variant`: the
-    default of --variant; None keeps the directory's)."""
-    keep = " (default: keep DIR's)" if variant is None else ""
-    p.add_argument("--variant", choices=["best", "literal"], default=variant, help=f"default variant{keep}")
-    p.add_argument(
-        "--hinge-q", type=float, default=None,
-        help="first hinge quantile of the clean reference S (correct dev + train inputs) tried (default "
-        "0.999, raised until the dev check passes; 1.0 = the largest)",
-    )  # fmt: skip
-    p.add_argument("--alpha", type=float, default=1.0,
-                   help="confidence term m = alpha (1 - p1) + (1 - alpha)(1 - margin); 1 = MSP (default)")
-    p.add_argument(
-        "--input-tap", action=argparse.BooleanOptionalAction, default=True,
-        help="add the input tap to S (row / column statistics of the input; default on)",
-    )  # fmt: skip
-    p.add_argument(
-        "--alarm-rate", type=float, default=ALARM_RATE_DEFAULT,
-        help="clean false-alarm rate per input the hinge is set for, e.g. 1e-6 (below 1/n of the clean "
-        "reference the tail of its S is extrapolated); default 0: the hinge quantile alone",
-    )  # fmt: skip
-
-
-def calib_options(args: argparse.Namespace, variant: str | None = None) -> CalibOptions:
-    """The CalibOptions of a command line (recorded as config.json `calibration`)."""
-    return CalibOptions(alpha=args.alpha, quantile=args.hinge_q, variant=variant or args.variant,
-                        input_tap=args.input_tap, alarm_rate=args.alarm_rate)
 
 
 def run(args: argparse.Namespace) -> int:
     from snapuq.evaluation.loading import load
     from snapuq.modeldir import PartsUpdate
 
-    check_alarm_rate(args.alarm_rate)
+    CalibOptions(**given(CalibOptions, args))  # the options' one-line errors before the model loads
     d = Path(args.model_dir)
     paths = ModelPaths(d)
     md = load(d, calib=False)  # the calibration this command replaces may be the broken one
@@ -85,7 +51,7 @@ def _recalibrate(args: argparse.Namespace, d: Path, paths: ModelPaths, md, up) -
             print(f"snapuq calibrate: warning: {e}; replacing it", file=sys.stderr)
     variant = args.variant or str((old or {}).get("variant", cfg.get("variant", "best")))
     ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)))
-    opts = calib_options(args, variant)
+    opts = CalibOptions(**{**given(CalibOptions, args), "variant": variant})
     calib = calibrate(md.predict, cfg, ds.x_dev, ds.y_dev, opts, seed=int(cfg.get("seed", 0)),
                       x_ref=getattr(ds, "x_train", None), y_ref=getattr(ds, "y_train", None))
     from snapuq.formats import validate_calib

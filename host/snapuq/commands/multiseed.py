@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from snapuq.commands.flags import to_argv
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _check_model_dir, _jsonable
 from snapuq.io import write_json, write_text
 from snapuq.modeldir import ModelPaths
-from snapuq.options import CalibOptions, TrainOptions
+from snapuq.options import CalibOptions, HeadOptions, TrainOptions
 
 # metrics aggregated per method: the contract keys plus the details that claims are made on
 DETAIL_KEYS = (
@@ -89,44 +90,31 @@ def train_argv(
         if data_dir:
             a += ["--data-dir", str(data_dir)]
     recipe = cfg.get("recipe") if not user else None
-    if isinstance(recipe, dict):  # the whole backbone recipe, as recorded (TrainOptions)
-        r = TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe")
-        for key, val in r.to_dict().items():
-            if val is not None:
-                a += [f"--{key.replace('_', '-')}", str(val)]
-    # the head options as flags (epochs: the recorded recipe's if any; no --backbone for your own model)
-    keys = ([] if isinstance(recipe, dict) else ["epochs"]) + ([] if user else ["backbone"])
-    keys += ["rank", "qat_frac", "lambda_ss", "lambda_reg", "eps", "floor", "nll", "cov_rank", "variant"]
-    for key in keys:
-        if cfg.get(key) is not None:
-            a += [f"--{key.replace('_', '-')}", str(cfg[key])]
+    if isinstance(recipe, dict):  # the whole backbone recipe, as recorded
+        a += to_argv(TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe"))
+    elif cfg.get("epochs") is not None:  # your own model / a directory from before the recipe: head epochs
+        a += ["--epochs", str(cfg["epochs"])]
+    a += ([] if user else ["--backbone", str(cfg["backbone"])]) if cfg.get("backbone") else []
+    a += to_argv(HeadOptions.from_config(cfg))
     if cfg.get("taps"):
         a += ["--taps", ",".join(t["layer"] for t in cfg["taps"])]
-    a.append("--detach" if cfg.get("detach", True) else "--no-detach")
-    if cfg.get("frozen_backbone") is False:
-        a.append("--joint")
     if shared_baselines or not ModelPaths(d).baselines.exists():
         a.append("--no-baselines")
+    return a + to_argv(recorded_calibration(cfg, calib))
+
+
+def recorded_calibration(cfg: dict, calib: dict | None) -> CalibOptions:
+    """The calibration options config.json records, or (a directory written before it did) those its
+    calib.json was fitted with."""
     from snapuq.uq.calibration import best_variant
 
-    rec = cfg.get("calibration")
-    if isinstance(rec, dict):  # the calibration options as recorded (CalibOptions)
-        co = CalibOptions.from_dict(rec)
-        a += ["--alpha", str(co.alpha), "--alarm-rate", str(co.alarm_rate or 0.0)]
-        a += ["--hinge-q", str(co.quantile)] if co.quantile is not None else []
-        a += [] if co.input_tap else ["--no-input-tap"]
-        return a
-    best = best_variant(calib)  # a directory written before config.json recorded them: from calib.json
+    if isinstance(cfg.get("calibration"), dict):
+        return CalibOptions.from_dict(cfg["calibration"])
+    best = best_variant(calib)
     fit = best.get("fit") or {}
-    if fit.get("alpha") is not None:
-        a += ["--alpha", str(fit["alpha"])]
-    if fit.get("hinge_quantile_requested") is not None:
-        a += ["--hinge-q", str(fit["hinge_quantile_requested"])]
-    if best and not best.get("intap"):
-        a.append("--no-input-tap")
-    if best:  # a calibration from before the alarm rate had the quantile alone
-        a += ["--alarm-rate", str(fit.get("alarm_rate", 0.0))]
-    return a
+    return CalibOptions(alpha=fit.get("alpha", 1.0), quantile=fit.get("hinge_quantile_requested"),
+                        variant=str(cfg.get("variant", "best")), input_tap=bool(best.get("intap", not best)),
+                        alarm_rate=fit.get("alarm_rate", 0.0))  # fmt: skip
 
 
 def _mean_sd(vals: list) -> tuple[float | None, float | None, int]:

@@ -13,27 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import numpy as np
 
 from snapuq.baselines.train import announce_baselines
-from snapuq.commands.calibrate import add_calibration_arguments, calib_options
+from snapuq.commands.flags import add_options, given
 from snapuq.commands.train_user import train_user_model
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED
 from snapuq.io import write_json, write_text
 from snapuq.modeldir import ModelPaths
-from snapuq.nn.training import (
-    check_data,
-    fit_heads,
-    head_config,
-    tap_entries,
-    validate_head_options,
-)
-from snapuq.options import CalibOptions
+from snapuq.nn.training import check_data, fit_heads, head_config, tap_entries
+from snapuq.options import CalibOptions, HeadOptions, TrainOptions
 from snapuq.uq.calibration import calibrate
 
 
@@ -63,52 +56,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--data-dir", default=None, help="folder with the dataset files (not needed for digits/keywords)"
     )
     p.add_argument("--out", required=True, help="model directory to write")
-    p.add_argument(
-        "--epochs", type=int, default=None,
-        help="backbone epochs (heads get the same); per-dataset default (--model: head epochs, default 10)",
-    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="0..2^32-1 (default 0)")
     p.add_argument("--backbone", default=None, help="cnn4, resnet8, dscnn (default: by dataset)")
     p.add_argument(
         "--taps", default=None, help="comma-separated tap layers (default: the backbone's mid + penultimate)"
     )
-    p.add_argument("--rank", type=int, default=64,
-                   help="rank r of the projection P (default 64; 1..1024: MAX_RANK)")  # fmt: skip
-    p.add_argument("--detach", action=argparse.BooleanOptionalAction, default=True,
-                   help="stop gradients into the tap targets (default on)")  # fmt: skip
-    p.add_argument(
-        "--joint", action="store_true", help="train backbone and heads jointly (default: frozen backbone)"
-    )
-    p.add_argument(
-        "--qat-frac", type=float, default=0.2, help="fraction of head epochs with fake-quant (default 0.2)"
-    )
-    p.add_argument(
-        "--lambda-ss", type=float, default=1e-2, help="weight of the self-supervised NLL (1e-3..1e-2)"
-    )
-    p.add_argument("--lambda-reg", type=float, default=1e-4, help="weight of R_var = sum |log sigma^2|")
-    p.add_argument("--eps", type=float, default=1e-2, help="variance floor: sigma^2 >= eps^2")
-    p.add_argument("--floor", choices=["hard", "softplus"], default="hard",
-                   help="variance floor form (softplus is float-only: no int8 export)")  # fmt: skip
-    p.add_argument("--nll", choices=["gauss", "student_t", "huber"], default="gauss")
-    p.add_argument("--cov-rank", type=int, default=0,
-                   help="low-rank + diagonal covariance diag(sigma^2) + B B^T with this rank "
-                   "(Woodbury; float only)")  # fmt: skip
-    add_calibration_arguments(p, variant="best")
-    p.add_argument(
-        "--batch-size", type=int, default=None, help="default: the dataset's recipe (64 for --model)"
-    )
-    p.add_argument(
-        "--lr", type=float, default=None, help="peak learning rate (default: the dataset's recipe)"
-    )
-    p.add_argument("--head-epochs", type=int, default=None,
-                   help="SNAP-head epochs (default: the recipe's, else --epochs)")  # fmt: skip
-    p.add_argument("--optimizer", choices=["adam", "sgd"], default=None, help="default: the dataset's recipe")
-    p.add_argument("--schedule", choices=["constant", "cosine"], default=None,
-                   help="learning-rate schedule (cosine: decay to 0 after --warmup-epochs)")  # fmt: skip
-    p.add_argument("--warmup-epochs", type=int, default=None)
-    p.add_argument("--momentum", type=float, default=None, help="SGD (Nesterov) momentum (default 0.9)")
-    p.add_argument("--augment", choices=["none", "shift", "crop-flip", "specaugment"], default=None,
-                   help="augmentation in the data path (default: the dataset's recipe)")  # fmt: skip
+    add_options(p, TrainOptions, recipe=True)
+    add_options(p, HeadOptions)
+    add_options(p, CalibOptions)
     p.add_argument(
         "--resume", action="store_true",
         help="continue an interrupted run from its last finished backbone epoch (the checkpoint in the "
@@ -119,79 +74,54 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--baselines-only", action="store_true",
         help="train only the baselines of the existing model directory --out, by its recorded recipe",
     )  # fmt: skip
-    p.add_argument("--baseline-epochs", type=int, default=None, help="epochs for the baseline models")
     p.add_argument("--no-progress", action="store_true")
 
 
-def check_args(args: argparse.Namespace) -> None:
-    """Options and the output directory, before TensorFlow loads and any data is read."""
+def check_args(args: argparse.Namespace) -> tuple[TrainOptions, HeadOptions, CalibOptions]:
+    """Options and the output directory, before TensorFlow loads and any data is read: the recipe (the
+    dataset's, with the options given on top), the head and the calibration options."""
     from snapuq.io import check_out_dir
     from snapuq.nn.backbones import BACKBONES
-
-    if getattr(args, "backbone", None) is not None and args.backbone not in BACKBONES:
+    if args.backbone is not None and args.backbone not in BACKBONES:
         raise SnapuqError(f"unknown --backbone '{args.backbone}' (known: {', '.join(sorted(BACKBONES))})")
-    for name in ("batch_size", "baseline_epochs"):
-        v = getattr(args, name, None)
-        if v is not None and v < 1:
-            raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
-    lr = getattr(args, "lr", None)
-    if lr is not None and not (math.isfinite(lr) and lr > 0):
-        raise SnapuqError(f"--lr must be a finite number > 0, got {lr}")
-    seed = getattr(args, "seed", None)
-    if seed is not None and not 0 <= seed <= MAX_SEED:
-        raise SnapuqError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
-    for name in ("lambda_ss", "lambda_reg", "momentum"):
-        v = getattr(args, name, None)
-        if v is not None and not (math.isfinite(v) and v >= 0):
-            raise SnapuqError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {v}")
-    alpha = getattr(args, "alpha", None)
-    if alpha is not None and not math.isfinite(alpha):
-        raise SnapuqError(f"--alpha must be a finite number, got {alpha}")
-    validate_head_options(getattr(args, "rank", 64), getattr(args, "qat_frac", 0.2), None,
-                          getattr(args, "eps", 1e-2), getattr(args, "cov_rank", 0))  # fmt: skip
-    from snapuq.uq.calibration import check_alarm_rate
-
-    check_alarm_rate(getattr(args, "alarm_rate", None))
-    if getattr(args, "out", None) is not None:
-        check_out_dir(args.out)
+    if not 0 <= args.seed <= MAX_SEED:
+        raise SnapuqError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    if args.model:  # your own model: the recipe is attach's (head epochs, batch size, lr given or its own)
+        recipe = TrainOptions(**given(TrainOptions, args))
+    else:
+        recipe = recipe_from_args(args, args.dataset)
+    heads, calib = HeadOptions(**given(HeadOptions, args)), CalibOptions(**given(CalibOptions, args))
+    check_out_dir(args.out)
+    return recipe, heads, calib
 
 
-def recipe_from_args(args: argparse.Namespace, dataset: str | None):
+def recipe_from_args(args: argparse.Namespace, dataset: str | None) -> TrainOptions:
     """The dataset's recipe with the options the user gave on top (None = not given)."""
     import dataclasses
 
-    from snapuq.options import TrainOptions
-
     base = TrainOptions.for_dataset(dataset)
-    given = {
-        k: getattr(args, k)
-        for k in ("epochs", "head_epochs", "batch_size", "lr", "optimizer", "schedule", "warmup_epochs",
-                  "augment", "baseline_epochs", "momentum")
-        if getattr(args, k, None) is not None
-    }  # fmt: skip
-    if "epochs" in given and "warmup_epochs" not in given:
-        given["warmup_epochs"] = min(base.warmup_epochs, max(0, given["epochs"] - 1))
-    return dataclasses.replace(base, **given)
+    g = given(TrainOptions, args)
+    if "epochs" in g and "warmup_epochs" not in g:
+        g["warmup_epochs"] = min(base.warmup_epochs, max(0, g["epochs"] - 1))
+    return dataclasses.replace(base, **g)
 
 
 def train(args: argparse.Namespace) -> dict:
-    check_args(args)
-    if getattr(args, "model", None):
-        return train_user_model(args)
+    opts, heads, calib = check_args(args)
+    if args.model:
+        return train_user_model(args, heads, calib)
     if getattr(args, "baselines_only", False):
         return train_baselines_only(args)
     if not args.dataset:
         raise SnapuqError("give --dataset NAME (built-in backbones) or --model my.keras --data DATA")
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    opts = recipe_from_args(args, args.dataset)
-    validate_head_options(args.rank, args.qat_frac, opts.heads, args.eps, args.cov_rank)
     from snapuq.modeldir import ModelStage
 
     stage = ModelStage(args.out)
-    stage.open(resume=getattr(args, "resume", False))
+    stage.open(resume=args.resume)
     try:
-        cfg = _train_into(args, opts, stage.path, timings, t0, resume=getattr(args, "resume", False))
+        cfg = _train_into(args, opts, heads, calib, stage.path, timings, t0, resume=args.resume)
         stage.commit()
     finally:
         stage.close()
@@ -208,7 +138,6 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     from snapuq.data import load_dataset
     from snapuq.formats import read_config
     from snapuq.modeldir import ModelStage
-    from snapuq.options import TrainOptions
 
     d = Path(args.out)
     paths = ModelPaths(d)
@@ -242,7 +171,8 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     return cfg
 
 
-def _train_into(args, opts, out: Path, timings, t0, resume: bool) -> dict:
+def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibOptions, out: Path,
+                timings, t0, resume: bool) -> dict:  # fmt: skip
     """The built-in recipe into the staging folder `out` (swapped in as --out by the caller)."""
     from snapuq.data import load_dataset
     from snapuq.nn.backbones import DEFAULT_BACKBONE, backbone_module, build_backbone
@@ -271,10 +201,10 @@ def _train_into(args, opts, out: Path, timings, t0, resume: bool) -> dict:
     backbone = build_backbone(bname, ds.input_shape, ds.n_classes)
     # ---- phase 1: backbone (frozen recipe) or joint
     t = time.perf_counter()
-    snap_model = snap.add_heads(backbone, taps, tap_prev, rank=args.rank, eps=args.eps, floor=args.floor,
-                                detach=args.detach, cov_rank=args.cov_rank)  # fmt: skip
+    snap_model = snap.add_heads(backbone, taps, tap_prev, rank=heads.rank, eps=heads.eps, floor=heads.floor,
+                                detach=heads.detach, cov_rank=heads.cov_rank)  # fmt: skip
     history: list[dict] = []
-    if not args.joint:
+    if not heads.joint:
         identity = {"dataset": args.dataset, "backbone": bname, "seed": int(args.seed),
                     "input_shape": list(ds.input_shape), "n_train": int(len(xtr))}  # fmt: skip
         history = fit_backbone_resumable(
@@ -288,8 +218,8 @@ def _train_into(args, opts, out: Path, timings, t0, resume: bool) -> dict:
     t = time.perf_counter()
     head_epochs = opts.heads
     n_qat = fit_heads(
-        snap_model, len(taps), xtr, ytr, head_epochs, joint=args.joint, lambda_ss=args.lambda_ss,
-        lambda_reg=args.lambda_reg, nll=args.nll, detach=args.detach, qat_frac=args.qat_frac,
+        snap_model, len(taps), xtr, ytr, head_epochs, joint=heads.joint, lambda_ss=heads.lambda_ss,
+        lambda_reg=heads.lambda_reg, nll=heads.nll, detach=heads.detach, qat_frac=heads.qat_frac,
         batch_size=opts.batch_size, lr=opts.lr if opts.optimizer == "adam" else 2e-3, progress=progress,
     )  # fmt: skip
     timings["heads"] = time.perf_counter() - t
@@ -312,16 +242,15 @@ def _train_into(args, opts, out: Path, timings, t0, resume: bool) -> dict:
         "n_classes": ds.n_classes,
         "class_names": ds.class_names,
         "seed": args.seed,
-        **head_config(vars(args), tap_entries(backbone, taps, tap_prev), head_epochs, n_qat),
+        **head_config(heads, calib_opts.variant, tap_entries(backbone, taps, tap_prev), head_epochs, n_qat),
         "recipe": opts.to_dict(),
-        "calibration": calib_options(args).to_dict(),
+        "calibration": calib_opts.to_dict(),
         "data_meta": ds.meta,
     }
     if history:
         cfg["backbone_history"] = history
     md = ModelDir(out, cfg, snap_model)
-    copts = CalibOptions.from_dict(cfg["calibration"])
-    calib = calibrate(md.predict, cfg, xdv, ydv, copts, seed=args.seed, x_ref=xtr, y_ref=ytr)
+    calib = calibrate(md.predict, cfg, xdv, ydv, calib_opts, seed=args.seed, x_ref=xtr, y_ref=ytr)
     write_json(ModelPaths(out).calib, calib, indent=1)
     timings["calibrate"] = time.perf_counter() - t
 

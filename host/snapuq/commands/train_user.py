@@ -15,9 +15,10 @@ from snapuq.errors import SnapuqError
 from snapuq.modeldir import ModelPaths, record_parts
 from snapuq.nn.graph import check_model, fold_input_preprocessing, logits_backbone
 from snapuq.nn.training import check_input_range
+from snapuq.options import CalibOptions, HeadOptions
 
 
-def train_user_model(args: argparse.Namespace) -> dict:
+def train_user_model(args: argparse.Namespace, heads: HeadOptions, calib: CalibOptions) -> dict:
     """`snapuq train --model my.keras --data DATA --out DIR`: attach, fit, calibrate, save (+ baselines)."""
     from snapuq.data import with_model_classes
     from snapuq.data.user import load_user_data, precheck_user_data, with_preprocessing
@@ -51,15 +52,15 @@ def train_user_model(args: argparse.Namespace) -> dict:
     ds = with_model_classes(ds, n_classes, str(args.data))
     check_input_range(ds, str(args.data))
     taps = [t.strip() for t in args.taps.split(",")] if args.taps else None
-    snap = attach(model, taps=taps, rank=args.rank, eps=args.eps, lambda_reg=args.lambda_reg, nll=args.nll,
-                  qat_frac=args.qat_frac, variant=args.variant)  # fmt: skip
+    snap = attach(model, taps=taps, rank=heads.rank, eps=heads.eps, lambda_reg=heads.lambda_reg,
+                  nll=heads.nll, qat_frac=heads.qat_frac, variant=calib.variant)  # fmt: skip
     if snap.n_classes != n_classes:  # the same logits: attach takes them from logits_backbone too
         ds = with_model_classes(ds, snap.n_classes, str(args.data))
     snap.fit(ds.x_train, ds.y_train, epochs=args.epochs or 10, batch_size=args.batch_size or 64,
              lr=args.lr or 2e-3, backbone_epochs=args.backbone_epochs, validation_data=(ds.x_dev, ds.y_dev),
              seed=args.seed, progress=progress)  # fmt: skip
-    snap.calibrate(ds.x_dev, ds.y_dev, seed=args.seed, input_tap=getattr(args, "input_tap", True),
-                   alarm_rate=getattr(args, "alarm_rate", None))  # fmt: skip
+    snap.calibrate(ds.x_dev, ds.y_dev, seed=args.seed, input_tap=calib.input_tap, alarm_rate=calib.alarm_rate,
+                   alpha=calib.alpha, hinge_q=calib.quantile)  # fmt: skip
     snap.history["load_and_prepare_s"] = round(time.perf_counter() - t0, 2)
     out = snap.save(args.out, dataset=ds)
     cfg = json.loads((out / "config.json").read_text())

@@ -1,5 +1,5 @@
-"""Training the SNAP heads on a backbone (the frozen recipe's phases), the head options' checks, and the
-SNAP-head part of config.json. The command (`snapuq train`) and `snapuq.Snap` both call these."""
+"""Training the SNAP heads on a backbone (the frozen recipe's phases) and the SNAP-head part of
+config.json. The command (`snapuq train`) and `snapuq.Snap` both call these."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.options import HeadOptions
 
 
 class _Bar:
@@ -33,35 +34,6 @@ class _Bar:
 
     def close(self):
         self.bar.close()
-
-
-# the largest head rank r (--rank, --cov-rank): a head's z -> h layer alone is r x r weights per tap (1 M at
-# 1024, ~1 MB int8: past any board's flash), and r = 100000 asked TensorFlow for 40 GB before the first epoch
-MAX_RANK = 1024
-
-
-
-
-def validate_head_options(
-    rank: int, qat_frac: float, epochs: int | None, eps: float, cov_rank: int = 0
-) -> None:
-    """One-line errors for out-of-range head options (shared by the CLI and `snapuq.attach`)."""
-    if rank < 1:
-        raise SnapuqError(f"--rank must be >= 1, got {rank}")
-    if not 0.0 <= qat_frac <= 1.0:
-        raise SnapuqError(f"--qat-frac must be in [0, 1], got {qat_frac}")
-    if epochs is not None and epochs < 1:
-        raise SnapuqError(f"--epochs must be >= 1, got {epochs}")
-    if cov_rank < 0:
-        raise SnapuqError(f"--cov-rank must be >= 0, got {cov_rank}")
-    if rank > MAX_RANK:
-        raise SnapuqError(
-            f"--rank must be <= {MAX_RANK} (MAX_RANK: each head's r x r is r^2 weights per tap), got {rank}"
-        )
-    if cov_rank > MAX_RANK:
-        raise SnapuqError(f"--cov-rank must be <= {MAX_RANK} (MAX_RANK), got {cov_rank}")
-    if not (math.isfinite(eps) and eps > 0):
-        raise SnapuqError(f"--eps must be a finite number > 0, got {eps}")
 
 
 def fit_backbone(backbone, x, y, epochs: int, batch_size: int, lr: float, validation_data=None,
@@ -149,26 +121,10 @@ def tap_entries(backbone, taps: list[str], tap_prev: dict[str, str]) -> list[dic
     ]
 
 
-def head_config(args_like: dict, taps: list[dict], epochs: int, n_qat: int) -> dict:
+def head_config(opts: HeadOptions, variant: str, taps: list[dict], epochs: int, n_qat: int) -> dict:
     """The SNAP-head part of config.json (the keys `export`, `eval` and the scorer read)."""
-    eps = float(args_like["eps"])
-    return {
-        "taps": taps,
-        "rank": int(args_like["rank"]),
-        "detach": bool(args_like.get("detach", True)),
-        "frozen_backbone": not args_like.get("joint", False),
-        "lambda_ss": float(args_like.get("lambda_ss", 1e-2)),
-        "lambda_reg": float(args_like.get("lambda_reg", 1e-4)),
-        "eps": eps,
-        "floor": args_like.get("floor", "hard"),
-        "logvar_offset": 2.0 * math.log(eps),
-        "qat_frac": float(args_like.get("qat_frac", 0.2)),
-        "qat_epochs": int(n_qat),
-        "nll": args_like.get("nll", "gauss"),
-        "cov_rank": int(args_like.get("cov_rank", 0)),
-        "variant": args_like.get("variant", "best"),
-        "epochs": int(epochs),
-    }
+    return {"taps": taps, **opts.config(), "qat_epochs": int(n_qat), "variant": variant,
+            "epochs": int(epochs)}
 
 
 def check_data(ds) -> None:
