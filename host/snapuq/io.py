@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+
 from snapuq.errors import SnapuqError
 
 
@@ -55,6 +57,16 @@ def write_text(path: str | Path, text: str) -> Path:
 def write_bytes(path: str | Path, data: bytes) -> Path:
     with atomic_open(path, "wb") as f:
         f.write(data)
+    return Path(path)
+
+
+def save_arrays(path: str | Path, arr: Any = None, **named: Any) -> Path:
+    """np.save of `arr` (np.savez of `named`), atomically: a cache a killed run leaves is whole or absent."""
+    with atomic_open(path, "wb") as f:
+        if named:
+            np.savez(f, **named)
+        else:
+            np.save(f, arr)
     return Path(path)
 
 

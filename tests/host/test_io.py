@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from snapuq.errors import ModelFormatError, SnapuqError
@@ -14,10 +15,25 @@ from snapuq.io import (
     check_out_dir,
     check_out_file,
     read_json,
+    save_arrays,
     staged_dir,
     write_json,
     write_text,
 )
+
+
+def test_save_arrays_writes_npy_and_npz_whole_or_not_at_all(tmp_path: Path) -> None:
+    x = np.arange(12, dtype=np.int16).reshape(3, 4)
+    np.testing.assert_array_equal(np.load(save_arrays(tmp_path / "x.npy", x)), x)
+    z = np.load(save_arrays(tmp_path / "s.npz", flat=x.ravel(), off=np.array([0, 12])))
+    assert sorted(z.files) == ["flat", "off"] and int(z["off"][1]) == 12
+    class Unsaveable:
+        def __array__(self, *a: object, **k: object) -> np.ndarray:
+            raise ValueError("no array")
+
+    with pytest.raises(ValueError, match="no array"):  # a failed save leaves no file and no temporary
+        save_arrays(tmp_path / "bad.npy", Unsaveable())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.npz", "x.npy"]
 
 
 def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path: Path) -> None:

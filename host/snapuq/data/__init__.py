@@ -8,11 +8,11 @@ import importlib
 
 import numpy as np
 
-from snapuq.data.dataset import SPLITS, Dataset, check_labels, with_model_classes
+from snapuq.data.dataset import SPLIT_ARRAYS, SPLITS, Dataset, check_labels, with_model_classes
 from snapuq.errors import DatasetError
 
-__all__ = ["SPLITS", "Dataset", "check_labels", "with_model_classes", "dataset_names", "load_dataset",
-           "load_ood", "load_ood_sets"]
+__all__ = ["SPLITS", "SPLIT_ARRAYS", "Dataset", "check_labels", "with_model_classes", "dataset_names",
+           "load_dataset", "load_ood", "load_ood_sets"]
 
 
 # name -> "module:function"; function(data_dir: str | None, seed: int) -> Dataset

@@ -37,6 +37,7 @@ class Dataset:
 
 
 SPLITS = ("train", "dev", "test")
+SPLIT_ARRAYS = tuple(f"{a}_{s}" for s in SPLITS for a in ("x", "y"))  # x_train, y_train, ..., y_test
 
 
 def check_labels(ds: Dataset, n_classes: int, where: str, splits: tuple[str, ...] = SPLITS) -> None:

@@ -34,9 +34,10 @@ import numpy as np
 from scipy.signal import firwin, resample_poly
 
 from snapuq import resources
-from snapuq.data import Dataset, audio
+from snapuq.data import SPLIT_ARRAYS, Dataset, audio
 from snapuq.data.augment_audio import coloured_noise
 from snapuq.errors import DatasetError
+from snapuq.io import save_arrays
 
 VERSION = "kw2"
 WORDS = ["yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go"]
@@ -319,14 +320,10 @@ def _write_atomic(final: Path, files: dict[str, np.ndarray], meta: dict) -> None
 def _read_cache(d: Path) -> dict[str, np.ndarray] | None:
     if not (d / "meta.json").exists():
         return None
-    out = {}
     try:
-        for s in ("train", "dev", "test"):
-            out[f"x_{s}"] = np.load(d / f"x_{s}.npy")
-            out[f"y_{s}"] = np.load(d / f"y_{s}.npy")
+        return {k: np.load(d / f"{k}.npy") for k in SPLIT_ARRAYS}
     except (OSError, ValueError) as e:
         raise DatasetError(f"keywords: corrupt cache at {d} ({e}); delete it to rebuild") from e
-    return out
 
 
 def build_keywords(root: Path, seed: int, per_word: dict[str, int]) -> Path:
@@ -381,17 +378,7 @@ def load_keywords(data_dir: str | None, seed: int = 0, per_word: dict[str, int] 
             "12 other languages (espeak-ng)",
         }
     )
-    return Dataset(
-        name="keywords",
-        x_train=arrs["x_train"],
-        y_train=arrs["y_train"],
-        x_dev=arrs["x_dev"],
-        y_dev=arrs["y_dev"],
-        x_test=arrs["x_test"],
-        y_test=arrs["y_test"],
-        class_names=list(WORDS),
-        meta=meta,
-    )
+    return Dataset(name="keywords", **{k: arrs[k] for k in SPLIT_ARRAYS}, class_names=list(WORDS), meta=meta)
 
 
 def ood_waves(n: int, seed: int, test_voices: list[str], position: int = 0) -> np.ndarray:
@@ -427,7 +414,5 @@ def ood_keywords(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.nda
     (waves,) = run_fresh([("ood_waves", {"n": n, "seed": seed, "test_voices": list(voices)})])[0]
     x = audio.mfcc(waves)
     d.mkdir(parents=True, exist_ok=True)
-    tmp = f.with_suffix(f".tmp{os.getpid()}.npy")
-    np.save(tmp, x)
-    os.replace(tmp, f)
+    save_arrays(f, x)
     return x

@@ -30,16 +30,16 @@ are not bit-reproducible from build to build, the cache is.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
-from snapuq.data import Dataset, audio, tts
+from snapuq.data import SPLIT_ARRAYS, Dataset, audio, tts
 from snapuq.data import augment_audio as A
 from snapuq.data.keywords import OOD_WORDS, WORDS, _write_atomic, cache_root, run_fresh
 from snapuq.errors import DatasetError
+from snapuq.io import save_arrays
 
 VERSION = "k12b"  # the features (microphone profiles)
 SPEECH_VERSION = "s1"  # the synthesized speech (voices, prosody)
@@ -156,9 +156,7 @@ def _speech(d: Path, split: str, items: list[dict], workers: int = 2) -> list[np
             base += int(of[-1])
         flat, off = np.concatenate(flats), np.concatenate(offs)
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f"speech_{split}.tmp{os.getpid()}.npz"
-        np.savez(tmp, flat=flat, off=off)
-        os.replace(tmp, f)
+        save_arrays(f, flat=flat, off=off)
     return [flat[off[i] : off[i + 1]].astype(np.float64) for i in range(len(off) - 1)]
 
 
@@ -262,8 +260,7 @@ def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, in
         "waves": {s: str(d / f"waves_{s}.npy") for s in ("dev", "test")},
         "ood": "words in neither the task nor Speech Commands (apple, window, ...) by the test voices",
     })  # fmt: skip
-    return Dataset(name="keywords12", x_train=arr["x_train"], y_train=arr["y_train"], x_dev=arr["x_dev"],
-                   y_dev=arr["y_dev"], x_test=arr["x_test"], y_test=arr["y_test"], class_names=list(CLASSES),
+    return Dataset(name="keywords12", **{k: arr[k] for k in SPLIT_ARRAYS}, class_names=list(CLASSES),
                    meta=meta)  # fmt: skip
 
 
@@ -294,7 +291,5 @@ def ood_keywords12(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.n
     ((flat, off),) = run_fresh([("synth_items", {"items": items})])
     speech = [flat[off[i] : off[i + 1]].astype(np.float64) for i in range(len(items))]
     x = audio.mfcc(render(items, speech, "train", seed, "ood"))
-    tmp = f.with_suffix(f".tmp{os.getpid()}.npy")
-    np.save(tmp, x)
-    os.replace(tmp, f)
+    save_arrays(f, x)
     return x

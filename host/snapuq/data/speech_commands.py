@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
-from snapuq.data import Dataset, audio
+from snapuq.data import SPLIT_ARRAYS, Dataset, audio
 from snapuq.data.keywords import OOD_WORDS, WORDS, _write_atomic, cache_root
 from snapuq.errors import DatasetError
+from snapuq.io import save_arrays
 
 VERSION = "sc1"
 LISTS = ("validation_list.txt", "testing_list.txt")
@@ -139,7 +139,7 @@ def load_speech_commands(data_dir: str | None, seed: int = 0) -> Dataset:
             counts[split] = len(items)
         _write_atomic(d, files, {"version": VERSION, "root": str(root.resolve()), "counts": counts})
     try:
-        arrs = {f"{k}_{s}": np.load(d / f"{k}_{s}.npy") for k in ("x", "y") for s in ("train", "dev", "test")}
+        arrs = {k: np.load(d / f"{k}.npy") for k in SPLIT_ARRAYS}
     except (OSError, ValueError) as e:
         raise DatasetError(f"speech_commands: corrupt cache at {d} ({e}); delete it to rebuild") from e
     perm = np.random.default_rng([seed, 31]).permutation(len(arrs["y_train"]))
@@ -155,17 +155,9 @@ def load_speech_commands(data_dir: str | None, seed: int = 0) -> Dataset:
             "seed": seed,
         }
     )
-    return Dataset(
-        name="speech_commands",
-        x_train=arrs["x_train"][perm],
-        y_train=arrs["y_train"][perm],
-        x_dev=arrs["x_dev"],
-        y_dev=arrs["y_dev"],
-        x_test=arrs["x_test"],
-        y_test=arrs["y_test"],
-        class_names=list(WORDS),
-        meta=meta,
-    )
+    arrs.update(x_train=arrs["x_train"][perm], y_train=arrs["y_train"][perm])
+    return Dataset(name="speech_commands", **{k: arrs[k] for k in SPLIT_ARRAYS}, class_names=list(WORDS),
+                   meta=meta)  # fmt: skip
 
 
 def ood_speech_commands(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
@@ -195,9 +187,7 @@ def ood_speech_commands(data_dir: str | None, n: int, seed: int, ds: Dataset) ->
     waves, _ = _load_split(root, [(cands[i], 0) for i in sorted(pick)], "speech_commands ood")
     x = audio.mfcc(waves)
     d.mkdir(parents=True, exist_ok=True)
-    tmp = f.with_suffix(f".tmp{os.getpid()}.npy")
-    np.save(tmp, x)
-    os.replace(tmp, f)
+    save_arrays(f, x)
     return x
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from snapuq.data.dataset import SPLITS, Dataset
+from snapuq.data.dataset import SPLIT_ARRAYS, SPLITS, Dataset
 from snapuq.data.user_normalization import (  # noqa: F401 (re-exported)
     _normalization,
     apply_normalization,
@@ -53,6 +53,7 @@ from snapuq.data.user_readers import (
     _read_files,
 )
 from snapuq.errors import DatasetError
+from snapuq.io import save_arrays
 
 NPZ_REQUIRED = ("x_train", "y_train", "x_test", "y_test")
 DEV_FRAC = 0.15
@@ -413,14 +414,13 @@ def _jsonable_meta(meta: dict) -> dict:
     return out
 
 
-_SPLIT_ARRAYS = tuple(f"{a}_{s}" for s in SPLITS for a in ("x", "y"))  # x_train, y_train, ..., y_test
 
 
 def save_cache(ds: Dataset, path: str | Path) -> Path:
     """Write the prepared splits (+ x_ood, the audio waves of dev/test) to an .npz that `load_npz` reads
     back unchanged (written to a temporary name and renamed)."""
     p = Path(path)
-    arrays = {k: np.asarray(getattr(ds, k), np.float32 if k[0] == "x" else np.int64) for k in _SPLIT_ARRAYS}
+    arrays = {k: np.asarray(getattr(ds, k), np.float32 if k[0] == "x" else np.int64) for k in SPLIT_ARRAYS}
     if ds.x_ood is not None:
         arrays["x_ood"] = np.asarray(ds.x_ood, np.float32)
     from snapuq.data.dataset import split_waves
@@ -430,10 +430,7 @@ def save_cache(ds: Dataset, path: str | Path) -> Path:
             arrays[f"waves_{s}"] = np.asarray(split_waves(ds, s), np.int16)
     arrays["class_names"] = np.asarray(ds.class_names, dtype=str)
     arrays["meta_json"] = np.asarray(json.dumps({"name": ds.name, **_jsonable_meta(ds.meta or {})}))
-    tmp = p.with_name(p.name + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(p)
-    return p
+    return save_arrays(p, **arrays)
 
 
 def _load_cache(p: Path, z) -> Dataset:
@@ -442,7 +439,7 @@ def _load_cache(p: Path, z) -> Dataset:
         arr = {k: z[k] for k in z}
     except (ValueError, KeyError) as e:
         raise DatasetError(f"{p}: damaged data cache ({e})") from None
-    missing = [k for k in (*_SPLIT_ARRAYS, "class_names") if k not in arr]
+    missing = [k for k in (*SPLIT_ARRAYS, "class_names") if k not in arr]
     if missing or not isinstance(meta, dict):
         what = f"missing {', '.join(missing)}" if missing else "meta_json is not a JSON object"
         raise DatasetError(f"{p}: damaged data cache ({what})")
@@ -450,5 +447,5 @@ def _load_cache(p: Path, z) -> Dataset:
     if "waves_test" in arr:
         meta["waves"] = {"dev": arr["waves_dev"], "test": arr["waves_test"]}
     meta["cache"] = str(p.resolve())
-    return Dataset(name=name, **{k: arr[k] for k in _SPLIT_ARRAYS},
+    return Dataset(name=name, **{k: arr[k] for k in SPLIT_ARRAYS},
                    class_names=[str(s) for s in arr["class_names"]], meta=meta, x_ood=arr.get("x_ood"))
