@@ -261,7 +261,7 @@ def test_run_seeds_scores_dir_baselines_at_every_seed(tmp_path: Path, monkeypatc
     assert trained == [[str(tmp_path / "M_seed2"), True, True]]
     assert [b for _, b in seen] == [str(d / "baselines")] * 3
     agg = json.loads((rdir / "metrics.json").read_text())
-    assert agg["baselines"] == {"dir": str(d / "baselines"), "seed": 0}
+    assert agg["baselines"] == {"dir": str(d / "baselines"), "seed": 0, "ensemble_seeds": None}
     assert agg["n_seeds"]["snap"]["auroc_ok_vs_err"] == 3
     assert "trained with seed 0" in (rdir / "report.md").read_text()
     # --resume: the same baselines -> reused; each seed's own baselines -> evaluated again
@@ -301,5 +301,6 @@ def test_eval_baselines_folder_is_checked_and_recorded(tmp_path: Path, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and "--baselines" in err and "no such folder" in err and "Traceback" not in err
     rec = baselines_record(d / "baselines", own=False)
-    assert rec == {"dir": str(d / "baselines"), "own": False, "seed": 0}
-    assert baselines_record(tmp_path / "none", own=True) == {"dir": None, "own": True, "seed": None}
+    assert rec == {"dir": str(d / "baselines"), "own": False, "seed": 0, "ensemble_seeds": None}
+    none = baselines_record(tmp_path / "none", own=True)
+    assert none == {"dir": None, "own": True, "seed": None, "ensemble_seeds": None}

@@ -185,3 +185,38 @@ def test_baselines_only_adds_the_baselines_to_a_trained_directory(tmp_path, caps
     capsys.readouterr()
     assert main(["train", "--out", str(tmp_path / "none"), "--baselines-only"]) == 1
     assert "not a trained model directory" in capsys.readouterr().err
+
+
+def test_the_deep_ensemble_can_be_the_other_seeds_backbones(tmp_path, capsys):
+    """--baselines-only --ensemble-from: the seeds' own backbones become the ensemble members (their
+    logits exactly), only the early-exit model trains; another recipe's directory or a repeated seed is
+    refused."""
+    import keras
+
+    from snapuq.nn.saved import load_model_dir, predict_batched
+
+    base = ["train", "--dataset", "digits", "--epochs", "2", "--head-epochs", "1", "--no-baselines",
+            "--no-progress"]  # fmt: skip
+    m0, m1, m2 = tmp_path / "m", tmp_path / "m_seed1", tmp_path / "other"
+    assert main(base + ["--out", str(m0)]) == 0
+    assert main(base + ["--out", str(m1), "--seed", "1"]) == 0
+    assert main([*base[:3], "--epochs", "3", *base[5:], "--out", str(m2), "--seed", "2"]) == 0
+    capsys.readouterr()
+    bad = ["train", "--out", str(m0), "--baselines-only", "--baseline-epochs", "1", "--no-progress"]
+    assert main(bad + ["--ensemble-from", f"{m0},{m2}"]) == 1
+    assert "--ensemble-from" in capsys.readouterr().err and not (m0 / "baselines").exists()
+    assert main(bad + ["--ensemble-from", f"{m0},{m0}"]) == 1
+    assert "same seed" in capsys.readouterr().err
+    assert main(base + ["--out", str(tmp_path / "x"), "--ensemble-from", str(m1)]) == 1
+    assert "goes with --baselines-only" in capsys.readouterr().err
+    assert main(bad + ["--ensemble-from", f"{m0},{m1}"]) == 0
+    info = json.loads((m0 / "baselines" / "baselines.json").read_text())
+    assert info["ensemble"]["members"] == 2 and info["ensemble"]["seeds"] == [0, 1]
+    assert info["ensemble"]["from_model_dirs"] == [str(m0), str(m1)]
+    assert sorted(p.name for p in (m0 / "baselines").glob("*.keras")) == [
+        "early_exit.keras", "ensemble_0.keras", "ensemble_1.keras"]  # fmt: skip
+    x = load_model_dir(m1).model.input_shape[1:]
+    xs = np.random.default_rng(0).random((16, *x), dtype=np.float32)
+    member = keras.saving.load_model(m0 / "baselines" / "ensemble_1.keras", compile=False)
+    want = predict_batched(load_model_dir(m1).model, xs)["logits"]
+    np.testing.assert_array_equal(predict_batched(member, xs), want)

@@ -36,14 +36,20 @@ def mnist_like(tmp_path_factory) -> Path:
 
 
 def test_reproduce_trains_evaluates_and_writes_results(mnist_like, tmp_path):
+    """Two seeds, the deep ensemble made of their backbones (--ensemble-from-seeds: only the early-exit model
+    trains for it), every method scored, a second run reusing all of it."""
     docs, models, runs = tmp_path / "docs", tmp_path / "models", tmp_path / "runs"
-    argv = ["reproduce", "--data-dir", str(mnist_like), "--datasets", "mnist", "--seeds", "0",
-            "--models", str(models), "--runs", str(runs), "--docs", str(docs), "--no-baselines",
+    argv = ["reproduce", "--data-dir", str(mnist_like), "--datasets", "mnist", "--seeds", "0,1",
+            "--models", str(models), "--runs", str(runs), "--docs", str(docs), "--ensemble-from-seeds",
             "--limit", "120", "--no-progress"]  # fmt: skip
     assert main(argv) == 0
     res = json.loads((docs / "results" / "reproduce_mnist.json").read_text())
-    assert res["dataset"] == "mnist" and res["seeds"] == [0]
-    assert {"snap", "msp", "mahalanobis"} <= set(res["methods"])
+    assert res["dataset"] == "mnist" and res["seeds"] == [0, 1]
+    assert {"snap", "msp", "mahalanobis", "deep_ensemble", "ee_ensemble"} <= set(res["methods"])
+    info = json.loads((models / "mnist" / "baselines" / "baselines.json").read_text())
+    assert info["ensemble"]["seeds"] == [0, 1] and "early_exit" in info
+    assert not (models / "mnist_seed1" / "baselines").exists()
+    assert "the deep ensemble is the 2 seeds' own backbones" in (docs / "RESULTS.md").read_text()
     crit = {c["criterion"]: c for c in res["criteria_real_data"]}
     assert "float accuracy ≥ 0.990" in crit and "CID AUPRC ≥ 0.66 and ≥ EE-ens, MSP" in crit
     md = (docs / "RESULTS.md").read_text()
@@ -52,9 +58,9 @@ def test_reproduce_trains_evaluates_and_writes_results(mnist_like, tmp_path):
     assert cfg["recipe"]["augment"] == "shift" and (models / "mnist" / "eval" / "metrics.json").is_file()
     assert (models / "mnist" / "model_int8.tflite").is_file()
     # a second run reuses the model and the fresh report
-    mt = (models / "mnist" / "model.keras").stat().st_mtime
+    mt = [(models / "mnist" / f).stat().st_mtime for f in ("model.keras", "baselines/baselines.json")]
     assert main(argv + ["--resume"]) == 0
-    assert (models / "mnist" / "model.keras").stat().st_mtime == mt
+    assert [(models / "mnist" / f).stat().st_mtime for f in ("model.keras", "baselines/baselines.json")] == mt
 
 
 def test_results_md_says_when_baselines_are_shared_and_when_a_figure_has_fewer_seeds():
@@ -74,6 +80,9 @@ def test_results_md_says_when_baselines_are_shared_and_when_a_figure_has_fewer_s
     assert "trained once, with seed 0" in md and "models/mnist/baselines" in md
     assert "0.960 (1 of 3 seeds)" in md and "0.950 ± 0.010 (paper 0.9)" in md
     assert "float accuracy 0.9900 ± 0.0010" in md and "(1 of 3 seeds exported)" in md
+    agg["baselines"] = {"dir": "models/mnist/baselines", "seed": 0, "ensemble_seeds": [0, 1, 2]}
+    md = render({"mnist": agg})
+    assert "the deep ensemble is the 3 seeds' own backbones (seeds 0, 1, 2" in md and "5-member" not in md
     old = {k: v for k, v in agg.items() if k not in ("n_seeds", "baselines")}  # a json from before: no note
     old["accuracy"] = {"float": 0.99, "int8": 0.99}
     md = render({"cifar10": old})

@@ -102,6 +102,7 @@ def train_baselines(
     max_epochs: int | None = MAX_EPOCHS,
     recipe=None,
     resume: bool = False,
+    ensemble_from: list[Path] | None = None,
 ) -> dict:
     """Train the deep ensemble and the early-exit model for `ds` (a snapuq.data.Dataset) with the backbone
     named in config["backbone"]; write them into D/baselines/ and return the baselines.json dict.
@@ -112,7 +113,10 @@ def train_baselines(
     baselines converge on the small sets well before the SNAP backbone's schedule ends; None: no cap).
     With `recipe` (the backbone's TrainOptions) they train by the backbone's own recipe instead, uncapped
     (optimizer, schedule, augmentation, batch size; `recipe.baseline_epochs` or its epochs), checkpointed
-    every epoch in D/checkpoint/baselines and continued there with `resume`."""
+    every epoch in D/checkpoint/baselines and continued there with `resume`. `ensemble_from`: model
+    directories of the same backbone and recipe trained with other seeds (`snapuq reproduce
+    --ensemble-from-seeds`), whose backbones are the deep ensemble instead of M members trained here; only the
+    early-exit model trains then."""
     import keras
 
     from snapuq.baselines.kerasutil import logits_model
@@ -122,7 +126,9 @@ def train_baselines(
     if config.get("backbone") == "user":
         build_backbone = user_backbone_factory(out_dir, config)  # noqa: F811  (your own model, re-initialised)
 
-    if members < 1:
+    sources = _ensemble_sources(ensemble_from, config) if ensemble_from else []
+    members = 0 if sources else members
+    if members < 1 and not sources:
         raise SnapuqError(f"deep ensemble needs at least one member, got {members}")
     if epochs < 1:
         raise SnapuqError(f"epochs must be >= 1, got {epochs}")
@@ -169,6 +175,7 @@ def train_baselines(
 
         ident = {"dataset": config.get("dataset"), "backbone": name, "seed": int(seed), "members": members,
                  "n_exits": n_exits, "n_train": int(len(x))}  # fmt: skip
+        ident.update({"ensemble_from": [str(p) for p, _ in sources]} if sources else {})
         keras.utils.set_random_seed(int(seed) * 1000 + 7)
         info["recipe"] = recipe.to_dict()
         fit_backbone_resumable(joint, x, y, recipe, seed=int(seed) * 1000 + 7, identity=ident, resume=resume,
@@ -181,18 +188,42 @@ def train_baselines(
 
     t0 = time.perf_counter()
     dev_acc = []
-    for k, m in enumerate(nets):
+    for k, m in enumerate(nets or [logits_model(md.model) for _, md in sources]):
         dev_acc.append(float((predict_batched(m, xd).argmax(1) == yd).mean()))
         m.save(bdir / f"ensemble_{k}.keras")
     out = predict_batched(ee, xd)
     keys = list(out)
     ee_acc = {k: float((out[k].argmax(1) == yd).mean()) for k in keys}
     ee.save(bdir / "early_exit.keras")
-    info["ensemble"] = {"members": members, "seeds": seeds, "dev_accuracy": dev_acc}
+    info["ensemble"] = {"members": len(dev_acc), "seeds": seeds, "dev_accuracy": dev_acc}
+    if sources:  # the other seeds trained on part of this seed's dev split: their dev accuracy is optimistic
+        info["ensemble"].update(seeds=[int(md.config.get("seed", 0)) for _, md in sources],
+                                from_model_dirs=[str(p) for p, _ in sources])  # fmt: skip
     info["early_exit"] = {"seed": s_ee, "exits_after": blocks, "outputs": keys, "dev_accuracy": ee_acc}
     info["timings_s"]["save"] = round(time.perf_counter() - t0, 2)
     write_text(bdir / "baselines.json", json.dumps(info, indent=2))
     return info
+
+
+def _ensemble_sources(dirs: list[Path], config: dict) -> list:
+    """(dir, ModelDir) of each model directory whose backbone serves as a deep-ensemble member: the same
+    dataset, backbone, input shape, classes and recipe as `config` (one-line SnapuqError otherwise)."""
+    from snapuq.nn.saved import load_model_dir
+
+    def same(c: dict) -> dict:  # the baselines' own epochs may differ: not the backbone's recipe
+        return {**c, "recipe": {**(c.get("recipe") or {}), "baseline_epochs": None}}
+
+    out = []
+    for p in dirs:
+        md = load_model_dir(p, calib=False)
+        for key in ("dataset", "backbone", "input_shape", "n_classes", "recipe"):
+            if same(md.config).get(key) != same(config).get(key):
+                raise SnapuqError(f"--ensemble-from: {p} has {key} {md.config.get(key)!r}, the model has "
+                                  f"{config.get(key)!r}")  # fmt: skip
+        out.append((Path(p), md))
+    if len({int(md.config.get("seed", 0)) for _, md in out}) != len(out):
+        raise SnapuqError("--ensemble-from: two of the model directories were trained with the same seed")
+    return out
 
 
 def _fit_plain(joint, outs, x, y, epochs: int, batch_size: int, lr: float, seed: int, progress: bool) -> None:

@@ -248,7 +248,8 @@ def shared_baselines_record(per_seed: dict) -> dict | None:
     dirs = {r.get("dir") for r in recs}
     if len(per_seed) < 2 or len(dirs) != 1 or None in dirs or all(r.get("own") for r in recs):
         return None
-    return {"dir": recs[0]["dir"], "seed": recs[0].get("seed")}
+    r = recs[0]
+    return {"dir": r["dir"], "seed": r.get("seed"), "ensemble_seeds": r.get("ensemble_seeds")}
 
 
 def _pm(mu, s, nd=3) -> str:
@@ -271,9 +272,11 @@ def write_report(rdir: Path, agg: dict) -> None:
     )
     if agg.get("baselines"):
         b = agg["baselines"]
-        L.append(f"- deep ensemble and early-exit model: one set ({b['dir']}, trained with seed {b['seed']}) "
-                 "scored at every seed (--shared-baselines): their ± is the eval seed's, not their "
-                 "training's")  # fmt: skip
+        ens = (f" (the deep ensemble: the backbones of seeds {', '.join(map(str, b['ensemble_seeds']))})"
+               if b.get("ensemble_seeds") else "")  # fmt: skip
+        L.append(f"- deep ensemble and early-exit model: one set ({b['dir']}, trained with seed "
+                 f"{b['seed']}){ens} scored at every seed (--shared-baselines): their ± is the eval seed's, "
+                 "not their training's")  # fmt: skip
     cols = [
         *COLUMNS,
         ("cid_false_alarm_rate", "CID false alarm ↓", 3),

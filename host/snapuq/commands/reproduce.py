@@ -10,7 +10,9 @@ refreshes the shipped model's eval/. Everything is written atomically; a run tha
 measured (--resume reuses a seed's metrics.json when it is newer than that seed's model, and continues an
 interrupted seed's training). Every seed's model is exported before eval, so int8 is measured at every seed.
 --shared-baselines: the shipped model's trained deep ensemble and early-exit model serve every seed (the other
-seeds train without their own), and RESULTS.md says so beside the table.
+seeds train without their own), and RESULTS.md says so beside the table. --ensemble-from-seeds: the same, with
+the deep ensemble made of the run's seeds' own backbones (one member per seed) and only the early-exit model
+trained for it (`snapuq train --baselines-only --ensemble-from`), which saves M backbone trainings.
 """
 
 from __future__ import annotations
@@ -68,6 +70,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the shipped model's deep ensemble / early-exit model serve every seed (the other seeds train "
         "without their own; said so in RESULTS.md)",
     )  # fmt: skip
+    p.add_argument(
+        "--ensemble-from-seeds", action="store_true",
+        help="the deep ensemble is the seeds' own backbones (one member per seed) and serves every seed, "
+        "with one early-exit model trained for the shipped model (implies --shared-baselines)",
+    )  # fmt: skip
     p.add_argument("--limit", type=int, default=None, help="score at most N test inputs per seed")
     p.add_argument("--no-progress", action="store_true")
 
@@ -87,9 +94,32 @@ def _train(ds: str, out: Path, args: argparse.Namespace, seed: int) -> None:
     T.add_arguments(tp)
     argv = ["--dataset", ds, "--data-dir", args.data_dir, "--out", str(out), "--seed", str(seed)]
     argv += ["--resume"] if args.resume else []
-    argv += ["--no-baselines"] if args.no_baselines else []
+    argv += ["--no-baselines"] if args.no_baselines or getattr(args, "ensemble_from_seeds", False) else []
     argv += ["--no-progress"] if args.no_progress else []
     print(f"snapuq reproduce: {ds}: training {out} (snapuq train {' '.join(argv)})")
+    T.run(tp.parse_args(argv))
+
+
+def _seed_ensemble(d: Path, cfg: dict, seeds: list[int], args: argparse.Namespace) -> None:
+    """D/baselines with the seeds' backbones as the deep ensemble and D's own early-exit model, made
+    (`snapuq train --baselines-only --ensemble-from`) unless D/baselines already holds exactly that."""
+    from snapuq.commands import multiseed
+    from snapuq.commands import train as T
+
+    if len(seeds) < 2:
+        raise SnapuqError("--ensemble-from-seeds needs at least two seeds")
+    dirs = [str(multiseed.seed_dir(d, cfg, s)) for s in seeds]
+    b = ModelPaths(d).baselines / "baselines.json"
+    if b.is_file() and (json.loads(b.read_text()).get("ensemble") or {}).get("from_model_dirs") == dirs:
+        return
+    tp = argparse.ArgumentParser()
+    T.add_arguments(tp)
+    argv = ["--out", str(d), "--baselines-only", "--ensemble-from", ",".join(dirs)]
+    argv += ["--data-dir", args.data_dir]
+    argv += ["--resume"] if args.resume else []
+    argv += ["--no-progress"] if args.no_progress else []
+    print(f"snapuq reproduce: {d}: deep ensemble = the backbones of seeds {', '.join(map(str, seeds))}; "
+          f"training its early-exit model (snapuq train {' '.join(argv)})")
     T.run(tp.parse_args(argv))
 
 
@@ -118,12 +148,15 @@ def reproduce_dataset(ds: str, args: argparse.Namespace, seeds: list[int]) -> di
     if cfg.get("dataset") != ds:
         raise SnapuqError(f"{d}: a model of dataset '{cfg.get('dataset')}', not {ds}")
     calib = json.loads(ModelPaths(d).calib.read_text()) if ModelPaths(d).calib.is_file() else None
-    shared = multiseed.shared_baselines_dir(d, args.shared_baselines) is not None
+    ensemble = getattr(args, "ensemble_from_seeds", False)
+    shared = ensemble or multiseed.shared_baselines_dir(d, args.shared_baselines) is not None
     for s in seeds:  # every seed's model trained and exported first, so int8 is measured at every seed
         sd = multiseed.ensure_seed_model(d, cfg, calib, s, args.data_dir, shared or args.no_baselines,
                                          resume=args.resume, progress=not args.no_progress)  # fmt: skip
         if not _fresh_export(sd):
             export_model(sd, data_dir=args.data_dir)
+    if ensemble:
+        _seed_ensemble(d, cfg, seeds, args)
     ep = argparse.ArgumentParser()
     E.add_arguments(ep)
     rdir = Path(args.runs) / ds
@@ -210,6 +243,13 @@ def _baselines_note(agg: dict) -> list[str]:
     b = agg.get("baselines")
     if not b:
         return []
+    if b.get("ensemble_seeds"):
+        k = len(b["ensemble_seeds"])
+        return ["", f"Baselines: the deep ensemble is the {k} seeds' own backbones (seeds "
+                f"{', '.join(map(str, b['ensemble_seeds']))}, one member each, `--ensemble-from-seeds`) and "
+                f"the early-exit model was trained once with seed {b.get('seed')} by the backbone's own "
+                f"recipe ({b.get('dir')}); every seed's SNAP is compared with that one set: their ± "
+                "comes from the eval seed (OOD sample, CID stream), not from retraining them."]  # fmt: skip
     return ["", f"Baselines: the 5-member deep ensemble and the early-exit model were trained once, with "
             f"seed {b.get('seed')} by the backbone's own recipe ({b.get('dir')}), and every seed's SNAP is "
             "compared with that one set (`--shared-baselines`): their ± comes from the eval seed (OOD "

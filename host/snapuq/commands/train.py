@@ -74,6 +74,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--baselines-only", action="store_true",
         help="train only the baselines of the existing model directory --out, by its recorded recipe",
     )  # fmt: skip
+    p.add_argument(
+        "--ensemble-from", default=None, metavar="DIRS",
+        help="with --baselines-only: comma list of model directories of the same recipe trained with other "
+        "seeds; their backbones are the deep ensemble (only the early-exit model trains)",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -112,6 +117,8 @@ def train(args: argparse.Namespace) -> dict:
         return train_user_model(args, heads, calib)
     if getattr(args, "baselines_only", False):
         return train_baselines_only(args)
+    if getattr(args, "ensemble_from", None):
+        raise SnapuqError("--ensemble-from goes with --baselines-only (the model directory --out exists)")
     if not args.dataset:
         raise SnapuqError("give --dataset NAME (built-in backbones) or --model my.keras --data DATA")
     timings: dict[str, float] = {}
@@ -152,6 +159,7 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
 
         opts = dataclasses.replace(opts, baseline_epochs=args.baseline_epochs)
     resume = getattr(args, "resume", False)
+    ensemble_from = [Path(t) for t in (getattr(args, "ensemble_from", None) or "").split(",") if t.strip()]
     t0 = time.perf_counter()
     ds = load_dataset(cfg["dataset"], args.data_dir or cfg.get("data_dir"), seed=int(cfg.get("seed", 0)))
     stage = ModelStage(d)
@@ -161,7 +169,7 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
             if p.name != paths.BASELINES and not (stage.path / p.name).exists():
                 (shutil.copytree if p.is_dir() else shutil.copy2)(p, stage.path / p.name)
         train_baselines(ds, cfg, stage.path, seed=int(cfg.get("seed", 0)), progress=not args.no_progress,
-                        recipe=opts, resume=resume)  # fmt: skip
+                        recipe=opts, resume=resume, ensemble_from=ensemble_from)  # fmt: skip
         cfg.setdefault("timings_s", {})["baselines"] = round(time.perf_counter() - t0, 2)
         cfg["recipe"] = opts.to_dict()
         write_text(ModelPaths(stage.path).config, json.dumps(cfg, indent=1))

@@ -89,4 +89,6 @@ def baselines_record(bdir: Path, own: bool) -> dict:
     info = {}
     if (bdir / "baselines.json").is_file():
         info = json.loads((bdir / "baselines.json").read_text())
-    return {"dir": str(bdir) if bdir.is_dir() else None, "own": bool(own), "seed": info.get("seed")}
+    ens = info.get("ensemble") or {}
+    return {"dir": str(bdir) if bdir.is_dir() else None, "own": bool(own), "seed": info.get("seed"),
+            "ensemble_seeds": ens.get("seeds") if ens.get("from_model_dirs") else None}  # fmt: skip
