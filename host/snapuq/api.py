@@ -31,10 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from snapuq.data import Dataset, with_model_classes
+from snapuq.data.user import apply_normalization, modality_of, save_cache, with_preprocessing
 from snapuq.errors import SnapuqError
 from snapuq.export.capacity import check_converted_ops
 from snapuq.io import write_json
 from snapuq.modeldir import ModelStage
+from snapuq.nn import training as T
 from snapuq.nn.graph import (
     UnsupportedModelError,
     _resolve_taps,
@@ -42,7 +45,8 @@ from snapuq.nn.graph import (
     fold_input_preprocessing,
     logits_backbone,
 )
-from snapuq.nn.saved import predict_batched
+from snapuq.nn.saved import ModelDir, predict_batched
+from snapuq.nn.training import head_config, tap_entries
 from snapuq.options import CalibOptions, HeadOptions
 from snapuq.uq.calibration import calibrate
 
@@ -100,7 +104,6 @@ class Snap:
         starts with Rescaling / Normalization layers: they are applied here). Returns self."""
         import keras
 
-        from snapuq.nn import training as T
 
         if qat_frac is not None:
             self.heads = dataclasses.replace(self.heads, qat_frac=float(qat_frac))
@@ -173,7 +176,6 @@ class Snap:
     def _in(self, x) -> np.ndarray:
         """Inputs as the attached model takes them -> inputs of the graph SNAP runs (the moved-out leading
         Rescaling / Normalization applied)."""
-        from snapuq.data.user import apply_normalization
 
         a = np.asarray(x, np.float32)
         return a if self.pre is None else apply_normalization(a, self.pre)
@@ -195,7 +197,6 @@ class Snap:
 
     def config(self) -> dict[str, Any]:
         """The SNAP-head part of config.json."""
-        from snapuq.nn.training import head_config, tap_entries
 
         h = self.history
         return head_config(self.heads, self.variant, tap_entries(self.backbone, self.taps, self.tap_prev),
@@ -250,9 +251,6 @@ class Snap:
             stage.close()
 
     def _save_into(self, out: Path, final: Path, x_test, y_test, x_ood, class_names, dataset, name) -> None:
-        from snapuq.data import Dataset, with_model_classes
-        from snapuq.data.user import modality_of, save_cache, with_preprocessing
-
         if dataset is None:
             d = self._data
             if "x_train" not in d:
@@ -306,7 +304,6 @@ class Snap:
         self.model.save(out / "model.keras")
         self.backbone.save(out / "backbone.keras")
         write_json(out / "calib.json", self.calib, indent=1)
-        from snapuq.nn.saved import ModelDir
 
         meta = {k: v for k, v in (dataset.meta or {}).items() if k != "waves"}
         cfg: dict[str, Any] = {

@@ -11,6 +11,9 @@ import argparse
 import importlib
 import sys
 
+from snapuq import tfquiet
+from snapuq.errors import SnapuqError
+
 # name -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("snapuq.commands.train", "train a backbone with SNAP heads (and the trained baselines)"),
@@ -73,9 +76,6 @@ VERBOSE_HELP = "show TensorFlow's own log lines (import-time oneDNN/absl/CUDA me
 
 
 def main(argv: list[str] | None = None) -> int:
-    from snapuq import tfquiet
-    from snapuq.errors import SnapuqError
-
     _sigterm_as_interrupt()
     argv = list(sys.argv[1:] if argv is None else argv)
     # before any command module is imported: TensorFlow's import-time lines are held unless -v

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from snapuq.errors import ModelFormatError, SnapuqError
+from snapuq.io import read_json
 from snapuq.options import CalibOptions, TrainOptions
 
 # the fixed-point formats' limits (docs/FIXED_POINT.md); snapuq.export.fixedpoint holds the encoders
@@ -330,7 +331,6 @@ def validate_config(c: Any, where: str = "config.json", need: tuple[str, ...] = 
 
 def read_config(path: str | Path, need: tuple[str, ...] = ("dataset",)) -> dict:
     """config.json parsed and validated (one-line SnapuqError naming the file otherwise)."""
-    from snapuq.io import read_json
 
     p = Path(path)
     return validate_config(read_json(p, "not a model directory written by `snapuq train`"), str(p), need)
@@ -338,7 +338,6 @@ def read_config(path: str | Path, need: tuple[str, ...] = ("dataset",)) -> dict:
 
 def read_calib(path: str | Path, config: dict | None = None) -> dict:
     """calib.json parsed and validated, cross-checked with the model's (validated) config when given."""
-    from snapuq.io import read_json
 
     p = Path(path)
     return validate_calib(read_json(p, "the SNAP calibration written by `snapuq train`"), str(p), config)

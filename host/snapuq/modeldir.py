@@ -14,6 +14,7 @@ from pathlib import Path
 
 from snapuq.errors import ModelFormatError, SnapuqError
 from snapuq.formats import read_config
+from snapuq.io import check_out_dir, write_text
 
 
 def _lock_staging(path: Path, busy: str, clear: bool):
@@ -108,9 +109,6 @@ class ModelStage:
         self._lock = None
 
     def open(self, resume: bool) -> Path:
-
-        from snapuq.io import check_out_dir
-
         check_out_dir(self.out)
         self.out.parent.mkdir(parents=True, exist_ok=True)
         ck = self.path / "checkpoint" / "state.json"
@@ -136,8 +134,6 @@ class ModelStage:
             with contextlib.suppress(FileNotFoundError):
                 stage.parts.unlink()
         else:
-            from snapuq.io import write_text
-
             write_text(stage.parts, format_parts(rec))
         with commit_lock(self.out.parent):
             if self.out.exists():
@@ -381,9 +377,6 @@ class PartsUpdate:
         self.close()
 
     def open(self) -> Path:
-
-        from snapuq.io import check_out_dir
-
         if not self.d.is_dir():
             raise SnapuqError(f"{self.d}: no such model directory")
         check_out_dir(self.d, "model directory")
@@ -412,8 +405,6 @@ class PartsUpdate:
         rec = plan_parts(locate, self.old, set(made) | set(staged))
         names = list(staged)
         if rec is not None:
-            from snapuq.io import write_text
-
             write_text(self.path / ModelPaths.PARTS, format_parts(rec))
             names.append(ModelPaths.PARTS)
         with commit_lock(self.path.parent):
@@ -465,7 +456,6 @@ def _fsync_dir(d: Path) -> None:
 def record_parts(d: str | Path, made: tuple[str, ...]) -> None:
     """MANIFEST.sha256 for a writer that wrote `made` in place (the library's `Snap.save`, which `snapuq train
     --model` calls): the same record PartsUpdate.commit leaves."""
-    from snapuq.io import write_text
 
     d = Path(d)
     try:

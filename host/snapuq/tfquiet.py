@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from snapuq.io import captured_output
+
 _PKG = "tensorflow"
 
 
@@ -27,8 +29,6 @@ class _QuietLoader(importlib.abc.Loader):
         return self._inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        from snapuq.io import captured_output
-
         with captured_output(show=False):
             self._inner.exec_module(module)
 

@@ -121,7 +121,7 @@ class _DS:
 def tiny(tmp_path_factory):
     import keras
 
-    import snapuq.nn.backbones as models
+    import snapuq.baselines.train as models  # what train_baselines builds its members with
     from snapuq.baselines import train_baselines
 
     keras.utils.set_random_seed(0)

@@ -35,7 +35,7 @@ def _tiny_sensor_model():
 
 
 def test_eval_on_own_sensor_data_without_ood(tmp_path, capsys, monkeypatch):
-    import snapuq.baselines
+    import snapuq.commands.train_user
     from snapuq.data.accel import make_accel
     from snapuq.data.corruptions_sensor import sensor_corruption_names
 
@@ -50,7 +50,7 @@ def test_eval_on_own_sensor_data_without_ood(tmp_path, capsys, monkeypatch):
     def record(ds, cfg, out, **kw):  # what train_baselines was given, and what was printed before it
         calls.append({"out": out, "printed_before": capsys.readouterr().out, **kw})
 
-    monkeypatch.setattr(snapuq.baselines, "train_baselines", record)
+    monkeypatch.setattr(snapuq.commands.train_user, "train_baselines", record)
     out = tmp_path / "har"
     rc = main(["train", "--model", str(tmp_path / "har.keras"), "--data", str(tmp_path / "acc.npz"),
                "--out", str(out), "--epochs", "1", "--rank", "8", "--baseline-epochs", "3",

@@ -99,7 +99,10 @@ class _ModelDir:
 
 
 def _install_fakes(mp: pytest.MonkeyPatch) -> None:
+    import snapuq.baselines.train
+    import snapuq.commands.evaluate  # noqa: F401 - imported with the real corruptions before the fake
     import snapuq.data as D
+    import snapuq.data.shifts
     import snapuq.nn.backbones as models
 
     data = types.ModuleType("snapuq_test_bars")
@@ -114,8 +117,11 @@ def _install_fakes(mp: pytest.MonkeyPatch) -> None:
     mp.setitem(sys.modules, "snapuq.data.corruptions", corr)
     # `from snapuq.data import corruptions` reads the package attribute once the real module was imported
     mp.setattr(D, "corruptions", corr, raising=False)
+    mp.setattr(snapuq.data.shifts, "C", corr)  # the module eval's corruptions come through
     mp.setattr("snapuq.evaluation.loading.load_model_dir", _ModelDir)  # what eval loads a directory with
-    mp.setattr(models, "build_backbone", lambda name, shape, n, **kw: _tiny_backbone(shape, n))
+    tiny = lambda name, shape, n, **kw: _tiny_backbone(shape, n)  # noqa: E731
+    mp.setattr(models, "build_backbone", tiny)
+    mp.setattr(snapuq.baselines.train, "build_backbone", tiny)  # what the baselines are built with
 
 
 @pytest.fixture(scope="module")
@@ -269,10 +275,7 @@ def test_eval_int8_block(tiny_dir, tmp_path):
         z = _ModelDir(model_dir).predict(x)["logits"]
         return {"logits": np.round(z / 0.25) * 0.25}
 
-    exp = types.ModuleType("snapuq.export")
-    exp.int8_predict = int8_predict
-    mp = tiny_dir[1]
-    mp.setitem(sys.modules, "snapuq.export", exp)
+    tiny_dir[1].setattr("snapuq.commands.evaluate.int8_predict", int8_predict)  # the C core's stand-in
     r = tmp_path / "R8"
     assert cli.main(["eval", str(d), "--report", str(r), "--methods", "msp", "--segment", "100",
                      "--n-ood", "40", "--no-progress"]) == 0

@@ -163,19 +163,19 @@ def test_recalibration_refreshes_its_export_and_blob_as_one_unit(D: Path, capsys
     p = ModelPaths(D)
     assert _run(capsys, "micropython", "blob", D)[0] == 0
     # a full disk while the refreshed export is written: calib.json is not replaced either
-    import snapuq.export.cgen as cgen
+    import snapuq.commands.export as export_cmd  # the export step calibrate refreshes its files with
 
-    real = cgen.write_c_model
+    real = export_cmd.write_c_model
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device", str(p.c_header))
 
-    monkeypatch.setattr(cgen, "write_c_model", full)
+    monkeypatch.setattr(export_cmd, "write_c_model", full)
     before = _tree(D)
     rc, _, err = _run(capsys, "calibrate", D, "--alpha", "0.5")
     assert rc == 1 and "No space left on device" in _one_line(err), err
     assert _tree(D) == before
-    monkeypatch.setattr(cgen, "write_c_model", real)
+    monkeypatch.setattr(export_cmd, "write_c_model", real)
     old = MD.read_parts(D)
     rc, out, err = _run(capsys, "calibrate", D, "--alpha", "0.5")
     assert rc in (0, 1) and "Traceback" not in err, err  # 1: a failed dev check, still written

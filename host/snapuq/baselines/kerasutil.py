@@ -8,6 +8,7 @@ import numpy as np
 
 from snapuq.errors import SnapuqError
 from snapuq.nn.backbones import BACKBONES, backbone_module
+from snapuq.nn.graph import tap_candidates
 
 
 def logsumexp(z: np.ndarray, t: float = 1.0) -> np.ndarray:
@@ -119,7 +120,6 @@ def block_outputs(model, backbone: str | None = None) -> list[str]:
             if isinstance(lay, (keras.layers.ReLU, keras.layers.Activation)) and len(lay.output.shape) == 4:
                 names.append(lay.name)
     if not names:  # your own model: the feature maps SNAP taps could read (fused ReLUs, 1-D maps, MLPs)
-        from snapuq.nn.graph import tap_candidates
 
         names = tap_candidates(model, model.layers[-1].name)
     return names

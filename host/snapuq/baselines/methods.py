@@ -42,6 +42,7 @@ from snapuq.baselines.kerasutil import (
     logsumexp,
     mc_dropout_clone,
 )
+from snapuq.baselines.snapadapter import make_scorer
 from snapuq.errors import SnapuqError
 from snapuq.nn.saved import predict_batched
 from snapuq.uq import metrics as M
@@ -438,7 +439,6 @@ class SNAP(Method):
     def fit(self, ctx):
         if ctx.calib is None:
             raise MethodUnavailable("no calib.json (SNAP calibration)")
-        from snapuq.baselines.snapadapter import make_scorer
 
         self.scorer, self.variant = make_scorer(ctx.calib, self.variant)
 

@@ -3,10 +3,11 @@ another variant calib.json carries (the paper's literal recipe for the ablation)
 
 from __future__ import annotations
 
+from snapuq.uq.score import SnapScorer
+
 
 def make_scorer(calib: dict, variant: str | None = None):
     """Return (scorer with .score(outs) -> {"S", "U", ...}, variant name)."""
-    from snapuq.uq.score import SnapScorer
 
     if variant is None:
         return SnapScorer.from_calib(calib), str(calib.get("variant", "default"))

@@ -16,8 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from snapuq.baselines.kerasutil import block_outputs, logits_model
 from snapuq.errors import SnapuqError
 from snapuq.io import write_text
+from snapuq.nn.backbones import build_backbone
+from snapuq.nn.recipe import fit_backbone_resumable
+from snapuq.nn.saved import load_model_dir, predict_batched
+from snapuq.nn.training import _Bar
 
 ENSEMBLE_MEMBERS = 5
 N_EXITS = 2
@@ -73,7 +78,6 @@ def build_early_exit(backbone_model, backbone: str | None, n_classes: int, n_exi
     already feeds the final classifier). Returns (model with outputs {"exit0", ..., "final"}, block names)."""
     import keras
 
-    from snapuq.baselines.kerasutil import block_outputs, logits_model
 
     base = logits_model(backbone_model)
     blocks = block_outputs(base, backbone)
@@ -119,13 +123,7 @@ def train_baselines(
     early-exit model trains then."""
     import keras
 
-    from snapuq.baselines.kerasutil import logits_model
-    from snapuq.nn.backbones import build_backbone
-    from snapuq.nn.saved import predict_batched
-
-    if config.get("backbone") == "user":
-        build_backbone = user_backbone_factory(out_dir, config)  # noqa: F811  (your own model, re-initialised)
-
+    build = user_backbone_factory(out_dir, config) if config.get("backbone") == "user" else build_backbone
     sources = _ensemble_sources(ensemble_from, config) if ensemble_from else []
     members = 0 if sources else members
     if members < 1 and not sources:
@@ -157,13 +155,13 @@ def train_baselines(
     for k in range(members):
         s = int(seed) * 1000 + 101 + k
         keras.utils.set_random_seed(s)
-        m = logits_model(build_backbone(name, shape, n_classes))
+        m = logits_model(build(name, shape, n_classes))
         m.name = f"ensemble_{k}"
         seeds.append(s)
         nets.append(m)
     s_ee = int(seed) * 1000 + 999
     keras.utils.set_random_seed(s_ee)
-    ee, blocks = build_early_exit(build_backbone(name, shape, n_classes), name, n_classes, n_exits)
+    ee, blocks = build_early_exit(build(name, shape, n_classes), name, n_classes, n_exits)
     inp = keras.Input(shape, name="x")
     outs = {f"m{k}": m(inp) for k, m in enumerate(nets)}
     ee_out = ee(inp)
@@ -171,8 +169,6 @@ def train_baselines(
     joint = keras.Model(inp, outs, name="baselines")
     steps = int(np.ceil(len(x) / batch_size))
     if recipe is not None:
-        from snapuq.nn.recipe import fit_backbone_resumable
-
         ident = {"dataset": config.get("dataset"), "backbone": name, "seed": int(seed), "members": members,
                  "n_exits": n_exits, "n_train": int(len(x))}  # fmt: skip
         ident.update({"ensemble_from": [str(p) for p, _ in sources]} if sources else {})
@@ -208,7 +204,6 @@ def train_baselines(
 def _ensemble_sources(dirs: list[Path], config: dict) -> list:
     """(dir, ModelDir) of each model directory whose backbone serves as a deep-ensemble member: the same
     dataset, backbone, input shape, classes and recipe as `config` (one-line SnapuqError otherwise)."""
-    from snapuq.nn.saved import load_model_dir
 
     def same(c: dict) -> dict:  # the baselines' own epochs may differ: not the backbone's recipe
         return {**c, "recipe": {**(c.get("recipe") or {}), "baseline_epochs": None}}
@@ -230,7 +225,6 @@ def _fit_plain(joint, outs, x, y, epochs: int, batch_size: int, lr: float, seed:
     """The short recipe of the small sets: Adam at a constant rate, no augmentation, one fit."""
     import keras
 
-    from snapuq.nn.training import _Bar
 
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     joint.compile(optimizer=keras.optimizers.Adam(lr), loss={k: loss for k in outs})

@@ -9,7 +9,11 @@ from typing import Any
 import numpy as np
 
 from snapuq import resources
+from snapuq.bench.table import make_safe_path
 from snapuq.errors import SnapuqError
+from snapuq.harness import cycles as cyc
+from snapuq.harness.protocol import Device
+from snapuq.harness.qemu import INSTR_PER_TICK_ICOUNT, QemuProcess, board_spec, build_firmware, open_serial
 from snapuq.native.ccore import CoreModel
 from snapuq.tflite_graph import read_graph
 
@@ -30,7 +34,6 @@ def parse_boards(text: str) -> list[str]:
 def check_build_paths(model_dir: Path, build_dir: Path | None) -> None:
     """The model directory and --build-dir go to make (MODEL=, BUILD=): refused in one line when make could
     not take them (white space, ...; snapuq.bench.table.make_safe_path)."""
-    from snapuq.bench.table import make_safe_path
 
     make_safe_path(model_dir, "--model")
     if build_dir is not None:
@@ -92,16 +95,6 @@ def _snap_code_bytes(elf: Path) -> int:
 
 def measure_board(key: str, model_dir: Path, x_int8: np.ndarray, repeats: int,
                   split: dict[str, Any], build_dir: Path | None) -> dict[str, Any]:
-    from snapuq.harness import cycles as cyc
-    from snapuq.harness.protocol import Device
-    from snapuq.harness.qemu import (
-        INSTR_PER_TICK_ICOUNT,
-        QemuProcess,
-        board_spec,
-        build_firmware,
-        open_serial,
-    )
-
     spec = board_spec("qemu:" + key)
     elf = build_firmware(spec, model_dir, build_dir)
     silicon = cyc.silicon_for(spec.name)

@@ -15,6 +15,10 @@ import numpy as np
 
 from snapuq import resources
 from snapuq.errors import SnapuqError
+from snapuq.export.tflm import TFLMInterpreter
+from snapuq.harness import cycles as cyc
+from snapuq.harness.protocol import Device
+from snapuq.harness.qemu import INSTR_PER_TICK_ICOUNT, QemuProcess, board_spec, open_serial, popen_owned
 
 FIRMWARE = resources.firmware_dir()
 
@@ -49,7 +53,6 @@ _STOP = threading.Event()
 
 def _make(target: str, args: list[str], jobs: int = 1) -> subprocess.CompletedProcess:
     """make -C firmware, as a child that an interrupt stops with its compilers (popen_owned)."""
-    from snapuq.harness.qemu import popen_owned
 
     if _STOP.is_set():
         raise SnapuqError("interrupted")
@@ -156,8 +159,6 @@ def board_stack(board: Board) -> int:
 
 
 def _expected(files: list[Path], method: str, xq: np.ndarray) -> dict[str, Any]:
-    from snapuq.export.tflm import TFLMInterpreter
-
     outs: list[list[np.ndarray]] = []
     details: list[list[dict]] = []
     for f in files:
@@ -194,10 +195,6 @@ def run_image(
     cycles: bool = True,
     silicon_key: str | None = None,
 ) -> dict[str, Any]:
-    from snapuq.harness import cycles as cyc
-    from snapuq.harness.protocol import Device
-    from snapuq.harness.qemu import INSTR_PER_TICK_ICOUNT, QemuProcess, board_spec, open_serial
-
     spec = board_spec("qemu:" + board.qemu.split("_")[1])
     res: dict[str, Any] = {}
     plugin, counts, silicon = None, elf.parent / "insn_counts.txt", None

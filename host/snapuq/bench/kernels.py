@@ -24,8 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from snapuq.bench.board import check_build_paths, graph_split, measure_board, parse_boards
+from snapuq.data import load_dataset
 from snapuq.errors import SnapuqError
+from snapuq.harness.reference import HostReference
 from snapuq.io import write_text
+from snapuq.modeldir import ModelPaths
+from snapuq.native import ccore
 from snapuq.native.ccore import CoreModel
 from snapuq.tflite_graph import Graph
 from snapuq.tflite_graph import read_graph as read_tflite_graph
@@ -74,7 +79,6 @@ def op_kernels(tflite: bytes, kernel_set: str) -> list[str]:
     """The kernel each operator runs with the C core's `kernel_set` ("ref" or "dsp"): the core built
     for the host with that set (portable SIMD helpers, same choice as on the board) loads the model
     and reports snapuq_model_op_kernel() per operator."""
-    from snapuq.native import ccore
 
     if kernel_set not in ("ref", "dsp"):
         raise SnapuqError(f"unknown kernel set {kernel_set!r} (ref or dsp)")
@@ -154,12 +158,10 @@ def op_macs(g: Any, op: Any) -> dict[str, int]:
 def _input(model_dir: Path, ref: Any, data_dir: str | None = None) -> np.ndarray:
     """The first test input of the model's dataset (--data-dir for a moved one), quantized; random int8
     when it cannot load."""
-    from snapuq.modeldir import ModelPaths
 
     try:
         cfg_path = ModelPaths(model_dir).config
         cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
-        from snapuq.data import load_dataset
 
         ds = load_dataset(cfg.get("dataset", "digits"), data_dir, int(cfg.get("seed", 0)))
         return np.asarray(ref.quantize(ds.x_test[0]))
@@ -264,9 +266,6 @@ def markdown(model: str, rep: dict[str, Any]) -> str:
 
 
 def run_kernels(args: Any) -> int:
-    from snapuq.bench.board import check_build_paths, graph_split, measure_board, parse_boards
-    from snapuq.harness.reference import HostReference
-
     model_dir = Path(args.model)
     if not model_dir.is_dir():
         raise SnapuqError(f"--model: no model directory {model_dir}")

@@ -44,9 +44,15 @@ from snapuq.bench.firmware import (
     run_image,
 )
 from snapuq.bench.table_markdown import EVAL_METHOD, METHOD_LABEL, METHODS, PAPER, _summary, markdown
+from snapuq.bench.variants import load_variants, variant_files
+from snapuq.data import load_dataset
 from snapuq.errors import SnapuqError
+from snapuq.export.convert import quantize_input
 from snapuq.harness.cycles import ERROR_BAR
-from snapuq.modeldir import ModelPaths
+from snapuq.harness.energy import board_power
+from snapuq.harness.qemu import _kill_children
+from snapuq.io import check_out_file, write_text
+from snapuq.modeldir import ModelPaths, check_parts, default_data_dir
 
 ROOT = resources.project_dir()
 # cifar10: the real MLPerf Tiny ResNet-8 (full CIFAR-10); resnet8: the salvaged-subset one kept for the
@@ -72,9 +78,6 @@ def check_inputs(
     inp = man["input"]
     shape = tuple(inp["shape"])
     try:
-        from snapuq.data import load_dataset
-        from snapuq.export.convert import quantize_input
-
         cfg = json.loads(ModelPaths(model_dir).config.read_text())
         ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)))
         xs = [
@@ -124,7 +127,6 @@ def _resolve_workload(w: str) -> Path:
     if not ModelPaths(p).manifest.is_file():
         raise SnapuqError(f"workload '{w}': {ModelPaths(p).manifest} missing (train + export the model)")
     make_safe_path(p, f"workload '{w}':")
-    from snapuq.modeldir import check_parts
 
     mp = ModelPaths(p)  # a cell's firmware is built from the generated C: of this export (MANIFEST.sha256)
     check_parts(p, need=(mp.INT8, mp.MANIFEST), also=(mp.C_SOURCE, mp.C_HEADER))
@@ -133,7 +135,6 @@ def _resolve_workload(w: str) -> Path:
 
 def method_files(model_dir: Path, variants: dict[str, Any] | None, method: str) -> list[Path] | None:
     """The int8 model files of one method's firmware; None when its variant is not exported."""
-    from snapuq.bench.variants import variant_files
 
     if method == "snap":
         return [ModelPaths(model_dir).int8]
@@ -205,8 +206,6 @@ CYCLE_MODEL_NOTE = (
 
 
 def _energy(board: Board, instr: float) -> tuple[float, float, str]:
-    from snapuq.harness.energy import board_power
-
     bp = board_power(board.real)
     assert bp is not None
     ms = instr / bp.clock_hz * 1e3
@@ -237,10 +236,6 @@ def _jobs(given: int | None) -> int:
 
 
 def run_table(args) -> int:
-    from snapuq.bench.variants import load_variants
-    from snapuq.io import check_out_file, write_text
-    from snapuq.modeldir import default_data_dir
-
     t_start = time.time()
     _STOP.clear()
     out = Path(args.out) if args.out else resources.work_dir("bench", "table.json")
@@ -355,7 +350,6 @@ def run_table(args) -> int:
     except BaseException:
         _STOP.set()
         pool.shutdown(wait=False, cancel_futures=True)
-        from snapuq.harness.qemu import _kill_children
 
         _kill_children()  # running cells end at once (their make or QEMU is gone), nothing is left behind
         raise

@@ -18,16 +18,16 @@ from typing import Any
 import numpy as np
 
 from snapuq import resources
+from snapuq.bench.table import BOARDS, build_image, run_image
 from snapuq.errors import SnapuqError
+from snapuq.export.tflm import arena_bytes
+from snapuq.native.ccore import CoreModel
 
 BOARD_KEYS = {"m4": "small", "m7": "big"}
 
 
 def bench_tflite(path: str | Path, boards: list[str], n_check: int = 3, repeats: int = 3,
                  build: Path | None = None) -> dict[str, Any]:  # fmt: skip
-    from snapuq.bench.table import BOARDS, build_image, run_image
-    from snapuq.export.tflm import arena_bytes
-    from snapuq.native.ccore import CoreModel
 
     p = Path(path).resolve()
     buf = p.read_bytes()

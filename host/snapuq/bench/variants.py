@@ -22,9 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from snapuq import tfquiet
+from snapuq.data import load_dataset
 from snapuq.errors import SnapuqError
-from snapuq.io import write_text
+from snapuq.export.convert import convert_keras
+from snapuq.export.tflm import arena_bytes
+from snapuq.io import captured_output, write_text
 from snapuq.modeldir import ModelPaths
+from snapuq.nn.saved import load_model_dir
 
 VARIANTS_FORMAT = 1
 
@@ -68,10 +73,6 @@ def export_variants(
     """Convert base / ee / deep_k of model directory `d` to int8 and write D/variants/."""
     import keras
 
-    from snapuq.data import load_dataset
-    from snapuq.export.convert import convert_keras
-    from snapuq.export.tflm import arena_bytes
-    from snapuq.nn.saved import load_model_dir
 
     d = Path(d)
     t0 = time.time()
@@ -88,8 +89,6 @@ def export_variants(
     out.mkdir(parents=True, exist_ok=True)
     methods: dict[str, dict[str, Any]] = {}
 
-    from snapuq import tfquiet
-    from snapuq.io import captured_output
 
     def put(method: str, name: str, model, source: str) -> None:
         with captured_output(show=tfquiet.showing()):  # the converter's dump: held (shown with -v)

@@ -20,10 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from snapuq.bench.board import check_build_paths, graph_split, measure_board, parse_boards
-from snapuq.bench.table import METHODS
+from snapuq.bench.kernels import run_kernels
+from snapuq.bench.table import METHODS, make_safe_path, run_table
+from snapuq.bench.tflite import bench_tflite
+from snapuq.bench.variants import export_variants
+from snapuq.data import load_dataset
 from snapuq.errors import SnapuqError
-from snapuq.io import write_text
-from snapuq.modeldir import ModelPaths
+from snapuq.formats import read_config
+from snapuq.harness.reference import HostReference
+from snapuq.io import check_out_file, write_text
+from snapuq.modeldir import ModelPaths, default_data_dir
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,9 +51,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.io import check_out_file
-    from snapuq.modeldir import default_data_dir
-
     if not getattr(args, "table", False):  # --table takes each workload's own recorded data dir
         args.data_dir = default_data_dir(getattr(args, "model", None), args.data_dir)
         if args.repeats is None:
@@ -59,15 +62,11 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(v, int) and v < 1:
             raise SnapuqError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if getattr(args, "tflite", None) is not None:
-        from snapuq.bench.tflite import bench_tflite
-
         if not args.tflite.is_file():
             raise SnapuqError(f"{args.tflite}: no such file")
         if args.out is None:
             raise SnapuqError("--out FILE.json is required")
         if args.build_dir is not None:
-            from snapuq.bench.table import make_safe_path
-
             make_safe_path(args.build_dir, "--build-dir")
         rep = bench_tflite(args.tflite, [b.strip() for b in args.boards.split(",") if b.strip()],
                            repeats=args.repeats, build=args.build_dir)  # fmt: skip
@@ -85,32 +84,23 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{b}: does not fit ({'; '.join(r.get('link_error') or ['arena'])})")
         return 1 if any(r.get("mismatches_vs_tflm") for r in rep["boards"].values()) else 0
     if getattr(args, "export_variants", None):
-        from snapuq.bench.variants import export_variants
-
         export_variants(Path(args.export_variants), args.data_dir)
         return 0
     if getattr(args, "kernels", False):
-        from snapuq.bench.kernels import run_kernels
-
         return run_kernels(args)
     if getattr(args, "table", False):
-        from snapuq.bench.table import run_table
-
         return run_table(args)
     if args.out is None:
         raise SnapuqError("--out FILE.json is required (or use --table)")
     keys = parse_boards(args.boards)  # before any model is read or firmware built
     check_build_paths(args.model, args.build_dir)
-    from snapuq.harness.reference import HostReference
 
     model_dir = args.model
     ref = HostReference(model_dir)
     split = graph_split(ref.tflite)
     cfg_path = ModelPaths(model_dir).config
-    from snapuq.formats import read_config
 
     cfg = read_config(cfg_path, need=()) if cfg_path.exists() else {}
-    from snapuq.data import load_dataset
 
     # --data-dir (else the one config.json records): a moved model directory's data.npz
     ds = load_dataset(cfg.get("dataset", "digits"), args.data_dir, int(cfg.get("seed", 0)))

@@ -7,10 +7,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from snapuq.commands.export import export_model
 from snapuq.commands.flags import add_options, given
+from snapuq.data import load_dataset
 from snapuq.errors import SnapuqError
+from snapuq.evaluation.loading import load
+from snapuq.formats import read_calib, validate_calib
 from snapuq.io import write_json
-from snapuq.modeldir import ModelPaths
+from snapuq.modeldir import ModelPaths, PartsUpdate
 from snapuq.options import CalibOptions
 from snapuq.uq.calibration import best_variant, calibrate, check_line
 
@@ -23,9 +27,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.evaluation.loading import load
-    from snapuq.modeldir import PartsUpdate
-
     CalibOptions(**given(CalibOptions, args))  # the options' one-line errors before the model loads
     d = Path(args.model_dir)
     paths = ModelPaths(d)
@@ -38,13 +39,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _recalibrate(args: argparse.Namespace, d: Path, paths: ModelPaths, md, up) -> int:
-    from snapuq.data import load_dataset
-
     cfg = md.config
     old = None
     if paths.calib.exists():
-        from snapuq.formats import read_calib
-
         try:
             old = read_calib(paths.calib, cfg)
         except SnapuqError as e:
@@ -54,7 +51,6 @@ def _recalibrate(args: argparse.Namespace, d: Path, paths: ModelPaths, md, up) -
     opts = CalibOptions(**{**given(CalibOptions, args), "variant": variant})
     calib = calibrate(md.predict, cfg, ds.x_dev, ds.y_dev, opts, seed=int(cfg.get("seed", 0)),
                       x_ref=getattr(ds, "x_train", None), y_ref=getattr(ds, "y_train", None))
-    from snapuq.formats import validate_calib
 
     validate_calib(calib, f"{paths.calib} (refitted, not written)", cfg)  # what export and eval would refuse
     write_json(ModelPaths(up.path).calib, calib, indent=1)
@@ -71,8 +67,6 @@ def _recalibrate(args: argparse.Namespace, d: Path, paths: ModelPaths, md, up) -
     if not fit["dev_check"]["ok"]:
         print(f"snapuq calibrate: warning: {fit['dev_check']['hint']}")
     if paths.manifest.exists() and not args.no_export:
-        from snapuq.commands.export import export_model
-
         print(f"snapuq calibrate: {d}: refreshing the int8 export with the new constants")
         export_model(d, data_dir=args.data_dir, calib=calib, update=up)  # (and the blob D holds)
     up.commit()

@@ -17,15 +17,25 @@ from pathlib import Path
 
 import numpy as np
 
+from snapuq.baselines.methods import METHODS, SNAP, EvalContext, MethodUnavailable, make_method
+from snapuq.baselines.snapadapter import available_variants
+from snapuq.commands.multiseed import parse_seeds, run_seeds
+from snapuq.data import OOD_LOADERS, check_labels, load_dataset, load_ood_sets
+from snapuq.data.corruptions import MNIST_C_SEVERITY
 from snapuq.data.shifts import corruption_api
+from snapuq.data.user import load_ood_path
 from snapuq.errors import DatasetError, SnapuqError
+from snapuq.evaluation import report as R
 from snapuq.evaluation.loading import Timer, _jsonable, baselines_record, load
 from snapuq.evaluation.report import CONTRACT_KEYS
+from snapuq.evaluation.testdir import run_test_tree
+from snapuq.export import int8_predict
 from snapuq.formats import MAX_SEED
 from snapuq.io import check_out_dir, staged_dir, write_text
 from snapuq.modeldir import ModelPaths, default_data_dir
 from snapuq.uq import metrics as M
 from snapuq.uq import stream as S
+from snapuq.uq.calibration import best_variant, dev_check
 
 COVERAGES = (0.5, 0.8, 0.9, 0.95)
 
@@ -117,19 +127,14 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "seeds", None) is not None:  # '' is refused by parse_seeds, not taken as "not given"
         if not args.report or getattr(args, "split", None):
             raise SnapuqError("--seeds needs --report RDIR and no --split")
-        from snapuq.commands.multiseed import parse_seeds, run_seeds
 
         parse_seeds(args.seeds)
 
         return run_seeds(args, run)
     from tqdm import tqdm
 
-    from snapuq.baselines.methods import METHODS, EvalContext, MethodUnavailable, make_method
-    from snapuq.data import check_labels, load_dataset, load_ood_sets
 
     if getattr(args, "split", None):
-        from snapuq.evaluation.testdir import run_test_tree
-
         if args.report:
             check_out_dir(args.report, "--report")
         return run_test_tree(args)
@@ -177,8 +182,6 @@ def run(args: argparse.Namespace) -> int:
     ood_groups: dict[str, slice] = {}
     with timer("load_ood"):
         if getattr(args, "ood", None):
-            from snapuq.data.user import load_ood_path
-
             x_ood = load_ood_path(args.ood, ds, n=n_ood, seed=args.seed)
             ds.meta["ood"] = f"--ood {args.ood}"
         elif n_ood == 0:
@@ -204,8 +207,6 @@ def run(args: argparse.Namespace) -> int:
     with timer("build_stream"):
         cnames, corrupt = corruption_api(ds)
         if args.severity == 0:
-            from snapuq.data.corruptions import MNIST_C_SEVERITY
-
             if not set(cnames) <= set(MNIST_C_SEVERITY):
                 raise SnapuqError("--severity 0 (MNIST-C's published settings): MNIST-C corruptions only")
             base_corrupt = corrupt
@@ -313,8 +314,6 @@ def run(args: argparse.Namespace) -> int:
     # comparison on test, p_err/U calibration, and the other calibrated variants (ablation)
     flags = []
     if "snap" in results and "msp" in results:
-        from snapuq.uq.calibration import dev_check
-
         rs, rm = results["snap"][1], results["msp"][1]
         out["dev_check"] = dev_check(rs.u[bounds["dev"]], rm.u[bounds["dev"]], ~ok_dev)
         if not out["dev_check"]["ok"]:
@@ -331,7 +330,6 @@ def run(args: argparse.Namespace) -> int:
         details["snap"]["ece_U"] = M.ece(np.clip(1.0 - ut, 0.0, 1.0), ok_test)
         details["snap"]["auroc_ok_vs_err_p_err"] = M.auroc(pe, ~ok_test)
         details["snap"]["test_alarm_rate"] = float(np.mean(al > 0))
-        from snapuq.uq.calibration import best_variant
 
         hinge = best_variant(ctx.calib).get("hinge")
         if hinge:  # the hinge the alarm fires beyond: its quantile / alarm rate and reference
@@ -352,8 +350,6 @@ def run(args: argparse.Namespace) -> int:
     # plots, metrics.json and report.md of this run replace the previous run's all at once
     with staged_dir(rdir) as stage:
         with timer("plots"):
-            from snapuq.evaluation import report as R
-
             plots = R.make_plots(
                 stage, results, bounds, y_test, st, spec, x_ood_n=len(x_ood), taps=_tap_names(cfg),
                 taus={n: details[n]["cid_tau"] for n in results if n in details},
@@ -376,7 +372,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _ood_source(ds, name: str) -> str:
     """Where the OOD inputs come from: the loader's own description, else its registry entry."""
-    from snapuq.data import OOD_LOADERS
 
     meta = getattr(ds, "meta", None) or {}
     if meta.get("ood"):
@@ -431,9 +426,6 @@ def _score_one(r, bounds, y_test, st, spec, clean_idx, ood_groups=None) -> tuple
 
 
 def _snap_variants(ctx, snap, x_all, outs, bounds, y_test, st, spec, clean_idx) -> dict:
-    from snapuq.baselines.methods import SNAP
-    from snapuq.baselines.snapadapter import available_variants
-
     res: dict = {"default": snap.variant}
     for v in available_variants(ctx.calib or {}):
         m = SNAP(variant=v)
@@ -451,7 +443,6 @@ def _snap_variants(ctx, snap, x_all, outs, bounds, y_test, st, spec, clean_idx) 
 
 def _int8_block(d: Path, x_test, y_test, x_ood, ctx, snap, bounds) -> dict | None:
     """INT8 results (the C core through snapuq.export.int8_predict) when D is exported, else None."""
-    from snapuq.export import int8_predict
 
     if not ModelPaths(d).int8.exists():
         return None

@@ -13,9 +13,18 @@ from typing import Any
 
 import numpy as np
 
+from snapuq.data import load_dataset, with_model_classes
 from snapuq.errors import ModelFormatError, SnapuqError
+from snapuq.export.cgen import write_c_model
+from snapuq.export.convert import convert_keras, quantize_input
+from snapuq.export.fixedpoint import build_snap
 from snapuq.export.manifest import MANIFEST_FORMAT, MANIFEST_VERSION, check_manifest, sha256
-from snapuq.io import write_bytes, write_text
+from snapuq.export.tflm import TFLMInterpreter, arena_bytes
+from snapuq.io import captured_output, write_bytes, write_text
+from snapuq.modeldir import ModelPaths, PartsUpdate, check_parts, default_data_dir
+from snapuq.native.blob import write_blob
+from snapuq.native.ccore import CoreModel
+from snapuq.nn.saved import load_model_dir
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,7 +53,6 @@ def export_model(
     """`calib`: the calibration to export instead of DIR/calib.json, and `update`: an open
     snapuq.modeldir.PartsUpdate to write into (`snapuq calibrate`: the new calib.json and its export are
     one unit); without them the export is its own PartsUpdate."""
-    from snapuq.modeldir import ModelPaths, PartsUpdate, check_parts
 
     d = Path(d)
     paths = ModelPaths(d)
@@ -67,14 +75,6 @@ def _export(d: Path, update: Any, own: bool, t0: float, data_dir: str | None, n_
             write_c: bool, log, verbose: bool, calib: dict | None) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from snapuq.data import load_dataset, with_model_classes
-    from snapuq.export.cgen import write_c_model
-    from snapuq.export.convert import convert_keras, quantize_input
-    from snapuq.export.fixedpoint import build_snap
-    from snapuq.export.tflm import TFLMInterpreter, arena_bytes
-    from snapuq.modeldir import ModelPaths
-    from snapuq.native.ccore import CoreModel
-    from snapuq.nn.saved import load_model_dir
 
     paths = ModelPaths(d)
     md = load_model_dir(d, calib=calib is None)
@@ -94,7 +94,6 @@ def _export(d: Path, update: Any, own: bool, t0: float, data_dir: str | None, n_
     em = md.export_model()
     steps = ["int8 model", "float model", "manifest", "arena", "check"]
     bar = tqdm(total=len(steps), desc=f"export {d.name}", unit="step")
-    from snapuq.io import captured_output
 
     with captured_output(show=verbose):  # TensorFlow's converter logs: shown with -v
         int8 = convert_keras(em, rep, int8=True)
@@ -190,7 +189,6 @@ def _export(d: Path, update: Any, own: bool, t0: float, data_dir: str | None, n_
         update.remove(paths.C_SOURCE)
         update.remove(paths.C_HEADER)
     if paths.blob.exists():  # the blob DIR holds is made from what this replaces: rewritten with it
-        from snapuq.native.blob import write_blob
 
         write_bytes(stage.blob, write_blob(int8, manifest))
         written.append(paths.BLOB)
@@ -213,8 +211,6 @@ def check_counts(n_rep: int, n_check: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.modeldir import default_data_dir
-
     check_counts(args.n_rep, args.n_check)  # before the model directory is read
     args.data_dir = default_data_dir(args.dir, args.data_dir)
     m = export_model(args.dir, args.data_dir, args.n_rep, args.n_check, not args.no_c,

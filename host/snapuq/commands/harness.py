@@ -15,13 +15,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from snapuq import tfquiet
 from snapuq.errors import SnapuqError
+from snapuq.formats import read_config
+from snapuq.harness.energy import parse_power
+from snapuq.harness.qemu import BOARDS
+from snapuq.harness.runner import Options
+from snapuq.harness.runner import run as run_harness
+from snapuq.io import check_out_dir
 from snapuq.modeldir import ModelPaths
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from snapuq.harness.qemu import BOARDS
-
     emulated = ", ".join(f"qemu:{k} ({b.machine}, budgets of {b.models})" for k, b in BOARDS.items())
     p.add_argument("--port", required=True,
                    help="a serial port or pyserial URL of a real board (/dev/ttyACM0, COM3, "
@@ -71,10 +76,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.formats import read_config
-    from snapuq.harness.runner import Options
-    from snapuq.harness.runner import run as run_harness
-    from snapuq.io import check_out_dir
 
     # every path the user gave, made absolute once, here: later steps run tools in other directories
     # (make -C firmware, QEMU), and a relative --build-dir used to be built under firmware/
@@ -100,8 +101,6 @@ def run(args: argparse.Namespace) -> int:
     if data_dir is None and cfg.get("data_dir"):
         data_dir = str(cfg["data_dir"])
     if args.power:
-        from snapuq.harness.energy import parse_power
-
         parse_power(args.power)
     opts = Options(port=args.port, model=args.model, dataset=dataset, split=args.split, out=args.out,
                    limit=args.limit, start=args.start, data_dir=data_dir, resume=args.resume,
@@ -133,9 +132,6 @@ def _say(s: dict, out: Path) -> None:
 
 
 def _run_bare(args: argparse.Namespace, data_dir: str | None) -> int:
-    from snapuq.harness.runner import Options
-    from snapuq.harness.runner import run as run_harness
-
     if args.dataset or data_dir or args.stream or args.power:
         raise SnapuqError("--model FILE.tflite takes its inputs from --inputs FILE.npz or random "
                           "(--seed); --dataset, --data-dir, --stream and --power go with a model directory")
@@ -151,8 +147,6 @@ def _run_bare(args: argparse.Namespace, data_dir: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from snapuq import tfquiet
-
     argv = list(sys.argv[1:] if argv is None else argv)
     tfquiet.install(show=tfquiet.wants_verbose(argv))
     p = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])

@@ -28,9 +28,14 @@ from typing import Any
 import numpy as np
 
 from snapuq import resources
+from snapuq.data import load_dataset
 from snapuq.errors import DeviceError, SnapuqError
-from snapuq.modeldir import ModelPaths
+from snapuq.export.convert import quantize_input
+from snapuq.export.manifest import check_manifest
+from snapuq.io import check_out_file, write_bytes
+from snapuq.modeldir import ModelPaths, PartsUpdate, check_parts
 from snapuq.native.blob import BLOB_NAME, input_normalization_record, write_blob
+from snapuq.native.ccore import CoreModel, CoreSnap
 
 
 def load_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
@@ -43,8 +48,6 @@ def checked_model_files(model_dir: str | Path) -> tuple[bytes, dict[str, Any]]:
     """load_model_files of a directory whose .tflite and snapuq.json are one export (MANIFEST.sha256, and
     the manifest's own sha256 of the model: a blob of one model's .tflite and another's constants is refused
     in one line)."""
-    from snapuq.export.manifest import check_manifest
-    from snapuq.modeldir import check_parts
 
     paths = ModelPaths(model_dir)
     tfl, man = load_model_files(model_dir)
@@ -57,8 +60,6 @@ def make_blob(model_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write ``model.snapuq`` for an exported model directory; returns its path. The default place
     (MODEL_DIR/model.snapuq) is a part of the directory: staged, swapped in and recorded in MANIFEST.sha256
     (snapuq.modeldir.PartsUpdate)."""
-    from snapuq.io import check_out_file, write_bytes
-    from snapuq.modeldir import PartsUpdate
 
     paths = ModelPaths(model_dir)
     dst = check_out_file(out, "--out") if out else paths.blob
@@ -136,8 +137,6 @@ def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed:
 
 def sample_inputs(man: dict[str, Any], n: int, seed: int = 0) -> np.ndarray:
     """``n`` int8 test inputs (N, input size) of the model's dataset, quantized as the device does."""
-    from snapuq.data import load_dataset
-    from snapuq.export.convert import quantize_input
 
     ds = load_dataset(man.get("dataset", "digits"), None, seed)
     xs = np.asarray(ds.x_test[:n], dtype=np.float32)
@@ -148,7 +147,6 @@ def sample_inputs(man: dict[str, Any], n: int, seed: int = 0) -> np.ndarray:
 def host_reference(tfl: bytes, man: dict[str, Any], x: np.ndarray) -> tuple[dict, dict]:
     """Int8 output codes (name -> (N, size)) and the integer SNAP values (the C core on the host,
     snapuq.native.ccore) for int8 inputs."""
-    from snapuq.native.ccore import CoreModel, CoreSnap
 
     model = CoreModel(tfl)
     outs, r = CoreSnap(tfl, man).run(model, np.asarray(x, np.int8))

@@ -17,12 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
+from snapuq.commands import train as T
 from snapuq.commands.flags import to_argv
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _check_model_dir, _jsonable
+from snapuq.evaluation.report import COLUMNS, CONTRACT_KEYS
 from snapuq.io import write_json, write_text
 from snapuq.modeldir import ModelPaths
 from snapuq.options import CalibOptions, HeadOptions, TrainOptions
+from snapuq.uq.calibration import best_variant
 
 # metrics aggregated per method: the contract keys plus the details that claims are made on
 DETAIL_KEYS = (
@@ -106,7 +109,6 @@ def train_argv(
 def recorded_calibration(cfg: dict, calib: dict | None) -> CalibOptions:
     """The calibration options config.json records, or (a directory written before it did) those its
     calib.json was fitted with."""
-    from snapuq.uq.calibration import best_variant
 
     if isinstance(cfg.get("calibration"), dict):
         return CalibOptions.from_dict(cfg["calibration"])
@@ -125,8 +127,6 @@ def _mean_sd(vals: list) -> tuple[float | None, float | None, int]:
 
 
 def _method_values(m: dict, name: str) -> dict:
-    from snapuq.evaluation.report import CONTRACT_KEYS
-
     row = dict(m["methods"].get(name, {}))
     det = m.get("details", {}).get(name, {})
     per_set = sorted(k for k in det if k.startswith(("auroc_id_vs_ood[", "auroc_idok_vs_ood[")))
@@ -259,8 +259,6 @@ def _pm(mu, s, nd=3) -> str:
 
 
 def write_report(rdir: Path, agg: dict) -> None:
-    from snapuq.evaluation.report import COLUMNS
-
     seeds = ",".join(str(s) for s in agg["seeds"])
     name = str(agg["dataset"])
     if name.endswith(".npz"):  # your own model: its directory's data cache
@@ -348,7 +346,6 @@ def ensure_seed_model(
 ) -> Path:
     """The model directory of `seed` (DIR or DIR_seed{S}), trained with DIR's recorded options when missing;
     with `resume`, an interrupted training of it continues from its last epoch checkpoint."""
-    from snapuq.commands import train as T
 
     ds = seed_dir(d, cfg, seed)
     if not ModelPaths(ds).config.is_file():

@@ -23,15 +23,22 @@ import tempfile
 from pathlib import Path
 
 from snapuq.errors import SnapuqError
+from snapuq.export.cgen import header_snap_sha256, write_c_model
+from snapuq.export.fixedpoint import build_snap
+from snapuq.export.manifest import check_manifest, load_manifest
+from snapuq.formats import read_calib
+from snapuq.io import write_text
 from snapuq.modeldir import (
     MADE_FROM,
     ModelPaths,
     Part,
+    commit_lock,
     format_parts,
     part_problem,
     read_parts,
     sha256_file,
 )
+from snapuq.native.blob import snap_sha256, write_blob
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,9 +50,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def content_problems(d: Path) -> list[str]:
     """What the parts' contents say about each other, one line each (empty: nothing found)."""
-    from snapuq.export.cgen import header_snap_sha256, write_c_model
-    from snapuq.export.manifest import check_manifest, load_manifest
-    from snapuq.native.blob import snap_sha256, write_blob
 
     paths = ModelPaths(d)
     if not (paths.int8.is_file() and paths.manifest.is_file()):
@@ -58,9 +62,6 @@ def content_problems(d: Path) -> list[str]:
     except SnapuqError as e:
         return [f"{e}; run `snapuq export {d}`"]
     if paths.calib.is_file():
-        from snapuq.export.fixedpoint import build_snap
-        from snapuq.formats import read_calib
-
         calib = read_calib(paths.calib)
         inp = model.inputs[0]
         qin = {"scale": float(inp.scale), "zero_point": int(inp.zero_point),
@@ -102,9 +103,6 @@ def status(d: Path) -> tuple[dict[str, Part] | None, list[tuple[str, str | None]
 
 
 def write(d: Path) -> dict[str, Part]:
-    from snapuq.io import write_text
-    from snapuq.modeldir import commit_lock
-
     rec, rows = status(d)
     bad = [why for n, why in rows if why and not (n == ModelPaths.CONFIG and "changed since" in why)]
     if bad:

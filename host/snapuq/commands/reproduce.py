@@ -23,7 +23,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from snapuq.commands import evaluate as E
+from snapuq.commands import multiseed
+from snapuq.commands import train as T
+from snapuq.commands.export import export_model
+from snapuq.commands.multiseed import parse_seeds
 from snapuq.errors import SnapuqError
+from snapuq.evaluation.loading import _jsonable
 from snapuq.io import check_out_dir, write_json, write_text
 from snapuq.modeldir import ModelPaths, part_problem, read_parts
 
@@ -88,8 +94,6 @@ def _parse_datasets(text: str) -> list[str]:
 
 
 def _train(ds: str, out: Path, args: argparse.Namespace, seed: int) -> None:
-    from snapuq.commands import train as T
-
     tp = argparse.ArgumentParser()
     T.add_arguments(tp)
     argv = ["--dataset", ds, "--data-dir", args.data_dir, "--out", str(out), "--seed", str(seed)]
@@ -103,8 +107,6 @@ def _train(ds: str, out: Path, args: argparse.Namespace, seed: int) -> None:
 def _seed_ensemble(d: Path, cfg: dict, seeds: list[int], args: argparse.Namespace) -> None:
     """D/baselines with the seeds' backbones as the deep ensemble and D's own early-exit model, made
     (`snapuq train --baselines-only --ensemble-from`) unless D/baselines already holds exactly that."""
-    from snapuq.commands import multiseed
-    from snapuq.commands import train as T
 
     if len(seeds) < 2:
         raise SnapuqError("--ensemble-from-seeds needs at least two seeds")
@@ -137,10 +139,6 @@ def _fresh_export(d: Path) -> bool:
 
 
 def reproduce_dataset(ds: str, args: argparse.Namespace, seeds: list[int]) -> dict:
-    from snapuq.commands import evaluate as E
-    from snapuq.commands import multiseed
-    from snapuq.commands.export import export_model
-
     d = Path(args.models) / ds
     if not ModelPaths(d).config.is_file():
         _train(ds, d, args, seeds[0])
@@ -304,9 +302,6 @@ def render(results: dict[str, dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.commands.multiseed import parse_seeds
-    from snapuq.evaluation.loading import _jsonable
-
     datasets = _parse_datasets(args.datasets)
     seeds = parse_seeds(args.seeds)
     if args.limit is not None and args.limit < 1:

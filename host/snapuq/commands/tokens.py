@@ -7,6 +7,9 @@ from __future__ import annotations
 import argparse
 
 from snapuq.errors import SnapuqError
+from snapuq.io import check_out_dir
+from snapuq.tokens.evaluate import run_eval
+from snapuq.tokens.hier_eval import run_eval_hier
 
 
 def _rhos(s: str) -> list[float]:
@@ -103,21 +106,17 @@ def run(args: argparse.Namespace) -> int:
         raise SnapuqError(f"--patch must be >= 1, got {args.patch}")
     if not args.lr > 0:
         raise SnapuqError(f"--lr must be > 0, got {args.lr}")
-    from snapuq.io import check_out_dir
 
     check_out_dir(args.out)
     if hier:
         if args.block is not None:
             raise SnapuqError("--block is for --arch flat (hier reduces at every stage)")
-        from snapuq.tokens.hier_eval import run_eval_hier
 
         rep = run_eval_hier(args)
         if rep.get("train_only"):
             print(f"tokens: trained {rep['epochs_done']} epochs; checkpoint in {args.out}/checkpoint")
             return 0
     else:
-        from snapuq.tokens.evaluate import run_eval
-
         rep = run_eval(args)
     r08 = rep["results"]["prune"]["uncert"].get("0.8")
     msg = f"tokens: full accuracy {100 * rep['accuracy_full']:.2f} %"

@@ -18,16 +18,21 @@ from pathlib import Path
 
 import numpy as np
 
+from snapuq.baselines import train_baselines
 from snapuq.baselines.train import announce_baselines
 from snapuq.commands.flags import add_options, given
 from snapuq.commands.train_user import train_user_model
+from snapuq.data import load_dataset
 from snapuq.errors import SnapuqError
-from snapuq.formats import MAX_SEED
-from snapuq.io import write_json, write_text
-from snapuq.modeldir import ModelPaths
+from snapuq.formats import MAX_SEED, read_config
+from snapuq.io import check_out_dir, write_json, write_text
+from snapuq.modeldir import ModelPaths, ModelStage
+from snapuq.nn.backbones import BACKBONES, DEFAULT_BACKBONE, backbone_module, build_backbone
+from snapuq.nn.recipe import fit_backbone_resumable
+from snapuq.nn.saved import ModelDir
 from snapuq.nn.training import check_data, fit_heads, head_config, tap_entries
 from snapuq.options import CalibOptions, HeadOptions, TrainOptions
-from snapuq.uq.calibration import calibrate
+from snapuq.uq.calibration import best_variant, calibrate, check_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -85,8 +90,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def check_args(args: argparse.Namespace) -> tuple[TrainOptions, HeadOptions, CalibOptions]:
     """Options and the output directory, before TensorFlow loads and any data is read: the recipe (the
     dataset's, with the options given on top), the head and the calibration options."""
-    from snapuq.io import check_out_dir
-    from snapuq.nn.backbones import BACKBONES
     if args.backbone is not None and args.backbone not in BACKBONES:
         raise SnapuqError(f"unknown --backbone '{args.backbone}' (known: {', '.join(sorted(BACKBONES))})")
     if not 0 <= args.seed <= MAX_SEED:
@@ -123,7 +126,6 @@ def train(args: argparse.Namespace) -> dict:
         raise SnapuqError("give --dataset NAME (built-in backbones) or --model my.keras --data DATA")
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    from snapuq.modeldir import ModelStage
 
     stage = ModelStage(args.out)
     stage.open(resume=args.resume)
@@ -141,10 +143,6 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     (staged, checkpointed every epoch, swapped in when done)."""
     import shutil
 
-    from snapuq.baselines import train_baselines
-    from snapuq.data import load_dataset
-    from snapuq.formats import read_config
-    from snapuq.modeldir import ModelStage
 
     d = Path(args.out)
     paths = ModelPaths(d)
@@ -182,8 +180,6 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
 def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibOptions, out: Path,
                 timings, t0, resume: bool) -> dict:  # fmt: skip
     """The built-in recipe into the staging folder `out` (swapped in as --out by the caller)."""
-    from snapuq.data import load_dataset
-    from snapuq.nn.backbones import DEFAULT_BACKBONE, backbone_module, build_backbone
 
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     check_data(ds)
@@ -191,7 +187,6 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
     import keras  # after every check: a bad invocation fails in a second, without TensorFlow
 
     from snapuq.nn import heads as snap
-    from snapuq.nn.recipe import fit_backbone_resumable
 
     bname = args.backbone or DEFAULT_BACKBONE.get(args.dataset, "cnn4")
     mod = backbone_module(bname) if bname in DEFAULT_BACKBONE.values() else None
@@ -238,7 +233,6 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
 
     # ---- calibration on the dev split (+ the held-out synthetic shift family)
     t = time.perf_counter()
-    from snapuq.nn.saved import ModelDir
 
     cfg = {
         "format": 1,
@@ -270,7 +264,6 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
     # ---- trained baselines (deep ensemble, early exits)
     if not args.no_baselines:
         t = time.perf_counter()
-        from snapuq.baselines import train_baselines
 
         per = timings["backbone"] / max(1, epochs) if "backbone" in timings else None
         announce_baselines(ds, per, opts.baseline_epochs or epochs, capped=False)
@@ -284,7 +277,6 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
 
 def run(args: argparse.Namespace) -> int:
     cfg = train(args)
-    from snapuq.uq.calibration import best_variant, check_line
 
     calib = json.loads(ModelPaths(args.out).calib.read_text())
     best = best_variant(calib)

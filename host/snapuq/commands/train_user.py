@@ -10,7 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.api import attach, load_keras_model
+from snapuq.baselines import train_baselines
 from snapuq.baselines.train import announce_baselines
+from snapuq.data import with_model_classes
+from snapuq.data.user import load_user_data, precheck_user_data, with_preprocessing
 from snapuq.errors import SnapuqError
 from snapuq.modeldir import ModelPaths, record_parts
 from snapuq.nn.graph import check_model, fold_input_preprocessing, logits_backbone
@@ -20,8 +23,6 @@ from snapuq.options import CalibOptions, HeadOptions
 
 def train_user_model(args: argparse.Namespace, heads: HeadOptions, calib: CalibOptions) -> dict:
     """`snapuq train --model my.keras --data DATA --out DIR`: attach, fit, calibrate, save (+ baselines)."""
-    from snapuq.data import with_model_classes
-    from snapuq.data.user import load_user_data, precheck_user_data, with_preprocessing
 
     t0 = time.perf_counter()
     if not args.data:
@@ -65,8 +66,6 @@ def train_user_model(args: argparse.Namespace, heads: HeadOptions, calib: CalibO
     out = snap.save(args.out, dataset=ds)
     cfg = json.loads((out / "config.json").read_text())
     if not args.no_baselines:
-        from snapuq.baselines import train_baselines
-
         t = time.perf_counter()
         per = snap.history.get("backbone_s_per_epoch") or _estimate_epoch_s(
             snap.backbone, ds, args.batch_size or 64

@@ -14,8 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from snapuq.errors import SnapuqError
+from snapuq.data import load_dataset
+from snapuq.errors import ModelFormatError, SnapuqError
+from snapuq.export import load_exported
+from snapuq.export.cgen import check_c_header
+from snapuq.export.convert import quantize_input
+from snapuq.export.tflm import TFLMInterpreter, arena_bytes
 from snapuq.io import write_text
+from snapuq.modeldir import ModelPaths, check_parts, default_data_dir
+from snapuq.native.ccore import CoreModel
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,7 +46,6 @@ def _check_c_classes(c_source: Path, n: int) -> None:
     otherwise: "buffer size mismatch"); one-line ModelFormatError if not. No generated C: nothing to check."""
     import re
 
-    from snapuq.errors import ModelFormatError
 
     if not c_source.is_file():
         return
@@ -53,11 +59,6 @@ def _check_c_classes(c_source: Path, n: int) -> None:
 def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: bool = False) -> dict:
     from tqdm import tqdm
 
-    from snapuq.export import load_exported
-    from snapuq.export.cgen import check_c_header
-    from snapuq.export.convert import quantize_input
-    from snapuq.export.tflm import TFLMInterpreter
-    from snapuq.modeldir import ModelPaths, check_parts
 
     if n < 1:
         raise SnapuqError("--n must be >= 1")
@@ -75,8 +76,6 @@ def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: boo
         xs = [rng.integers(-128, 128, size=inp["shape"]).astype(np.int8) for _ in range(n)]
         source = "random int8"
     else:
-        from snapuq.data import load_dataset
-
         ds = load_dataset(man["dataset"], data_dir, 0)
         xt = ds.x_test[:n]
         xs = [quantize_input(x, inp["scale"], inp["zero_point"]) for x in xt]
@@ -138,8 +137,6 @@ def verify_tflite(path: str | Path, n: int = 100, inputs: str | None = None) -> 
     integer range, or an .npz), and both runtimes' arenas."""
     from tqdm import tqdm
 
-    from snapuq.export.tflm import TFLMInterpreter, arena_bytes
-    from snapuq.native.ccore import CoreModel
 
     p = Path(path)
     try:
@@ -185,8 +182,6 @@ def verify_tflite(path: str | Path, n: int = 100, inputs: str | None = None) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from snapuq.modeldir import default_data_dir
-
     if args.n < 1:
         raise SnapuqError(f"--n must be >= 1, got {args.n}")
     if args.dir.is_file():

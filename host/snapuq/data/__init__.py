@@ -9,6 +9,7 @@ import importlib
 import numpy as np
 
 from snapuq.data.dataset import SPLIT_ARRAYS, SPLITS, Dataset, check_labels, with_model_classes
+from snapuq.data.user import is_data_path, load_user_data
 from snapuq.errors import DatasetError
 
 __all__ = ["SPLITS", "SPLIT_ARRAYS", "Dataset", "check_labels", "with_model_classes", "dataset_names",
@@ -50,8 +51,6 @@ def dataset_names() -> list[str]:
 
 def load_dataset(name: str, data_dir: str | None = None, seed: int = 0) -> Dataset:
     if name not in LOADERS:
-        from snapuq.data.user import is_data_path, load_user_data
-
         if is_data_path(name):
             from pathlib import Path
 

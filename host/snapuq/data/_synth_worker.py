@@ -15,6 +15,8 @@ import sys
 
 import numpy as np
 
+from snapuq.data import keywords, keywords12
+
 
 def main(argv: list[str]) -> int:
     spec = argv[0]
@@ -22,8 +24,6 @@ def main(argv: list[str]) -> int:
         with open(spec[1:]) as f:
             spec = f.read()
     job = json.loads(spec)
-    from snapuq.data import keywords, keywords12
-
     fn = {"synth_split": keywords.synth_split, "ood_waves": keywords.ood_waves,
           "synth_items": keywords12.synth_items}[job["fn"]]  # fmt: skip
     try:

@@ -89,6 +89,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from snapuq.data import corruptions_audio as A
 from snapuq.data import corruptions_digital, corruptions_mnist, corruptions_noise, corruptions_weather
 from snapuq.data._image_ops import _Ctx
 from snapuq.data.corruptions_digital import _JPEG_CHROMA, _JPEG_LUMA, jpeg_table  # noqa: F401 (re-exported)
@@ -192,8 +193,6 @@ def corruption_names(dataset: str = "digits") -> list[str]:
     if dataset == "cifar10":
         return list(CIFAR10_C)
     if dataset in ("keywords", "speech_commands"):
-        from snapuq.data import corruptions_audio as A
-
         return A.audio_corruption_names()
     raise DatasetError(f"no corruption set for dataset '{dataset}'")
 

@@ -1,7 +1,11 @@
 """The corruptions of a dataset chosen by its modality: (names, corrupt(x, idx, name, severity, seed)) for
-snapuq eval and the harness (image, audio and sensor sets; the modules load on first use)."""
+snapuq eval and the harness (image, audio and sensor sets)."""
 
 from __future__ import annotations
+
+from snapuq.data import corruptions as C
+from snapuq.data import corruptions_audio as A
+from snapuq.data import corruptions_sensor as CS
 
 
 def corruption_api(ds):
@@ -11,20 +15,16 @@ def corruption_api(ds):
     waveform corruptions of snapuq.data.corruptions_audio turned into features."""
     modality = (getattr(ds, "meta", None) or {}).get("modality")
     if modality in ("sensor", "vector"):  # your own 1-D data: Sensor-C
-        from snapuq.data import corruptions_sensor as CS
 
         def apply_sensor(x, idx, name, severity, seed):
             return CS.corrupt_sensor(x, name, severity, seed=seed)
 
         return CS.sensor_corruption_names(), apply_sensor
     if (getattr(ds, "meta", None) or {}).get("waves"):
-        from snapuq.data import corruptions_audio as A
-
         def apply_audio(x, idx, name, severity, seed):
             return A.corrupted_features(ds, name, severity, seed=seed, split="test", idx=idx)
 
         return A.audio_corruption_names(), apply_audio
-    from snapuq.data import corruptions as C
 
     def apply_image(x, idx, name, severity, seed):
         return C.corrupt(x, name, severity=severity, seed=seed)

@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from snapuq.data.dataset import SPLIT_ARRAYS, SPLITS, Dataset
+from snapuq.data import audio
+from snapuq.data.dataset import SPLIT_ARRAYS, SPLITS, Dataset, split_waves
 from snapuq.data.user_normalization import (  # noqa: F401 (re-exported)
     _normalization,
     apply_normalization,
@@ -282,7 +283,6 @@ def load_npz(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | Non
 def load_folder(path: str | Path, seed: int = 0, input_shape: tuple[int, ...] | None = None,
                 normalize: str = "auto") -> Dataset:  # fmt: skip
     """A Dataset from a folder of class subfolders (see the module doc)."""
-    from snapuq.data import audio
 
     root = Path(path)
     if not root.is_dir():
@@ -373,7 +373,6 @@ def load_user_data(path: str | Path, seed: int = 0, input_shape: tuple[int, ...]
 def load_ood_path(path: str | Path, ds: Dataset, n: int | None = None, seed: int = 0) -> np.ndarray:
     """OOD inputs prepared like `ds`: an .npz (x_ood, or x), a folder of images / WAV clips (any layout) or
     one file. Normalised with ds.meta["normalization"]; at most n, drawn by seed."""
-    from snapuq.data import audio
 
     p = Path(path)
     norm = (ds.meta or {}).get("normalization") or {"kind": "none"}
@@ -423,7 +422,6 @@ def save_cache(ds: Dataset, path: str | Path) -> Path:
     arrays = {k: np.asarray(getattr(ds, k), np.float32 if k[0] == "x" else np.int64) for k in SPLIT_ARRAYS}
     if ds.x_ood is not None:
         arrays["x_ood"] = np.asarray(ds.x_ood, np.float32)
-    from snapuq.data.dataset import split_waves
 
     if (ds.meta or {}).get("waves"):
         for s in ("dev", "test"):

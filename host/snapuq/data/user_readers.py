@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from snapuq.data import audio
 from snapuq.errors import DatasetError
 
 IMAGE_EXT = (".png", ".jpg", ".jpeg", ".bmp")
@@ -61,7 +62,6 @@ def read_wav16k(f: Path) -> np.ndarray:
 
     from scipy.io import wavfile
 
-    from snapuq.data import audio
 
     try:
         with warnings.catch_warnings(record=True) as seen:  # scipy's warnings: no lines of their own

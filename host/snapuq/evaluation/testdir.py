@@ -27,6 +27,7 @@ from snapuq.data.speech_commands import SILENCE, UNKNOWN, UNKNOWN_TO_MODEL, read
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _jsonable, load
 from snapuq.evaluation.report import _plt
+from snapuq.export import int8_predict
 from snapuq.io import save_figure, staged_dir, write_text
 from snapuq.modeldir import ModelPaths
 from snapuq.uq import metrics as M
@@ -117,7 +118,6 @@ def _plot_confusion(path: Path, cm: np.ndarray, names: list[str], title: str) ->
 def _int8(d: Path, x: np.ndarray) -> np.ndarray | None:
     if not ModelPaths(d).int8.exists():
         return None
-    from snapuq.export import int8_predict
 
     o8 = int8_predict(d, x)
     return np.asarray(o8["logits"], np.float64).reshape(len(x), -1).argmax(1)

@@ -13,6 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from snapuq.export.convert import quantize_input
+from snapuq.export.manifest import check_manifest, load_manifest
+from snapuq.modeldir import ModelPaths, check_parts
+from snapuq.native.ccore import CoreModel, CoreSnap
+
 _CACHE: dict[tuple[str, float, float], tuple[Any, Any, dict, dict]] = {}
 
 
@@ -20,9 +25,6 @@ def load_exported(d: str | Path) -> tuple[Any, Any, dict, dict]:
     """(CoreModel, CoreSnap, manifest, {variant: CoreSnap}) of an exported model directory, checked
     against each other and against MANIFEST.sha256 (snapuq.modeldir.check_parts); cached while the files
     are unchanged."""
-    from snapuq.export.manifest import check_manifest, load_manifest
-    from snapuq.modeldir import ModelPaths, check_parts
-    from snapuq.native.ccore import CoreModel, CoreSnap
 
     paths = ModelPaths(d)
     paths.need_export()
@@ -48,7 +50,6 @@ def int8_predict(d: str | Path, x: np.ndarray) -> dict[str, Any]:
     floats ("S", "F", "m", "z", "U", "ebar" (N, L)), "flag" (U ≥ threshold), the raw Q16 integers
     under "q16", the int8 codes under "codes" and, per extra calibrated variant, "variants".
     """
-    from snapuq.export.convert import quantize_input
 
     model, snap, man, variants = load_exported(d)
     inp = man["input"]

@@ -8,16 +8,17 @@ from typing import Any
 
 import numpy as np
 
+from snapuq import tfquiet
 from snapuq.errors import SnapuqError
+from snapuq.export.convert import convert_keras
+from snapuq.io import captured_output
+from snapuq.native.ccore import CORE_DIR, CCoreError, CoreModel
 from snapuq.nn.graph import CORE_OPS, UnsupportedModelError
+from snapuq.nn.saved import ModelDir
 from snapuq.tflite_graph import read_graph
 
 
 def _convert(model, n: int = 8, seed: int = 0) -> bytes:
-    from snapuq import tfquiet
-    from snapuq.export.convert import convert_keras
-    from snapuq.io import captured_output
-
     shape = tuple(int(d) for d in model.inputs[0].shape[1:])
     rep = np.random.default_rng(seed).normal(size=(n, *shape)).astype(np.float32)
     with captured_output(show=tfquiet.showing()):  # the converter's dump: held, as in export (shown with -v)
@@ -41,7 +42,6 @@ def core_limits() -> dict[str, int]:
     take."""
     import re
 
-    from snapuq.native.ccore import CORE_DIR
 
     text = (CORE_DIR / "snapuq_runtime.h").read_text()
     found = {k: int(v) for k, v in re.findall(r"#define (SNAPUQ_MAX_(?:TENSORS|OPS|IO)) (\d+)", text)}
@@ -76,7 +76,6 @@ def export_counts(snap_model, n_taps: int) -> dict[str, int]:
     The heads' biases are made non-zero for the conversion as training leaves them (the converter drops an
     all-zero bias and shares equal constants, so untrained heads would count short), then restored."""
     from snapuq.nn import heads as S
-    from snapuq.nn.saved import ModelDir
 
     saved = [(lay, lay.get_weights()) for lay in S.head_layers(snap_model)]
     rng = np.random.default_rng(0)
@@ -129,7 +128,6 @@ def check_converted_ops(model, heads: tuple[Any, int] | None = None) -> list[str
             raise UnsupportedModelError(f"{where} converts to {op}, which the int8 core does not implement")
     if heads is not None:
         check_capacity(tfl, *heads)
-    from snapuq.native.ccore import CCoreError, CoreModel
 
     try:
         CoreModel(tfl).close()

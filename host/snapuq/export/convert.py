@@ -10,6 +10,7 @@ import numpy as np
 
 from snapuq import tfquiet
 from snapuq.errors import ModelFormatError
+from snapuq.native.blob import input_normalization
 from snapuq.tflite_graph import read_graph
 
 if not tfquiet.showing():  # `snapuq -v` shows TensorFlow's own log lines
@@ -116,7 +117,6 @@ def normalize_raw(raw: np.ndarray, inp: dict) -> np.ndarray:
     """The device's map of raw readings to the model's float input, (N, input elements) float32:
     float32(float32(raw) * scale[c] + offset[c]) in double, c = element index % channels, with the
     manifest's input.normalization (the generated quantizer, the blob's record: docs/BLOB.md)."""
-    from snapuq.native.blob import input_normalization
 
     sc, of = input_normalization(inp)
     r = np.asarray(raw, np.float32).reshape(len(raw), -1)

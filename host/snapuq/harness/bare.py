@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.export.convert import quantize_input
+from snapuq.native.ccore import CoreModel
 
 DEFAULT_RANDOM_INPUTS = 10
 
@@ -40,8 +42,6 @@ class BareReference:
     manifest = None
 
     def __init__(self, path: Path):
-        from snapuq.native.ccore import CoreModel
-
         self.path = Path(path)
         self.model_dir = self.path
         self.tflite = self.path.read_bytes()
@@ -121,8 +121,6 @@ def load_inputs(ref: BareReference, npz: Path | None, seed: int, limit: int | No
     if x.dtype == np.int8:
         kind = "int8 codes"
     elif np.issubdtype(x.dtype, np.floating):
-        from snapuq.export.convert import quantize_input
-
         x = np.asarray(quantize_input(x, ref.in_scale, ref.in_zp), np.int8)
         kind = f"float, quantized with the input's scale {ref.in_scale:g} / zero point {ref.in_zp}"
     else:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snapuq.errors import SnapuqError
+from snapuq.io import write_json
 
 
 @dataclass(frozen=True)
@@ -274,7 +275,6 @@ def open_meter(power: str, vdd_mv: int, out: Path) -> PPK2Meter:
 def energy_summary(out: Path, complete: bool) -> tuple[float | None, str]:
     """(energy per inference in uJ, note) for summary.json of a --power run; a complete run's measurement
     is written, atomically, to out/energy.json."""
-    from snapuq.io import write_json
 
     m = _KEPT.pop(str(out), None)
     if not complete:

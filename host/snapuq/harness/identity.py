@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from snapuq.errors import SnapuqError
+from snapuq.export.cgen import header_snap_sha256
 from snapuq.modeldir import ModelPaths
+from snapuq.native.blob import snap_sha256
 
 
 class ModelMismatchError(SnapuqError):
@@ -38,9 +40,6 @@ def check_model_identity(prof: dict[str, Any], tflite: bytes, model_dir: Path,
 
 
 def check_snap_identity(prof: dict[str, Any], manifest: dict[str, Any], model_dir: Path) -> None:
-    from snapuq.export.cgen import header_snap_sha256
-    from snapuq.native.blob import snap_sha256
-
     host = snap_sha256(manifest)
     dev = str(prof.get("snap_sha256") or "")
     rebuild = f"rebuild and flash it from {ModelPaths(model_dir).c_source} (make -C firmware MODEL=...)"

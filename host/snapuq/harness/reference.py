@@ -11,6 +11,10 @@ from typing import Any
 import numpy as np
 
 from snapuq.errors import ModelFormatError
+from snapuq.export import load_exported
+from snapuq.export.cgen import check_c_header
+from snapuq.export.convert import quantize_input
+from snapuq.modeldir import ModelPaths, check_parts
 
 
 @dataclass
@@ -21,10 +25,6 @@ class HostResult:
 
 class HostReference:
     def __init__(self, model_dir: Path):
-        from snapuq.export import load_exported
-        from snapuq.export.cgen import check_c_header
-        from snapuq.modeldir import ModelPaths, check_parts
-
         paths = ModelPaths(model_dir)
         self.model_dir = paths.root
         self.model, self.snap, self.manifest, _ = load_exported(paths.root)
@@ -47,7 +47,6 @@ class HostReference:
     def quantize(self, x: np.ndarray) -> np.ndarray:
         """float input (one sample, without batch axis) -> int8 exactly as the exporter and the
         TFLite QUANTIZE kernel do (float32 division, round half away from zero, clamp)."""
-        from snapuq.export.convert import quantize_input
 
         return np.asarray(quantize_input(x, self.in_scale, self.in_zp), np.int8).reshape(self.in_shape)
 

@@ -13,9 +13,14 @@ from typing import Any
 import numpy as np
 
 from snapuq import resources
+from snapuq.data import load_dataset
+from snapuq.data.shifts import corruption_api
 from snapuq.errors import DeviceError, SnapuqError
+from snapuq.export.convert import quantize_input
+from snapuq.formats import read_config
 from snapuq.harness import cycles as cyc
 from snapuq.harness.bare import BareReference, is_bare_model, linked_copy, load_inputs
+from snapuq.harness.energy import open_meter
 from snapuq.harness.identity import check_model_identity
 from snapuq.harness.options import Options, check_options
 from snapuq.harness.protocol import Device
@@ -39,6 +44,7 @@ from snapuq.harness.results import (
 from snapuq.harness.summary import Counter, write_summary
 from snapuq.io import check_out_dir, read_json
 from snapuq.modeldir import ModelPaths
+from snapuq.uq import stream as S
 
 SNAP_FIELDS = ("pred", "ebar", "z", "s", "sf", "m", "u", "pe", "al", "flag")
 
@@ -47,7 +53,6 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
     """The inputs to stream: the split itself, or (--stream) the CID stream built from it exactly as
     `snapuq eval` builds it (clean, c_1, clean, c_2, ...; every corruption of the dataset at one severity).
     Returns (x, y, per-frame segment name or None)."""
-    from snapuq.data import load_dataset
 
     ds = load_dataset(opts.dataset, opts.data_dir, seed)
     if opts.split not in ("train", "dev", "test"):
@@ -56,9 +61,6 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
     y = np.asarray(getattr(ds, f"y_{opts.split}"))
     seg = None
     if opts.stream:
-        from snapuq.data.shifts import corruption_api
-        from snapuq.uq import stream as S
-
         names, corrupt = corruption_api(ds)
         st = S.build_stream(x, y, names, corrupt, severity=opts.severity, seg_len=opts.segment,
                             clean_len=opts.segment, seed=seed)
@@ -201,7 +203,6 @@ def run_meta(opts: Options, model_dir: Path, ref: HostReference, x: np.ndarray, 
     """What run.json pins (results.py): the content of every model file a device result depends on, the
     inputs as sent (int8 codes, labels, segments) and the options; the device part ("device": its profile
     and the ELF booted) is added once it has answered."""
-    from snapuq.export.convert import quantize_input
 
     h = hashlib.sha256()
     if isinstance(ref, BareReference):  # the file itself; its inputs are int8 codes already
@@ -236,7 +237,6 @@ DEVICE_KEYS = ("fw", "version", "board", "cpu", "cpu_hz", "clock", "counter", "c
 def _run_locked(opts: Options, model_dir: Path, out: Path) -> dict[str, Any]:
     import signal
 
-    from snapuq.formats import read_config
 
     ref: HostReference | BareReference
     if is_bare_model(model_dir):  # a bare .tflite: its inputs from an .npz or seeded random
@@ -318,7 +318,6 @@ def _run(opts: Options, model_dir: Path, ref: Any, x: np.ndarray, y: np.ndarray,
     with ExitStack() as stack:
         meter = None
         if opts.power:  # before anything starts: no PPK2 there is one line, --out untouched
-            from snapuq.harness.energy import open_meter
 
             meter = open_meter(opts.power, opts.power_vdd_mv, out)
             stack.callback(meter.keep)  # the timed inferences are over: stop, keep it for the summary

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from snapuq.harness.energy import board_power
+from snapuq.harness.energy import board_power, energy_summary
 from snapuq.harness.options import Options
 from snapuq.io import write_json
 
@@ -73,8 +73,6 @@ def write_summary(out: Path, done: dict[int, dict[str, Any]], stats: dict[str, A
     energy_source = "none"
     energy_note = "no power model for this board"
     if opts.power:
-        from snapuq.harness.energy import energy_summary
-
         energy_source = "ppk2"
         energy, energy_note = energy_summary(out, complete)
     elif bp is not None and counter.unit in ("cycles", "qemu_instructions"):

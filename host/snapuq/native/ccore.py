@@ -30,6 +30,7 @@ import numpy as np
 
 from snapuq import resources
 from snapuq.errors import ModelFormatError, SnapuqError
+from snapuq.native.blob import write_blob
 
 CORE_DIR = resources.PACKAGE / "c"  # firmware/core (a link in a checkout, package data in a wheel)
 HOST_SHIM = resources.PACKAGE / "ccore_host.c"
@@ -310,8 +311,6 @@ class CoreSnap(_Handle):
     _CLOSE = "snapuq_host_snap_close"
 
     def __init__(self, tflite: bytes, manifest: dict[str, Any]) -> None:
-        from snapuq.native.blob import write_blob
-
         self._open_blob(write_blob(bytes(tflite), manifest))
         self.outputs = manifest["outputs"]
         self.intap = manifest["snap"].get("intap")

@@ -24,6 +24,7 @@ import numpy as np
 from snapuq.data.augment_audio import spec_augment
 from snapuq.errors import SnapuqError
 from snapuq.io import atomic_open, write_text
+from snapuq.nn.training import _Bar
 from snapuq.options import TrainOptions
 
 CHECKPOINT_FORMAT = 1
@@ -150,7 +151,6 @@ def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOp
     stays the one of `opts.epochs`; a later `resume` goes on from there). Returns the history."""
     import keras
 
-    from snapuq.nn.training import _Bar
 
     ck = Checkpoint(ckpt_dir)
     optimizer = make_optimizer(opts)

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from snapuq.data.user import MAX_ABS_INPUT
 from snapuq.errors import SnapuqError
 from snapuq.options import HeadOptions
 
@@ -142,7 +143,6 @@ def check_input_range(ds, where: str | None = None) -> None:
     """Refuse model inputs (the splits after normalisation, and x_ood) that are not finite or beyond
     +-MAX_ABS_INPUT (1e6, snapuq.data.user): their activations, squared in the heads' NLL, overflow float32
     and training ends in NaN. One pass over each split, no copy."""
-    from snapuq.data.user import MAX_ABS_INPUT
 
     for split in ("train", "dev", "test", "ood"):
         x = getattr(ds, f"x_{split}", None)

@@ -37,6 +37,7 @@ from snapuq.tokens.model import (
     spiking_block,
     token_logits,
 )
+from snapuq.tokens.sops import block_sops, dense_sops
 
 
 @dataclass
@@ -178,7 +179,6 @@ StageReducer = Callable[[np.ndarray, object, int], tuple[np.ndarray, np.ndarray]
 
 def _batch_sops(model, rec: list, downs: list, stem_s, ro) -> dict:
     """Per-sample SOPs of one recorded batch (see `hier_sops` for the accounting)."""
-    from snapuq.tokens.sops import block_sops, dense_sops
 
     cfg = model.cfg
     blocks = [sum((block_sops(r, cfg.dims[s], cfg.heads[s], cfg.mlp_ratio) for r in rec[s]),

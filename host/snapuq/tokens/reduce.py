@@ -15,6 +15,7 @@ import numpy as np
 
 from snapuq.errors import SnapuqError
 from snapuq.tokens import fixed
+from snapuq.tokens.model import lif_numpy, token_logits
 from snapuq.tokens.uncertainty import LAMBDA_DEFAULT, importance
 
 CRITERIA = ("uncert", "random", "magnitude", "spikes", "similarity")
@@ -121,7 +122,6 @@ def criterion_scores(name: str, z: np.ndarray, model=None, rng: np.random.Genera
     spikes: spike count of the block's input neurons; similarity: −mean cosine similarity to the
     other tokens (keep the least redundant)."""
     _check(z)
-    from snapuq.tokens.model import lif_numpy, token_logits
 
     if name in UNCERT:
         if model is None:

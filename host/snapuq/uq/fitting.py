@@ -7,6 +7,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from snapuq.errors import SnapuqError
+from snapuq.uq import metrics as M
 from snapuq.uq.score import alarm_map, input_summary, input_view, intap_stat, sigmoid
 
 TAIL_FRAC = 0.02  # the top 2 % (at least 20) of the reference S fit the tail
@@ -140,6 +141,4 @@ def fit_input_tap(x_dev: np.ndarray, ok_dev: np.ndarray, x_ref: np.ndarray | Non
 
 
 def _ece(p_err: np.ndarray, err: np.ndarray) -> float:
-    from snapuq.uq import metrics as M
-
     return float(M.ece(1.0 - np.asarray(p_err, np.float64), ~np.asarray(err, bool)))
