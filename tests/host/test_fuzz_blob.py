@@ -61,7 +61,11 @@ def test_blob_reader_libfuzzer_short_run(tmp_path: Path) -> None:
         pytest.skip("libFuzzer runtime missing (libclang-rt-14-dev)")
     assert b.returncode == 0, b.stderr[-3000:]
     max_len = blobs[0].stat().st_size + 4096
-    r = subprocess.run([str(exe), "-max_total_time=10", "-timeout=10", f"-max_len={max_len}", str(corpus)],
+    # the target allocates nothing (static buffers, a malloc-free core): any single allocation over 256 MB
+    # fails the run; the process's RSS (libFuzzer's corpus and ASan's quarantine, ~0.4 GB here, once over
+    # libFuzzer's default 2 GB limit in a loaded CI run with 32 MB of live heap) is bounded at 4 GB
+    r = subprocess.run([str(exe), "-max_total_time=10", "-timeout=10", f"-max_len={max_len}",
+                        "-malloc_limit_mb=256", "-rss_limit_mb=4096", str(corpus)],
                        capture_output=True, text=True, cwd=tmp_path, timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
     assert re.search(r"Done (\d+) runs", r.stderr), r.stderr[-2000:]
