@@ -1,7 +1,10 @@
 """The training recipe as data (TrainOptions), its augmentation and schedule, the per-epoch checkpoint and
 `--resume`, and the model directory written as one unit (ModelStage)."""
 
+import dataclasses
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,6 +99,69 @@ def test_resume_continues_from_the_last_epoch_and_matches_an_unbroken_run(tmp_pa
     assert h[-1]["loss"] == pytest.approx(h_full[-1]["loss"], rel=1e-4)
 
 
+def test_a_kill_between_an_epochs_files_and_its_state_leaves_the_previous_epoch_whole(tmp_path, monkeypatch):
+    """Killed after epoch 3's weights and optimizer files are written but before state.json names them:
+    the checkpoint is still epoch 2's (its own files, not epoch 3's weights), and the resumed run ends with
+    the unbroken run's weights; older epochs' files are gone once a newer state.json names its own."""
+    x, y = _data()
+    o = R.TrainOptions(epochs=4, batch_size=16, lr=0.05, optimizer="sgd", schedule="cosine",
+                       warmup_epochs=1, augment="shift")  # fmt: skip
+    ident = {"dataset": "t", "seed": 0}
+    full = _tiny()
+    R.fit_backbone_resumable(full, x, y, o, seed=0, ckpt_dir=tmp_path / "a", identity=ident, progress=False)
+    real = R.write_text
+
+    def dying(path, text):
+        if Path(path).name == "state.json" and json.loads(text)["epoch"] == 3:
+            raise KeyboardInterrupt
+        return real(path, text)
+
+    monkeypatch.setattr(R, "write_text", dying)
+    ck = tmp_path / "b"
+    with pytest.raises(KeyboardInterrupt):
+        R.fit_backbone_resumable(_tiny(), x, y, o, seed=0, ckpt_dir=ck, identity=ident, progress=False)
+    monkeypatch.setattr(R, "write_text", real)
+    st = json.loads((ck / "state.json").read_text())
+    assert st["epoch"] == 2 and st["files"] == ["backbone.e2.weights.h5", "optimizer.e2.npz"]
+    assert (ck / "backbone.e3.weights.h5").is_file()  # written, never committed
+    resumed = _tiny(seed=5)
+    R.fit_backbone_resumable(resumed, x, y, o, seed=0, ckpt_dir=ck, identity=ident, resume=True,
+                             progress=False)  # fmt: skip
+    for a, b in zip(full.get_weights(), resumed.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    left = sorted(p.name for p in ck.iterdir())
+    assert left == ["backbone.e4.weights.h5", "optimizer.e4.npz", "state.json"]
+
+
+def test_a_checkpoint_with_the_old_file_names_resumes(tmp_path):
+    """A checkpoint written before the files carried their epoch (backbone.weights.h5, optimizer.npz, no
+    `files` in state.json) is read and continued; a `files` entry that leaves the folder is refused."""
+    x, y = _data()
+    o = R.TrainOptions(epochs=3, batch_size=16, lr=0.05, optimizer="adam")
+    ident = {"dataset": "t", "seed": 0}
+    full = _tiny()
+    R.fit_backbone_resumable(full, x, y, o, seed=0, ckpt_dir=tmp_path / "a", identity=ident, progress=False)
+    ck = tmp_path / "b"
+    R.fit_backbone_resumable(_tiny(), x, y, dataclasses.replace(o, epochs=2), seed=0, ckpt_dir=ck,
+                             identity=ident, progress=False)  # fmt: skip
+    st = json.loads((ck / "state.json").read_text())
+    os.replace(ck / st.pop("files")[0], ck / "backbone.weights.h5")
+    os.replace(ck / "optimizer.e2.npz", ck / "optimizer.npz")
+    st["recipe"]["epochs"] = 3
+    (ck / "state.json").write_text(json.dumps(st))
+    resumed = _tiny(seed=5)
+    R.fit_backbone_resumable(resumed, x, y, o, seed=0, ckpt_dir=ck, identity=ident, resume=True,
+                             progress=False)  # fmt: skip
+    for a, b in zip(full.get_weights(), resumed.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert not (ck / "backbone.weights.h5").exists()
+    st = json.loads((ck / "state.json").read_text())
+    st["files"] = ["../x.h5", "optimizer.e3.npz"]
+    (ck / "state.json").write_text(json.dumps(st))
+    with pytest.raises(SnapuqError, match="not \\[weights, optimizer\\]"):
+        R.Checkpoint(ck).read()
+
+
 def test_resume_refuses_another_runs_checkpoint(tmp_path):
     x, y = _data()
     o = R.TrainOptions(epochs=1, batch_size=32)
@@ -106,8 +172,8 @@ def test_resume_refuses_another_runs_checkpoint(tmp_path):
         o2 = R.TrainOptions(epochs=1, batch_size=32, lr=0.1)
         R.fit_backbone_resumable(_tiny(), x, y, o2, seed=0, ckpt_dir=tmp_path, identity={"seed": 0},
                                  resume=True, progress=False)  # fmt: skip
-    (tmp_path / "optimizer.npz").unlink()
-    with pytest.raises(SnapuqError, match="optimizer.npz: missing"):
+    (tmp_path / "optimizer.e1.npz").unlink()
+    with pytest.raises(SnapuqError, match="optimizer.e1.npz: missing"):
         R.fit_backbone_resumable(_tiny(), x, y, o, seed=0, ckpt_dir=tmp_path, identity={"seed": 0},
                                  resume=True, progress=False)  # fmt: skip
 

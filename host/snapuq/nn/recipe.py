@@ -85,14 +85,18 @@ def make_optimizer(opts: TrainOptions):
 
 
 class Checkpoint:
-    """DIR/state.json (epoch done, the recipe and identity, per-epoch history), DIR/backbone.weights.h5 and
-    DIR/optimizer.npz, each replaced atomically, state.json last: its epoch always matches the weights."""
+    """DIR/state.json (epoch done, the recipe and identity, per-epoch history) and the two files of that
+    epoch it names (`files`: backbone.e{N}.weights.h5, optimizer.e{N}.npz). An epoch's files are written
+    first under their own names, state.json is replaced atomically last (the commit point), and only then
+    are older epochs' files removed: a kill at any moment leaves a state.json whose files are there and of
+    its epoch, so a resumed run ends with the weights of an unbroken one."""
+
+    LEGACY = ("backbone.weights.h5", "optimizer.npz")  # the names before they carried their epoch
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.state = self.root / "state.json"
-        self.weights = self.root / "backbone.weights.h5"
-        self.optimizer = self.root / "optimizer.npz"
+        self.weights, self.optimizer = (self.root / n for n in self.LEGACY)
 
     def exists(self) -> bool:
         return self.state.is_file()
@@ -107,6 +111,11 @@ class Checkpoint:
         ep = st.get("epoch")
         if not isinstance(ep, int) or isinstance(ep, bool) or ep < 0:
             raise SnapuqError(f"{self.state}: epoch {ep!r} is not a count of finished epochs")
+        names = st.get("files", list(self.LEGACY))
+        if not (isinstance(names, list) and len(names) == 2
+                and all(isinstance(n, str) and n and Path(n).name == n for n in names)):  # fmt: skip
+            raise SnapuqError(f"{self.state}: files {names!r} is not [weights, optimizer] of this folder")
+        self.weights, self.optimizer = (self.root / n for n in names)
         for p in (self.weights, self.optimizer):
             if not p.is_file():
                 raise SnapuqError(f"{p}: missing beside {self.state.name}; remove {self.root} to start over")
@@ -114,12 +123,19 @@ class Checkpoint:
 
     def write(self, model, optimizer, state: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        e = int(state["epoch"])
+        w, o = self.root / f"backbone.e{e}.weights.h5", self.root / f"optimizer.e{e}.npz"
         tmp_w = self.root / ".tmp.weights.h5"
         model.save_weights(tmp_w)
-        os.replace(tmp_w, self.weights)
-        with atomic_open(self.optimizer, "wb") as f:
+        os.replace(tmp_w, w)
+        with atomic_open(o, "wb") as f:
             np.savez(f, *[np.asarray(v) for v in optimizer.variables])
-        write_text(self.state, json.dumps({"format": CHECKPOINT_FORMAT, **state}, indent=1))
+        write_text(self.state, json.dumps({"format": CHECKPOINT_FORMAT, **state, "files": [w.name, o.name]},
+                                          indent=1))  # fmt: skip
+        self.weights, self.optimizer = w, o
+        for p in self.root.glob("*"):  # the previous epochs' files, now that state.json names these
+            if p.suffix in (".h5", ".npz") and p not in (w, o):
+                p.unlink(missing_ok=True)
 
     def restore(self, model, optimizer) -> None:
         model.load_weights(self.weights)
