@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,32 @@ def test_power_refuses_without_a_ppk2_in_one_line(firmware, model, tmp_path, cap
     rc, _o, err = _harness(capsys, url, model, out, "--limit", "2", "--power", "ppk2:/dev/ttyACM1")
     assert rc == 1 and "needs the ppk2-api package" in _one_line(err), err
     assert not out.exists()
+
+
+def test_a_meter_that_never_streams_is_refused_before_any_inference() -> None:
+    """start() returns only once samples flow (an inference before that would be a window the measurement
+    never sees); a meter that stays silent is one line naming its port."""
+    from snapuq.errors import SnapuqError
+    from snapuq.harness.energy import PPK2Meter
+
+    class Silent:
+        in_waiting = 0
+
+        def read(self, n: int) -> bytes:
+            time.sleep(0.01)
+            return b""
+
+    class FakePPK2:
+        ser = Silent()
+
+        def start_measuring(self) -> None:
+            pass
+
+    m = object.__new__(PPK2Meter)
+    m.port, m.ppk2, m._lock, m._stop, m._error, m._thread = "/dev/fake", FakePPK2(), threading.Lock(), \
+        threading.Event(), None, None  # fmt: skip
+    t0 = time.monotonic()
+    with pytest.raises(SnapuqError, match=r"^PPK2 on /dev/fake: .*not start streaming.*none within 0.3 s"):
+        m.start(live_s=0.3)
+    assert 0.3 <= time.monotonic() - t0 < 3
+    m._stop.set()

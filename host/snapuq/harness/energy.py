@@ -164,7 +164,10 @@ class PPK2Meter:
         except BaseException as e:  # noqa: BLE001 - reported by stop()
             self._error = e
 
-    def start(self) -> None:
+    def start(self, live_s: float = 5.0) -> None:
+        """Start the stream and return once its first samples are here, so no inference runs before the
+        meter measures (the PPK2, or anything behind USB, starts streaming some time after the command; an
+        inference in that gap would be a window the measurement never sees)."""
         import threading
 
         self._reset()
@@ -173,6 +176,12 @@ class PPK2Meter:
         self._stop.clear()
         self._thread = threading.Thread(target=self._read_loop, name="ppk2-reader", daemon=True)
         self._thread.start()
+        t_end = time.monotonic() + live_s
+        while self.samples == 0 and self._error is None and time.monotonic() < t_end:
+            time.sleep(0.005)
+        if self.samples == 0:
+            why = f"reading failed: {self._error}" if self._error is not None else f"none within {live_s:g} s"
+            raise SnapuqError(f"PPK2 on {self.port}: the measurement did not start streaming samples ({why})")
 
     def stop(self, quiet_s: float = 0.5, drain_s: float = 30.0) -> dict:
         """Stop measuring, take what is still on its way (until the port is quiet for quiet_s) and return
