@@ -39,7 +39,7 @@ def given(cls: type, args: Any) -> dict[str, Any]:
 
 
 def to_argv(opts: Any) -> list[str]:
-    """The command-line flags that rebuild `opts` (None fields left out): add_arguments' inverse."""
+    """The command-line flags that rebuild `opts` (None fields left out): add_options' inverse."""
     a: list[str] = []
     for f in dataclasses.fields(opts):
         v = getattr(opts, f.name)
