@@ -135,7 +135,11 @@ int snapuq_conv_dsp_is_1x1(const snapuq_dims_t *in_dims, const snapuq_dims_t *fi
                            const snapuq_dims_t *out_dims);
 /* DEPTHWISE_CONV_2D with depth multiplier 1 (SNAPUQ_ERR_UNSUPPORTED_TYPE otherwise) */
 snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *a);
+/* FULLY_CONNECTED, any shape: with 4 or more output units the input row is widened into a->ctx,
+ * which holds at least snapuq_fc_dsp_scratch_size() bytes (SNAPUQ_ERR_ARENA otherwise; 2 B per input
+ * element in groups of 4, 0 for fewer units) */
 snapuq_status_t snapuq_fc_dsp(const snapuq_fc_args_t *a);
+uint32_t snapuq_fc_dsp_scratch_size(const snapuq_dims_t *filter_dims);
 
 #ifndef SNAPUQ_KERNELS_DSP
 #define SNAPUQ_KERNELS_DSP 0

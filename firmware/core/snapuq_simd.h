@@ -72,6 +72,13 @@ static inline int32_t snapuq_smlad(uint32_t x, uint32_t y, int32_t acc)
     __asm__("smlad %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(y), "r"(acc));
     return r;
 }
+/* (a * b + 2^31) >> 32: the rounded high word of the signed product */
+static inline int32_t snapuq_smmulr(int32_t a, int32_t b)
+{
+    int32_t r;
+    __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
 static inline int32_t snapuq_smlabb(uint32_t x, uint32_t y, int32_t acc)
 {
     int32_t r;
@@ -150,6 +157,10 @@ static inline int32_t snapuq_smlad(uint32_t x, uint32_t y, int32_t acc)
     const int32_t p0 = snapuq_lo16(x) * snapuq_lo16(y);
     const int32_t p1 = snapuq_hi16(x) * snapuq_hi16(y);
     return (int32_t)((uint32_t)acc + (uint32_t)p0 + (uint32_t)p1);
+}
+static inline int32_t snapuq_smmulr(int32_t a, int32_t b)
+{
+    return (int32_t)(((int64_t)a * b + ((int64_t)1 << 31)) >> 32); /* arithmetic shift on every supported compiler */
 }
 static inline int32_t snapuq_smlabb(uint32_t x, uint32_t y, int32_t acc)
 {

@@ -88,6 +88,11 @@ static void quant(int32_t n)
     const int32_t right_only = range(0, 1);
     for (i = 0; i < n; i++) {
         bias[i] = range(-40000, 40000);
+        if (range(0, 24) == 0) {
+            /* a sum at or past +-2^30 (or wrapping): the requantization's 64-bit form, and its edges */
+            static const int32_t edge[] = {0x3FFFFFFF, 0x40000000, -0x40000000, -0x40000001, INT32_MAX, INT32_MIN};
+            bias[i] = range(0, 1) ? (int32_t)rnd() : edge[range(0, 5)];
+        }
         mult[i] = (int32_t)(0x40000000u + (rnd() & 0x3FFFFFFFu));
         shift[i] = right_only ? range(-31, -1) : range(-14, 2);
         if (!right_only && range(0, 60) == 0) {
@@ -340,6 +345,7 @@ static int fc_case(int32_t case_no)
     a.in_dims.n = range(1, 3);
     a.filter_dims.c = range(0, 1) ? 4 * range(1, 64) : range(1, 300);
     a.out_dims.c = range(1, MAX_C);
+    a.filter_dims.n = a.out_dims.c;
     out_n = a.in_dims.n * a.out_dims.c;
     if (a.in_dims.n * a.filter_dims.c > MAX_IN || a.filter_dims.c * a.out_dims.c > MAX_F) {
         return -1;
@@ -362,8 +368,27 @@ static int fc_case(int32_t case_no)
     a.out = out_ref;
     snapuq_fc_ref(&a);
     a.out = out_dsp;
-    if (snapuq_fc_dsp(&a) != SNAPUQ_OK) {
-        return status_fail("fc", case_no, SNAPUQ_ERR_STATE);
+    {
+        const uint32_t need = snapuq_fc_dsp_scratch_size(&a.filter_dims);
+        snapuq_status_t st;
+        if (need > MAX_SCRATCH) {
+            return -1;
+        }
+        if (need > 0) {
+            /* too little scratch is refused, output untouched */
+            a.ctx.buf = scratch;
+            a.ctx.size = need - 4u;
+            st = snapuq_fc_dsp(&a);
+            if (st != SNAPUQ_ERR_ARENA || out_dsp[0] != 0x2A) {
+                return status_fail("fc-scratch", case_no, st);
+            }
+        }
+        a.ctx.buf = need > 0 ? scratch : NULL;
+        a.ctx.size = need;
+        st = snapuq_fc_dsp(&a);
+        if (st != SNAPUQ_OK) {
+            return status_fail("fc", case_no, st);
+        }
     }
     {
         const int32_t dims[] = {a.in_dims.n, a.filter_dims.c, a.out_dims.c, a.quant.step};
@@ -497,6 +522,52 @@ static int add_case(int32_t case_no)
     }
 }
 
+/* the requantization at the sums where its two forms meet (2^30 in magnitude) and at the int32 ends:
+ * FULLY_CONNECTED with zero weights, so each output's sum is its bias exactly; per-tensor and
+ * per-channel, full range and clamped, every right shift */
+static int requant_edges(void)
+{
+    static const int32_t sums[] = {0, 1, -1, 0x3FFFFFFF, 0x40000000, 0x40000001, -0x3FFFFFFF, -0x40000000,
+                                   -0x40000001, -0x40000002, INT32_MAX, INT32_MIN, INT32_MIN + 1, 0x7FFFFFFE};
+    const int32_t n = (int32_t)(sizeof sums / sizeof sums[0]);
+    snapuq_fc_args_t a;
+    int32_t e, k, i;
+    memset(&a, 0, sizeof a);
+    memset(in_buf, 7, 4);
+    memset(f_buf, 0, (size_t)(4 * n));
+    memcpy(bias, sums, sizeof sums);
+    a.in_dims.n = 1;
+    a.filter_dims.n = a.out_dims.c = n;
+    a.filter_dims.c = 4;
+    a.in = in_buf;
+    a.filter = f_buf;
+    a.bias = bias;
+    a.quant.mult = mult;
+    a.quant.shift = shift;
+    a.ctx.buf = scratch;
+    a.ctx.size = MAX_SCRATCH;
+    for (e = 1; e <= 31; e++) {
+        for (k = 0; k < 4; k++) {
+            for (i = 0; i < n; i++) {
+                mult[i] = (int32_t)(0x40000000u + (rnd() & 0x3FFFFFFFu));
+                shift[i] = -e;
+            }
+            mult[0] = INT32_MAX;
+            a.quant.step = k & 1;
+            a.fc.out_offset = range(-128, 127);
+            a.fc.activation.min = k & 2 ? range(-128, 0) : -128;
+            a.fc.activation.max = k & 2 ? range(a.fc.activation.min, 127) : 127;
+            a.out = out_ref;
+            snapuq_fc_ref(&a);
+            a.out = out_dsp;
+            if (snapuq_fc_dsp(&a) != SNAPUQ_OK || memcmp(out_ref, out_dsp, (size_t)n) != 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 int kernel_prop_main(int32_t cases, uint32_t seed);
 
 int kernel_prop_main(int32_t cases, uint32_t seed)
@@ -505,6 +576,7 @@ int kernel_prop_main(int32_t cases, uint32_t seed)
     char line[96];
     char *p = line;
     rng_state = seed != 0u ? seed : 1u;
+    fails += requant_edges();
     while (i < cases) {
         const int32_t kind = range(0, 4);
         const int r = kind == 0   ? conv_case(i, 0)

@@ -14,8 +14,10 @@
 /* keeps a kernel's large paths out of line (their register allocation stays their own) */
 #if defined(__GNUC__)
 #define SNAPUQ_NOINLINE __attribute__((noinline))
+#define SNAPUQ_LIKELY(c) __builtin_expect(!!(c), 1) /* the branch the code is laid out for */
 #else
 #define SNAPUQ_NOINLINE
+#define SNAPUQ_LIKELY(c) (c)
 #endif
 
 #define CONV_CHUNK 32 /* output channels accumulated before requantizing (2 x 128 B of stack) */
