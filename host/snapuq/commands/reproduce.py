@@ -94,14 +94,12 @@ def _parse_datasets(text: str) -> list[str]:
 
 
 def _train(ds: str, out: Path, args: argparse.Namespace, seed: int) -> None:
-    tp = argparse.ArgumentParser()
-    T.add_arguments(tp)
     argv = ["--dataset", ds, "--data-dir", args.data_dir, "--out", str(out), "--seed", str(seed)]
     argv += ["--resume"] if args.resume else []
     argv += ["--no-baselines"] if args.no_baselines or getattr(args, "ensemble_from_seeds", False) else []
     argv += ["--no-progress"] if args.no_progress else []
     print(f"snapuq reproduce: {ds}: training {out} (snapuq train {' '.join(argv)})")
-    T.run(tp.parse_args(argv))
+    T.run_argv(argv)
 
 
 def _seed_ensemble(d: Path, cfg: dict, seeds: list[int], args: argparse.Namespace) -> None:
@@ -114,15 +112,13 @@ def _seed_ensemble(d: Path, cfg: dict, seeds: list[int], args: argparse.Namespac
     b = ModelPaths(d).baselines / "baselines.json"
     if b.is_file() and (json.loads(b.read_text()).get("ensemble") or {}).get("from_model_dirs") == dirs:
         return
-    tp = argparse.ArgumentParser()
-    T.add_arguments(tp)
     argv = ["--out", str(d), "--baselines-only", "--ensemble-from", ",".join(dirs)]
     argv += ["--data-dir", args.data_dir]
     argv += ["--resume"] if args.resume else []
     argv += ["--no-progress"] if args.no_progress else []
     print(f"snapuq reproduce: {d}: deep ensemble = the backbones of seeds {', '.join(map(str, seeds))}; "
           f"training its early-exit model (snapuq train {' '.join(argv)})")
-    T.run(tp.parse_args(argv))
+    T.run_argv(argv)
 
 
 def _fresh_export(d: Path) -> bool:
