@@ -102,6 +102,16 @@ def _train(ds: str, out: Path, args: argparse.Namespace, seed: int) -> None:
     T.run_argv(argv)
 
 
+def _same_dirs(recorded, wanted: list[str]) -> bool:
+    """`recorded` (baselines.json's from_model_dirs) names the `wanted` directories in the same order, however
+    each is spelled (./models/x or models/x, relative or absolute): compared as resolved paths."""
+    if not isinstance(recorded, list) or not all(isinstance(p, str) for p in recorded):
+        return False
+    if len(recorded) != len(wanted):
+        return False
+    return [Path(p).resolve() for p in recorded] == [Path(p).resolve() for p in wanted]
+
+
 def _seed_ensemble(d: Path, cfg: dict, seeds: list[int], args: argparse.Namespace) -> None:
     """D/baselines with the seeds' backbones as the deep ensemble and D's own early-exit model, made
     (`snapuq train --baselines-only --ensemble-from`) unless D/baselines already holds exactly that."""
@@ -110,7 +120,8 @@ def _seed_ensemble(d: Path, cfg: dict, seeds: list[int], args: argparse.Namespac
         raise SnapuqError("--ensemble-from-seeds needs at least two seeds")
     dirs = [str(multiseed.seed_dir(d, cfg, s)) for s in seeds]
     b = ModelPaths(d).baselines / "baselines.json"
-    if b.is_file() and (json.loads(b.read_text()).get("ensemble") or {}).get("from_model_dirs") == dirs:
+    made = (json.loads(b.read_text()).get("ensemble") or {}).get("from_model_dirs") if b.is_file() else None
+    if _same_dirs(made, dirs):
         return
     argv = ["--out", str(d), "--baselines-only", "--ensemble-from", ",".join(dirs)]
     argv += ["--data-dir", args.data_dir]
