@@ -255,8 +255,8 @@ def test_baselines_only_adds_the_baselines_to_a_trained_directory(tmp_path, caps
 
 def test_the_deep_ensemble_can_be_the_other_seeds_backbones(tmp_path, capsys):
     """--baselines-only --ensemble-from: the seeds' own backbones become the ensemble members (their
-    logits exactly), only the early-exit model trains; another recipe's directory or a repeated seed is
-    refused."""
+    logits exactly), only the early-exit model trains; another recipe's directory, a repeated seed, a missing
+    directory or one without its model is refused before anything trains."""
     import keras
 
     from snapuq.nn.saved import load_model_dir, predict_batched
@@ -273,6 +273,12 @@ def test_the_deep_ensemble_can_be_the_other_seeds_backbones(tmp_path, capsys):
     assert "--ensemble-from" in capsys.readouterr().err and not (m0 / "baselines").exists()
     assert main(bad + ["--ensemble-from", f"{m0},{m0}"]) == 1
     assert "same seed" in capsys.readouterr().err
+    assert main(bad + ["--ensemble-from", f"{m0},{tmp_path / 'none'}"]) == 1
+    assert "no such model directory" in capsys.readouterr().err
+    (tmp_path / "nomodel").mkdir()
+    (tmp_path / "nomodel" / "config.json").write_bytes((m1 / "config.json").read_bytes())
+    assert main(bad + ["--ensemble-from", f"{m0},{tmp_path / 'nomodel'}"]) == 1
+    assert "model.keras: missing" in capsys.readouterr().err and not (m0 / "baselines").exists()
     assert main(base + ["--out", str(tmp_path / "x"), "--ensemble-from", str(m1)]) == 1
     assert "goes with --baselines-only" in capsys.readouterr().err
     assert main(bad + ["--ensemble-from", f"{m0},{m1}"]) == 0

@@ -63,6 +63,36 @@ def test_reproduce_trains_evaluates_and_writes_results(mnist_like, tmp_path):
     assert [(models / "mnist" / f).stat().st_mtime for f in ("model.keras", "baselines/baselines.json")] == mt
 
 
+def test_seed_ensemble_is_kept_for_the_same_folders_spelled_otherwise(tmp_path, monkeypatch):
+    """Unit test (no training): baselines.json's from_model_dirs that name the wanted seed folders as
+    ./models/x, models/x or an absolute path keep D/baselines; other folders or another order train it."""
+    import argparse
+
+    from snapuq.commands import reproduce as R
+    from snapuq.commands import train as T
+
+    monkeypatch.chdir(tmp_path)
+    d = Path("models") / "mnist"
+    (d / "baselines").mkdir(parents=True)
+    trained: list[list[str]] = []
+    monkeypatch.setattr(T, "run_argv", lambda argv: trained.append(argv) or 0)
+    args = argparse.Namespace(data_dir="data", resume=False, no_progress=True)
+
+    def made(dirs) -> list[list[str]]:
+        (d / "baselines" / "baselines.json").write_text(json.dumps({"ensemble": {"from_model_dirs": dirs}}))
+        trained.clear()
+        R._seed_ensemble(d, {"seed": 0}, [0, 1], args)
+        return trained
+
+    assert made(["models/mnist", "models/mnist_seed1"]) == []
+    assert made(["./models/mnist", "./models/mnist_seed1"]) == []
+    assert made([str(tmp_path / "models" / "mnist"), "models/../models/mnist_seed1"]) == []
+    assert R._same_dirs(["./a"], [str(tmp_path / "a")]) and not R._same_dirs(["a"], ["b"])
+    assert len(made(["models/mnist_seed1", "models/mnist"])) == 1
+    assert len(made(["models/mnist", "models/mnist_seed2"])) == 1
+    assert len(made(None)) == 1
+
+
 def test_results_md_says_when_baselines_are_shared_and_when_a_figure_has_fewer_seeds():
     """Unit test of the writer (no training): the shared-baselines sentence and the seed count of a cell."""
     from snapuq.commands.reproduce import render

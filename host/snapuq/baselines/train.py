@@ -21,7 +21,7 @@ from snapuq.errors import SnapuqError
 from snapuq.io import write_text
 from snapuq.nn.backbones import build_backbone
 from snapuq.nn.recipe import fit_backbone_resumable
-from snapuq.nn.saved import load_model_dir, predict_batched
+from snapuq.nn.saved import load_model_dir, model_dir_config, predict_batched, release
 from snapuq.nn.training import _Bar
 
 ENSEMBLE_MEMBERS = 5
@@ -184,16 +184,22 @@ def train_baselines(
 
     t0 = time.perf_counter()
     dev_acc = []
-    for k, m in enumerate(nets or [logits_model(md.model) for _, md in sources]):
+    for k, m in enumerate(nets):
         dev_acc.append(float((predict_batched(m, xd).argmax(1) == yd).mean()))
         m.save(bdir / f"ensemble_{k}.keras")
+    for k, (src, _) in enumerate(sources):  # one seed model in memory at a time, after the early-exit fit
+        m = logits_model(load_model_dir(src, calib=False).model)
+        dev_acc.append(float((predict_batched(m, xd).argmax(1) == yd).mean()))
+        m.save(bdir / f"ensemble_{k}.keras")
+        release(m)
+        del m
     out = predict_batched(ee, xd)
     keys = list(out)
     ee_acc = {k: float((out[k].argmax(1) == yd).mean()) for k in keys}
     ee.save(bdir / "early_exit.keras")
     info["ensemble"] = {"members": len(dev_acc), "seeds": seeds, "dev_accuracy": dev_acc}
     if sources:  # the other seeds trained on part of this seed's dev split: their dev accuracy is optimistic
-        info["ensemble"].update(seeds=[int(md.config.get("seed", 0)) for _, md in sources],
+        info["ensemble"].update(seeds=[int(c.get("seed", 0)) for _, c in sources],
                                 from_model_dirs=[str(p) for p, _ in sources])  # fmt: skip
     info["early_exit"] = {"seed": s_ee, "exits_after": blocks, "outputs": keys, "dev_accuracy": ee_acc}
     info["timings_s"]["save"] = round(time.perf_counter() - t0, 2)
@@ -202,21 +208,23 @@ def train_baselines(
 
 
 def _ensemble_sources(dirs: list[Path], config: dict) -> list:
-    """(dir, ModelDir) of each model directory whose backbone serves as a deep-ensemble member: the same
-    dataset, backbone, input shape, classes and recipe as `config` (one-line SnapuqError otherwise)."""
+    """(dir, config) of each model directory whose backbone serves as a deep-ensemble member: the same
+    dataset, backbone, input shape, classes and recipe as `config` (one-line SnapuqError otherwise). Checked
+    from config.json and the model file's presence only: the models themselves load one at a time when
+    they are copied in, after the early-exit model has trained."""
 
     def same(c: dict) -> dict:  # the baselines' own epochs may differ: not the backbone's recipe
         return {**c, "recipe": {**(c.get("recipe") or {}), "baseline_epochs": None}}
 
     out = []
     for p in dirs:
-        md = load_model_dir(p, calib=False)
+        c = model_dir_config(p)
         for key in ("dataset", "backbone", "input_shape", "n_classes", "recipe"):
-            if same(md.config).get(key) != same(config).get(key):
-                raise SnapuqError(f"--ensemble-from: {p} has {key} {md.config.get(key)!r}, the model has "
+            if same(c).get(key) != same(config).get(key):
+                raise SnapuqError(f"--ensemble-from: {p} has {key} {c.get(key)!r}, the model has "
                                   f"{config.get(key)!r}")  # fmt: skip
-        out.append((Path(p), md))
-    if len({int(md.config.get("seed", 0)) for _, md in out}) != len(out):
+        out.append((Path(p), c))
+    if len({int(c.get("seed", 0)) for _, c in out}) != len(out):
         raise SnapuqError("--ensemble-from: two of the model directories were trained with the same seed")
     return out
 

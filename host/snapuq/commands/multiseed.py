@@ -353,9 +353,7 @@ def ensure_seed_model(
         argv = [a for a in argv if a != "--no-progress"] + ([] if progress else ["--no-progress"])
         argv += ["--resume"] if resume else []
         print(f"snapuq eval: seed {seed}: training {ds} (snapuq train {' '.join(argv)})")
-        tp = argparse.ArgumentParser()
-        T.add_arguments(tp)
-        T.run(tp.parse_args(argv))
+        T.run_argv(argv)
     return ds
 
 

@@ -94,14 +94,22 @@ def _parse_datasets(text: str) -> list[str]:
 
 
 def _train(ds: str, out: Path, args: argparse.Namespace, seed: int) -> None:
-    tp = argparse.ArgumentParser()
-    T.add_arguments(tp)
     argv = ["--dataset", ds, "--data-dir", args.data_dir, "--out", str(out), "--seed", str(seed)]
     argv += ["--resume"] if args.resume else []
     argv += ["--no-baselines"] if args.no_baselines or getattr(args, "ensemble_from_seeds", False) else []
     argv += ["--no-progress"] if args.no_progress else []
     print(f"snapuq reproduce: {ds}: training {out} (snapuq train {' '.join(argv)})")
-    T.run(tp.parse_args(argv))
+    T.run_argv(argv)
+
+
+def _same_dirs(recorded, wanted: list[str]) -> bool:
+    """`recorded` (baselines.json's from_model_dirs) names the `wanted` directories in the same order, however
+    each is spelled (./models/x or models/x, relative or absolute): compared as resolved paths."""
+    if not isinstance(recorded, list) or not all(isinstance(p, str) for p in recorded):
+        return False
+    if len(recorded) != len(wanted):
+        return False
+    return [Path(p).resolve() for p in recorded] == [Path(p).resolve() for p in wanted]
 
 
 def _seed_ensemble(d: Path, cfg: dict, seeds: list[int], args: argparse.Namespace) -> None:
@@ -112,17 +120,16 @@ def _seed_ensemble(d: Path, cfg: dict, seeds: list[int], args: argparse.Namespac
         raise SnapuqError("--ensemble-from-seeds needs at least two seeds")
     dirs = [str(multiseed.seed_dir(d, cfg, s)) for s in seeds]
     b = ModelPaths(d).baselines / "baselines.json"
-    if b.is_file() and (json.loads(b.read_text()).get("ensemble") or {}).get("from_model_dirs") == dirs:
+    made = (json.loads(b.read_text()).get("ensemble") or {}).get("from_model_dirs") if b.is_file() else None
+    if _same_dirs(made, dirs):
         return
-    tp = argparse.ArgumentParser()
-    T.add_arguments(tp)
     argv = ["--out", str(d), "--baselines-only", "--ensemble-from", ",".join(dirs)]
     argv += ["--data-dir", args.data_dir]
     argv += ["--resume"] if args.resume else []
     argv += ["--no-progress"] if args.no_progress else []
     print(f"snapuq reproduce: {d}: deep ensemble = the backbones of seeds {', '.join(map(str, seeds))}; "
           f"training its early-exit model (snapuq train {' '.join(argv)})")
-    T.run(tp.parse_args(argv))
+    T.run_argv(argv)
 
 
 def _fresh_export(d: Path) -> bool:

@@ -288,3 +288,12 @@ def run(args: argparse.Namespace) -> int:
     if chk and not chk.get("ok"):
         print(f"snapuq train: warning: {chk.get('hint')}")
     return 0
+
+
+def run_argv(argv: list[str]) -> int:
+    """`snapuq train ARGV` from another command (reproduce, eval --seeds): ARGV parsed by train's own
+    parser, then `run`, whose return code it returns (a bad option exits as argparse does; a failure
+    raises SnapuqError)."""
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    return run(p.parse_args(argv))

@@ -54,19 +54,29 @@ class ModelDir:
         return self._export
 
 
-def load_model_dir(d: str | Path, calib: bool = True) -> ModelDir:
-    """The model, its config.json and (with `calib`, when present) its calib.json, both validated by
-    snapuq.formats before the model is loaded (a bad file is one line, not a traceback later)."""
+def model_dir_config(d: str | Path) -> dict:
+    """The validated config.json of model directory D, once D is a folder with its model file: the checks
+    load_model_dir makes before it loads the model, in the same one-line errors, without loading Keras."""
 
     d = Path(d)
     if not d.is_dir():
         raise SnapuqError(f"{d}: no such model directory")
     paths = ModelPaths(d)
     cfg = read_config(paths.config, need=("dataset", "input_shape", "taps"))
+    if not paths.keras.is_file():
+        raise SnapuqError(f"{paths.keras}: missing (not a model directory written by `snapuq train`)")
+    return cfg
+
+
+def load_model_dir(d: str | Path, calib: bool = True) -> ModelDir:
+    """The model, its config.json and (with `calib`, when present) its calib.json, both validated by
+    snapuq.formats before the model is loaded (a bad file is one line, not a traceback later)."""
+
+    d = Path(d)
+    paths = ModelPaths(d)
+    cfg = model_dir_config(d)
     cal = read_calib(paths.calib, cfg) if calib and paths.calib.exists() else None
     mp = paths.keras
-    if not mp.is_file():
-        raise SnapuqError(f"{mp}: missing (not a model directory written by `snapuq train`)")
     import keras
 
     from snapuq.nn import heads  # noqa: F401  (registers the custom layers)
@@ -91,6 +101,14 @@ def _compiled(model):
         fn = (model, tf.function(lambda x: model(x, training=False), reduce_retracing=True))
         _COMPILED[key] = fn
     return fn[1]
+
+
+def release(model) -> None:
+    """Forget `model`'s traced function (predict_batched keeps one per model, and with it the model): for a
+    model that is done with, so that dropping it frees it."""
+    fn = _COMPILED.get(id(model))
+    if fn is not None and fn[0] is model:
+        del _COMPILED[id(model)]
 
 
 def predict_batched(model, x: np.ndarray, batch_size: int = 512,
