@@ -133,8 +133,11 @@ const char *snapuq_conv_dsp_kernel(const snapuq_dims_t *in_dims);
  * padding, any stride); a GEMM of pixels x output channels */
 int snapuq_conv_dsp_is_1x1(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims,
                            const snapuq_dims_t *out_dims);
-/* DEPTHWISE_CONV_2D with depth multiplier 1 (SNAPUQ_ERR_UNSUPPORTED_TYPE otherwise) */
+/* DEPTHWISE_CONV_2D with depth multiplier 1 (SNAPUQ_ERR_UNSUPPORTED_TYPE otherwise); its filter is
+ * copied into a->ctx, which holds at least snapuq_dwconv_dsp_scratch_size() bytes (SNAPUQ_ERR_ARENA
+ * otherwise) */
 snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *a);
+uint32_t snapuq_dwconv_dsp_scratch_size(const snapuq_dims_t *filter_dims);
 /* FULLY_CONNECTED, any shape: with 4 or more output units the input row is widened into a->ctx,
  * which holds at least snapuq_fc_dsp_scratch_size() bytes (SNAPUQ_ERR_ARENA otherwise; 2 B per input
  * element in groups of 4, 0 for fewer units) */

@@ -280,7 +280,23 @@ static int conv_case(int32_t case_no, int depthwise)
     }
     a.out = out_dsp;
     if (depthwise) {
-        const snapuq_status_t st = snapuq_dwconv_dsp(&a);
+        const uint32_t need = snapuq_dwconv_dsp_scratch_size(&a.filter_dims);
+        snapuq_status_t st;
+        if (need > MAX_SCRATCH) {
+            return -1;
+        }
+        if (a.conv.depth_mult == 1) {
+            /* too little scratch for the filter copy is refused, output untouched */
+            a.ctx.buf = scratch;
+            a.ctx.size = need - 4u;
+            st = snapuq_dwconv_dsp(&a);
+            if (st != SNAPUQ_ERR_ARENA || out_dsp[0] != 0x2A) {
+                return status_fail("dwconv-scratch", case_no, st);
+            }
+        }
+        a.ctx.buf = scratch;
+        a.ctx.size = need;
+        st = snapuq_dwconv_dsp(&a);
         if (a.conv.depth_mult != 1) {
             /* not a DSP shape: refused (the registration runs the reference), output untouched */
             return st == SNAPUQ_ERR_UNSUPPORTED_TYPE && out_dsp[0] == 0x2A ? 0 : status_fail("dwconv", case_no, st);

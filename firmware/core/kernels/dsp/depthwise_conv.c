@@ -6,7 +6,12 @@
  * Depth multiplier 1: 4 channels per word; SXTAB16 / SXTB16 (and their ROR #8 forms) split each
  * input and filter word into even/odd channel lanes (input offset folded in), SMLABB / SMLATT
  * accumulate the four channels separately; 3- and 2-wide kernel rows run as straight-line asm.
+ * The filter is read from a copy in the arena scratch (snapuq_dwconv_dsp_scratch_size() bytes), made
+ * once per call: a 4-channel group's taps lie on k_h * k_w different lines, more than a flash
+ * accelerator's data cache holds (8 lines on STM32L4), so reading them from flash missed on every tap.
  */
+#include <string.h>
+
 #include "dsp_common.h"
 
 #if SNAPUQ_KERNELS_DSP
@@ -33,8 +38,16 @@
         [t2] "=&r"(t2), [t3] "=&r"(t3)
 #define DW_ASM_IN [x] "r"(xr), [f] "r"(fr), [xs] "r"(xstep), [fs] "r"((ptrdiff_t)C), [off] "r"(off2)
 
-snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
+uint32_t snapuq_dwconv_dsp_scratch_size(const snapuq_dims_t *filter_dims)
 {
+    return ((uint32_t)(filter_dims->h * filter_dims->w * filter_dims->c) + 3u) & ~3u;
+}
+
+snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *args)
+{
+    snapuq_conv_args_t la = *args;
+    const snapuq_conv_args_t *const a = &la;
+    const uint32_t need = snapuq_dwconv_dsp_scratch_size(&la.filter_dims);
     const int32_t C = a->out_dims.c, C4 = C & ~3;
     const uint32_t off2 = snapuq_dup16(a->conv.in_offset);
     const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? a->out_dims.c : 1);
@@ -46,6 +59,11 @@ snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *a)
     if (a->conv.depth_mult != 1) {
         return SNAPUQ_ERR_UNSUPPORTED_TYPE; /* the registration runs the reference then */
     }
+    if (la.ctx.buf == NULL || la.ctx.size < need || ((uintptr_t)la.ctx.buf & 3u) != 0) {
+        return SNAPUQ_ERR_ARENA;
+    }
+    memcpy(la.ctx.buf, la.filter, (size_t)la.filter_dims.h * la.filter_dims.w * la.filter_dims.c);
+    la.filter = (const int8_t *)la.ctx.buf;
     for (b = 0; b < a->in_dims.n; b++) {
         const int8_t *in_b = a->in + (size_t)b * a->in_dims.h * a->in_dims.w * C;
         for (oy = 0; oy < a->out_dims.h; oy++) {

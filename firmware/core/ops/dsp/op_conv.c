@@ -5,8 +5,9 @@
  *  - CONV_2D: snapuq_conv_dsp for every shape; its patch path (in_c % 4 != 0) and its 1x1 path
  *    (4 B per output channel) get snapuq_conv_dsp_scratch_size() bytes of arena scratch, planned
  *    for this operator's step.
- *  - DEPTHWISE_CONV_2D: snapuq_dwconv_dsp for depth multiplier 1, the reference kernel otherwise
- *    (reported as "ref" by snapuq_model_op_kernel).
+ *  - DEPTHWISE_CONV_2D: snapuq_dwconv_dsp for depth multiplier 1, with its filter copy in arena
+ *    scratch (snapuq_dwconv_dsp_scratch_size()), the reference kernel otherwise (reported as "ref" by
+ *    snapuq_model_op_kernel; no scratch).
  */
 #include <stdint.h>
 
@@ -48,11 +49,22 @@ static snapuq_status_t eval_conv_dsp(snapuq_model_t *md, uint16_t op)
     return snapuq_kernel_status(md, op, snapuq_conv_dsp(&a));
 }
 
+/* the planner's scratch query: the filter copy of the DSP kernel */
+static uint32_t scratch_dwconv_dsp(const snapuq_model_t *md, uint16_t op)
+{
+    const snapuq_priv_op_t *o = &md->ops[op];
+    const snapuq_dims_t f = snapuq_dims_of(snapuq_tc(md, o->in[1]));
+    return o->u.conv.kernel == SNAPUQ_KERNEL_DSP ? snapuq_dwconv_dsp_scratch_size(&f) : 0u;
+}
+
 static snapuq_status_t eval_dwconv_dsp(snapuq_model_t *md, uint16_t op)
 {
     const snapuq_priv_op_t *o = &md->ops[op];
     snapuq_conv_args_t a;
     snapuq_conv_args(md, o, &a);
+    if (o->u.conv.kernel == SNAPUQ_KERNEL_DSP) {
+        a.ctx = snapuq_op_context(md, o, snapuq_dwconv_dsp_scratch_size(&a.filter_dims));
+    }
     return snapuq_kernel_status(md, op, o->u.conv.kernel == SNAPUQ_KERNEL_DSP ? snapuq_dwconv_dsp(&a)
                                                                              : snapuq_dwconv_ref(&a));
 }
@@ -76,7 +88,7 @@ const snapuq_op_reg_t snapuq_reg_conv_2d = {SNAPUQ_OP_CONV_2D, SNAPUQ_OPF_INT8_I
                                             kernel_conv_dsp};
 const snapuq_op_reg_t snapuq_reg_depthwise_conv_2d = {SNAPUQ_OP_DEPTHWISE_CONV_2D, SNAPUQ_OPF_INT8_IO,
                                                       parse_dwconv_dsp, snapuq_conv_prepare, eval_dwconv_dsp,
-                                                      NULL, kernel_dwconv_dsp};
+                                                      scratch_dwconv_dsp, kernel_dwconv_dsp};
 
 #else
 /* reference build: ops/op_conv.c defines the registrations */
