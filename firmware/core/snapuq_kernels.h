@@ -119,8 +119,8 @@ snapuq_status_t snapuq_fc_ref(const snapuq_fc_args_t *a);
 
 /* DSP kernels (kernels/dsp/<op>.c), built when SNAPUQ_KERNELS_DSP is non-zero; their operators'
  * registrations (ops/dsp/op_<op>.c) replace the reference ones in that build. */
-/* CONV_2D, any shape: in_c % 4 == 0 runs the 1x1 path for a 1x1 filter (its per-channel start
- * values, 4 B per output channel, and 2 in_c bytes for a stride > 1, in a->ctx) and the
+/* CONV_2D, any shape: in_c % 4 == 0 runs the 1x1 path for a 1x1 filter (its widened pixel pair,
+ * 4 in_c bytes, in a->ctx) and the
  * 2x2-blocked direct path otherwise (no scratch for a filter larger than 1x1); any other in_c
  * runs the gathered-patch path, whose patch (k_h * k_w * in_c int16, padded to a multiple of 4)
  * lives in a->ctx. a->ctx holds at least snapuq_conv_dsp_scratch_size() bytes (SNAPUQ_ERR_ARENA

@@ -208,7 +208,7 @@ static int conv_case(int32_t case_no, int depthwise)
         switch (range(0, 5)) {
         case 4:
             /* pointwise (1x1): the 1x1 path (any C % 4 == 0, C % 8 == 4 too, odd out_c, one
-             * pixel; stride 1, and stride 2 through its two-pixel copy) */
+             * pixel; stride 1, and stride 2 read in place) */
             a.in_dims.c = range(0, 1) ? 4 * range(1, 3) : 4 * range(1, 24);
             a.filter_dims.h = a.filter_dims.w = 1;
             a.conv.stride.h = a.conv.stride.w = range(0, 3) == 0 ? 2 : 1;

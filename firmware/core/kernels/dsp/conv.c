@@ -328,72 +328,63 @@ static void conv_c4(const snapuq_conv_args_t *a)
     }
 }
 
-/* One 4-input-channel step of a 2 x 2 (pixel x channel) block, shared by the two 1x1 loops below:
- * C is in a register (cr), xa and f0 advance by 4. */
-#if SNAPUQ_SIMD_NATIVE
-#define SNAPUQ_1X1_BODY                                 \
-    "ldr %[t5], [%[xa], %[cr]]\n\t"                     \
-    "ldr %[t4], [%[xa]], #4\n\t"                        \
-    "sxtb16 %[t2], %[t5]\n\t"                           \
-    "sxtb16 %[t3], %[t5], ror #8\n\t"                   \
-    "sxtb16 %[t0], %[t4]\n\t"                           \
-    "sxtb16 %[t1], %[t4], ror #8\n\t"                   \
-    "ldr %[t5], [%[f0], %[cr]]\n\t"                     \
-    "sxtb16 %[t4], %[t5]\n\t"                           \
-    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
-    "smlad %[a01], %[t4], %[t0], %[a01]\n\t"            \
-    "smlad %[a01], %[t5], %[t1], %[a01]\n\t"            \
-    "smlad %[a11], %[t4], %[t2], %[a11]\n\t"            \
-    "smlad %[a11], %[t5], %[t3], %[a11]\n\t"            \
-    "ldr %[t5], [%[f0]], #4\n\t"                        \
-    "sxtb16 %[t4], %[t5]\n\t"                           \
-    "sxtb16 %[t5], %[t5], ror #8\n\t"                   \
-    "smlad %[a00], %[t4], %[t0], %[a00]\n\t"            \
-    "smlad %[a00], %[t5], %[t1], %[a00]\n\t"            \
-    "smlad %[a10], %[t4], %[t2], %[a10]\n\t"            \
-    "smlad %[a10], %[t5], %[t3], %[a10]\n\t"
-#endif
-
-/* ---- 1x1 (pointwise): a GEMM of pixels x output channels, no im2col (a stride > 1 copies each pair
- * of input pixels next to each other first, 2 in_c bytes) ----
- * The input offset is folded into a per-channel start value computed once per call into the
- * caller's scratch (bias[oc] + in_offset * sum of channel oc's weights: the same int32 sum mod 2^32
- * as the reference's sum of (x + offset) * w), so the inner loop widens with a plain SXTB16. Two
- * neighbouring pixels (xb = xa + C) x two output channels (f1 = f0 + C) share one register for C:
- * both second operands are loaded as [p, C], which leaves every operand in a register (no reload
- * in the loop), and the loop runs 8 input channels per pass (22 instructions per 16 MACs). */
-static inline void mac1x1_2x2(const int8_t *xa, const int8_t *f0, int32_t C, int32_t *acc)
+/* ---- 1x1 (pointwise): a GEMM of pixels x output channels, no im2col ----
+ * Each pair of output pixels' inputs is widened once into the caller's scratch, offset added, in
+ * SMLAD lane order (per 4 input channels: pixel A's (x0, x2), (x1, x3), then pixel B's; 4 in_c bytes),
+ * read in place for a stride > 1. Every output channel pair then runs over those words: per 4 input
+ * channels four input words, two filter words widened, 8 SMLAD (18 instructions per 16 MACs). */
+/* acc[0..3] = (f0 . A, f1 . A, f0 . B, f1 . B) + start over the widened pair pw of C input channels
+ * (C % 4 == 0, C > 0): f0 (unaligned), f1 = f0 + C */
+static inline void mac1x1_2x2(const uint32_t *pw, const int8_t *f0, int32_t C, int32_t s0, int32_t s1, int32_t *acc)
 {
-    int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+    int32_t a00 = s0, a01 = s1, a10 = s0, a11 = s1;
 #if SNAPUQ_SIMD_NATIVE
-    const int8_t *end = f0 + C;
-    uint32_t t0, t1, t2, t3, t4, t5;
+    const uint32_t *const end = pw + C; /* 4 words per 4 input channels */
+    uint32_t xae, xao, xbe, xbo, we, t;
+    /* one group of 4 input channels: five loads in a row (a load after a load pipelines; an LDRD
+     * does not), channel 1's word by register offset, then channel 0's, which advances f0 */
+#define SNAPUQ_1X1_BODY                                   \
+    "ldr %[xao], [%[pw], #4]\n\t"                        \
+    "ldr %[xbe], [%[pw], #8]\n\t"                        \
+    "ldr %[xbo], [%[pw], #12]\n\t"                       \
+    "ldr %[xae], [%[pw]], #16\n\t"                       \
+    "ldr %[t], [%[f0], %[cr]]\n\t"                        \
+    "sxtb16 %[we], %[t]\n\t"                              \
+    "sxtb16 %[t], %[t], ror #8\n\t"                       \
+    "smlad %[a01], %[we], %[xae], %[a01]\n\t"             \
+    "smlad %[a01], %[t], %[xao], %[a01]\n\t"              \
+    "smlad %[a11], %[we], %[xbe], %[a11]\n\t"             \
+    "smlad %[a11], %[t], %[xbo], %[a11]\n\t"              \
+    "ldr %[t], [%[f0]], #4\n\t"                           \
+    "sxtb16 %[we], %[t]\n\t"                              \
+    "sxtb16 %[t], %[t], ror #8\n\t"                       \
+    "smlad %[a00], %[we], %[xae], %[a00]\n\t"             \
+    "smlad %[a00], %[t], %[xao], %[a00]\n\t"              \
+    "smlad %[a10], %[we], %[xbe], %[a10]\n\t"             \
+    "smlad %[a10], %[t], %[xbo], %[a10]\n\t"
     __asm__ volatile("tst %[cr], #4\n\t"
-                     "beq 2f\n\t" SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
+                     "beq 2f\n\t" SNAPUQ_1X1_BODY "cmp %[pw], %[end]\n\t"
                      "beq 3f\n\t"
-                     "2:\n\t" SNAPUQ_1X1_BODY SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
+                     "2:\n\t" SNAPUQ_1X1_BODY SNAPUQ_1X1_BODY "cmp %[pw], %[end]\n\t"
                      "bne 2b\n\t"
                      "3:\n\t"
-                     : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [xa] "+r"(xa),
-                       [f0] "+r"(f0), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3),
-                       [t4] "=&r"(t4), [t5] "=&r"(t5)
+                     : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [pw] "+r"(pw),
+                       [f0] "+r"(f0), [xae] "=&r"(xae), [xao] "=&r"(xao), [xbe] "=&r"(xbe), [xbo] "=&r"(xbo),
+                       [we] "=&r"(we), [t] "=&r"(t)
                      : [cr] "r"(C), [end] "r"(end)
                      : "cc", "memory");
+#undef SNAPUQ_1X1_BODY
 #else
-    const int8_t *const end = f0 + C;
-    while (f0 != end) {
-        const uint32_t xa4 = snapuq_ld4(xa), xb4 = snapuq_ld4(xa + C);
-        const uint32_t w0 = snapuq_ld4(f0), w1 = snapuq_ld4(f0 + C);
-        const uint32_t xae = snapuq_sxtb16(xa4), xao = snapuq_sxtb16_ror8(xa4);
-        const uint32_t xbe = snapuq_sxtb16(xb4), xbo = snapuq_sxtb16_ror8(xb4);
+    int32_t i;
+    for (i = 0; i < C; i += 4) {
+        const uint32_t w0 = snapuq_ld4(f0 + i), w1 = snapuq_ld4(f0 + C + i);
         const uint32_t f0e = snapuq_sxtb16(w0), f0o = snapuq_sxtb16_ror8(w0);
         const uint32_t f1e = snapuq_sxtb16(w1), f1o = snapuq_sxtb16_ror8(w1);
-        a00 = snapuq_smlad(f0o, xao, snapuq_smlad(f0e, xae, a00));
-        a01 = snapuq_smlad(f1o, xao, snapuq_smlad(f1e, xae, a01));
-        a10 = snapuq_smlad(f0o, xbo, snapuq_smlad(f0e, xbe, a10));
-        a11 = snapuq_smlad(f1o, xbo, snapuq_smlad(f1e, xbe, a11));
-        xa += 4;
-        f0 += 4;
+        a00 = snapuq_smlad(f0o, pw[1], snapuq_smlad(f0e, pw[0], a00));
+        a01 = snapuq_smlad(f1o, pw[1], snapuq_smlad(f1e, pw[0], a01));
+        a10 = snapuq_smlad(f0o, pw[3], snapuq_smlad(f0e, pw[2], a10));
+        a11 = snapuq_smlad(f1o, pw[3], snapuq_smlad(f1e, pw[2], a11));
+        pw += 4;
     }
 #endif
     acc[0] = a00;
@@ -402,76 +393,18 @@ static inline void mac1x1_2x2(const int8_t *xa, const int8_t *f0, int32_t C, int
     acc[3] = a11;
 }
 
-/* npairs (> 0) channel pairs of two neighbouring pixels (xa, xa + C) from filter row f0 on: pair j
- * starts at start[2j], start[2j + 1] and lands in acc[2j], acc[2j + 1] (pixel A) and
- * acc[CONV_CHUNK + 2j], acc[CONV_CHUNK + 2j + 1] (pixel B). The loop over the pairs is part of the
- * assembly block (its three counters live on the stack between pairs), so a pair costs 15
- * instructions beyond its multiply-accumulates. */
-static inline void mac1x1_pairs(const int8_t *xa, const int8_t *f0, int32_t C, const int32_t *start, int32_t *acc,
-                                int32_t npairs)
+/* (f . A + s, f . B + s) over the widened pair pw: the last channel of an odd count */
+static inline void mac1x1_1x2(const uint32_t *pw, const int8_t *f, int32_t C, int32_t s, int32_t *ra, int32_t *rb)
 {
-#if SNAPUQ_SIMD_NATIVE
-    int32_t a00, a01, a10, a11;
-    uint32_t t0, t1, t2, t3, t4, t5;
-    const int8_t *end;
-    const int32_t *sp_start = start;
-    int32_t *sp_acc = acc;
-    int32_t sp_n = npairs;
-    __asm__ volatile("0:\n\t"
-                     "ldr %[t0], %[sps]\n\t"
-                     "ldrd %[a00], %[a01], [%[t0]], #8\n\t"
-                     "str %[t0], %[sps]\n\t"
-                     "mov %[a10], %[a00]\n\t"
-                     "mov %[a11], %[a01]\n\t"
-                     "add %[end], %[f0], %[cr]\n\t"
-                     "tst %[cr], #4\n\t"
-                     "beq 2f\n\t" SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
-                     "beq 3f\n\t"
-                     "2:\n\t" SNAPUQ_1X1_BODY SNAPUQ_1X1_BODY "cmp %[f0], %[end]\n\t"
-                     "bne 2b\n\t"
-                     "3:\n\t"
-                     "ldr %[t0], %[spa]\n\t"
-                     "strd %[a10], %[a11], [%[t0], %[boff]]\n\t"
-                     "strd %[a00], %[a01], [%[t0]], #8\n\t"
-                     "str %[t0], %[spa]\n\t"
-                     "sub %[xa], %[xa], %[cr]\n\t"
-                     "add %[f0], %[f0], %[cr]\n\t"
-                     "ldr %[t0], %[spn]\n\t"
-                     "subs %[t0], %[t0], #1\n\t"
-                     "str %[t0], %[spn]\n\t"
-                     "bne 0b\n\t"
-                     : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10), [a11] "=&r"(a11), [xa] "+r"(xa),
-                       [f0] "+r"(f0), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3),
-                       [t4] "=&r"(t4), [t5] "=&r"(t5), [end] "=&r"(end), [sps] "+m"(sp_start), [spa] "+m"(sp_acc),
-                       [spn] "+m"(sp_n)
-                     : [cr] "r"(C), [boff] "i"(4 * CONV_CHUNK)
-                     : "cc", "memory");
-#undef SNAPUQ_1X1_BODY
-#else
-    int32_t j;
-    for (j = 0; j < npairs; j++) {
-        int32_t r[4];
-        r[0] = r[2] = start[2 * j];
-        r[1] = r[3] = start[2 * j + 1];
-        mac1x1_2x2(xa, f0 + (size_t)2 * j * C, C, r);
-        acc[2 * j] = r[0];
-        acc[2 * j + 1] = r[1];
-        acc[CONV_CHUNK + 2 * j] = r[2];
-        acc[CONV_CHUNK + 2 * j + 1] = r[3];
+    int32_t i, a0 = s, b0 = s;
+    for (i = 0; i < C; i += 4) {
+        const uint32_t w = snapuq_ld4(f + i), we = snapuq_sxtb16(w), wo = snapuq_sxtb16_ror8(w);
+        a0 = snapuq_smlad(wo, pw[1], snapuq_smlad(we, pw[0], a0));
+        b0 = snapuq_smlad(wo, pw[3], snapuq_smlad(we, pw[2], b0));
+        pw += 4;
     }
-#endif
-}
-
-/* acc + x . f over n int8 (n % 4 == 0), no offset: the odd pixel / odd channel of the 1x1 path */
-static inline int32_t dot1x1(const int8_t *x, const int8_t *f, int32_t n, int32_t acc)
-{
-    int32_t i;
-    for (i = 0; i < n; i += 4) {
-        const uint32_t xv = snapuq_ld4(x + i), w = snapuq_ld4(f + i);
-        acc = snapuq_smlad(snapuq_sxtb16(w), snapuq_sxtb16(xv), acc);
-        acc = snapuq_smlad(snapuq_sxtb16_ror8(w), snapuq_sxtb16_ror8(xv), acc);
-    }
-    return acc;
+    *ra = a0;
+    *rb = b0;
 }
 
 int snapuq_conv_dsp_is_1x1(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims,
@@ -490,61 +423,51 @@ static inline const int8_t *px1x1(const snapuq_conv_args_t *a, int32_t q)
                     (size_t)ox * a->conv.stride.w) * a->in_dims.c;
 }
 
-/* the 1x1 path; start: the scratch, out_c int32 (bias + in_offset * weight sums), then 2 in_c bytes
- * where a stride > 1 gathers the two pixels' inputs */
-SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, int32_t *start)
+/* pixel x (C int8, C % 4 == 0) widened with the offset into lane `pix` (0: A, 1: B) of the pair pw */
+static inline void widen1x1(const int8_t *x, int32_t C, uint32_t off2, uint32_t *pw, int32_t pix)
+{
+    int32_t i;
+    pw += 2 * pix;
+    for (i = 0; i < C; i += 4) {
+        const uint32_t v = snapuq_ld4(x + i);
+        pw[0] = snapuq_sxtab16(off2, v);
+        pw[1] = snapuq_sxtab16_ror8(off2, v);
+        pw += 4;
+    }
+}
+
+/* the 1x1 path; pw: the scratch, the widened pixel pair (4 C bytes) */
+SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, uint32_t *pw)
 {
     const snapuq_conv_args_t la = *args;
     const snapuq_conv_args_t *const a = &la;
     const int32_t C = a->in_dims.c, OC = a->out_dims.c;
     const int32_t P = a->out_dims.n * a->out_dims.h * a->out_dims.w;
-    const int contig = a->out_dims.h == a->in_dims.h && a->out_dims.w == a->in_dims.w;
-    int8_t *const g = (int8_t *)(void *)(start + OC);
-    const uint32_t ones = 0x00010001u;
+    const uint32_t off2 = snapuq_dup16(a->conv.in_offset);
     const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? OC : 1);
-    int32_t accs[2 * CONV_CHUNK]; /* pixel A's sums, then pixel B's (mac1x1_pairs) */
+    int32_t accs[2 * CONV_CHUNK]; /* pixel A's sums, then pixel B's */
     int32_t *const accA = accs, *const accB = accs + CONV_CHUNK;
-    int32_t p, oc, ch0, i;
-    for (oc = 0; oc < OC; oc++) {
-        const int8_t *f = a->filter + (size_t)oc * C;
-        int32_t s = 0;
-        for (i = 0; i < C; i += 4) {
-            const uint32_t w = snapuq_ld4(f + i);
-            s = snapuq_smlad(snapuq_sxtb16(w), ones, s);
-            s = snapuq_smlad(snapuq_sxtb16_ror8(w), ones, s);
-        }
-        start[oc] = (int32_t)((uint32_t)(a->bias != NULL ? a->bias[oc] : 0) +
-                              (uint32_t)a->conv.in_offset * (uint32_t)s);
-    }
+    int32_t p, oc, ch0;
     for (p = 0; p < P; p += 2) {
         const int two = p + 1 < P;
-        const int8_t *xa = a->in + (size_t)p * C;
         int8_t *outa = a->out + (size_t)p * OC;
-        if (!contig) {
-            /* stride > 1: the two pixels' inputs copied next to each other (2 C bytes of scratch) */
-            memcpy(g, px1x1(a, p), (size_t)C);
-            if (two) {
-                memcpy(g + C, px1x1(a, p + 1), (size_t)C);
-            }
-            xa = g;
-        }
+        /* the last pixel of an odd count fills both lanes; its lane-B sums are not stored */
+        widen1x1(px1x1(a, p), C, off2, pw, 0);
+        widen1x1(px1x1(a, two ? p + 1 : p), C, off2, pw, 1);
         for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
             const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
-            oc = ch0;
-            if (two && ch1 - ch0 >= 2) {
-                mac1x1_pairs(xa, a->filter + (size_t)ch0 * C, C, start + ch0, accA, (ch1 - ch0) >> 1);
-                oc = ch0 + ((ch1 - ch0) & ~1);
+            for (oc = ch0; oc + 2 <= ch1; oc += 2) {
+                const int32_t s0 = a->bias != NULL ? a->bias[oc] : 0, s1 = a->bias != NULL ? a->bias[oc + 1] : 0;
+                int32_t r[4];
+                mac1x1_2x2(pw, a->filter + (size_t)oc * C, C, s0, s1, r);
+                accA[oc - ch0] = r[0];
+                accA[oc - ch0 + 1] = r[1];
+                accB[oc - ch0] = r[2];
+                accB[oc - ch0 + 1] = r[3];
             }
-            for (; oc < ch1; oc += 2) {
-                /* the last pixel of an odd count, or the last channel of an odd count */
-                const int8_t *f0 = a->filter + (size_t)oc * C;
-                accA[oc - ch0] = dot1x1(xa, f0, C, start[oc]);
-                if (two) {
-                    accB[oc - ch0] = dot1x1(xa + C, f0, C, start[oc]);
-                }
-                if (oc + 1 < ch1) {
-                    accA[oc - ch0 + 1] = dot1x1(xa, f0 + C, C, start[oc + 1]);
-                }
+            if (oc < ch1) {
+                mac1x1_1x2(pw, a->filter + (size_t)oc * C, C, a->bias != NULL ? a->bias[oc] : 0, &accA[oc - ch0],
+                           &accB[oc - ch0]);
             }
             snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset,
                                    a->conv.activation.min, a->conv.activation.max, fast, accA, outa, ch0,
@@ -760,10 +683,8 @@ static int32_t patch_elems(const snapuq_dims_t *in_dims, const snapuq_dims_t *fi
 uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims)
 {
     if (in_dims->c % 4 == 0 && in_dims->c > 0) {
-        /* a 1x1 filter: the 1x1 path's per-channel start values and its two-pixel copy for a
-         * stride > 1; the direct path needs none */
-        return filter_dims->h == 1 && filter_dims->w == 1 ? 4u * (uint32_t)filter_dims->n + 2u * (uint32_t)in_dims->c
-                                                          : 0u;
+        /* a 1x1 filter: the 1x1 path's widened pixel pair; the direct path needs none */
+        return filter_dims->h == 1 && filter_dims->w == 1 ? 4u * (uint32_t)in_dims->c : 0u;
     }
     /* the patch path's two-pixel int16 patch and the zero-padded copies of the last filter rows */
     {
@@ -791,7 +712,7 @@ snapuq_status_t snapuq_conv_dsp(const snapuq_conv_args_t *a)
     if (a->in_dims.c % 4 == 0) {
         if (snapuq_conv_dsp_is_1x1(&a->in_dims, &a->filter_dims, &a->out_dims) && a->conv.padding.h == 0 &&
             a->conv.padding.w == 0) {
-            conv_1x1(a, (int32_t *)a->ctx.buf);
+            conv_1x1(a, (uint32_t *)a->ctx.buf);
         } else {
             conv_c4(a);
         }

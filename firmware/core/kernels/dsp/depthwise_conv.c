@@ -29,14 +29,56 @@
     "smlabb %[a1], %[t1], %[t3], %[a1]\n\t"                                                        \
     "smlatt %[a3], %[t1], %[t3], %[a3]\n\t"
 #define DW_ASM_LD0 "ldr %[t0], [%[x]]\n\tldr %[t2], [%[f]]\n\t"
-#define DW_ASM_LD1 "ldr %[t0], [%[x], %[xs]]\n\tldr %[t2], [%[f], %[fs]]\n\t"
-#define DW_ASM_LD2                                                                                  \
-    "add %[t0], %[x], %[xs], lsl #1\n\tadd %[t2], %[f], %[fs], lsl #1\n\t"                      \
-    "ldr %[t0], [%[t0]]\n\tldr %[t2], [%[t2]]\n\t"
-#define DW_ASM_OUT                                                                                  \
-    [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1),     \
-        [t2] "=&r"(t2), [t3] "=&r"(t3)
-#define DW_ASM_IN [x] "r"(xr), [f] "r"(fr), [xs] "r"(xstep), [fs] "r"((ptrdiff_t)C), [off] "r"(off2)
+#define DW_ASM_LD1 "ldr %[t0], [%[x], %[cs]]\n\tldr %[t2], [%[f], %[cs]]\n\t"
+#define DW_ASM_LD2 "ldr %[t0], [%[x], %[cs], lsl #1]\n\tldr %[t2], [%[f], %[cs], lsl #1]\n\t"
+/* the rows loop around one kernel row's taps: x and f advance by a row, the count lives on the stack */
+#define DW_ASM_ROWS(taps)                                                                           \
+    __asm__ volatile("1:\n\t" taps "add %[x], %[x], %[xrow]\n\t"                                   \
+                     "add %[f], %[f], %[frow]\n\t"                                                 \
+                     "ldr %[t0], %[n]\n\t"                                                         \
+                     "subs %[t0], %[t0], #1\n\t"                                                   \
+                     "str %[t0], %[n]\n\t"                                                         \
+                     "bne 1b\n\t"                                                                  \
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), \
+                       [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [x] "+r"(x), [f] "+r"(f),     \
+                       [n] "+m"(n)                                                                 \
+                     : [cs] "r"(cs), [xrow] "r"(xrow), [frow] "r"(frow), [off] "r"(off2)           \
+                     : "cc", "memory")
+
+/* a0..a3 += n (> 0) kernel rows of `taps` (2 or 3) adjacent taps for 4 channels: input x and filter f
+ * (the filter copy), both with a column step of cs = C bytes, rows xrow / frow apart */
+static inline void dw_rows(const int8_t *x, const int8_t *f, ptrdiff_t cs, ptrdiff_t xrow, ptrdiff_t frow, int32_t n,
+                           int32_t taps, uint32_t off2, int32_t *acc)
+{
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+#if SNAPUQ_SIMD_NATIVE
+    uint32_t t0, t1, t2, t3;
+    if (taps == 3) {
+        DW_ASM_ROWS(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC DW_ASM_LD2 DW_ASM_MAC);
+    } else {
+        DW_ASM_ROWS(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC);
+    }
+#else
+    int32_t k;
+    for (; n > 0; n--) {
+        for (k = 0; k < taps; k++) {
+            const uint32_t xv = snapuq_ld4(x + k * cs), fv = snapuq_ld4(f + k * cs);
+            const uint32_t xe = snapuq_sxtab16(off2, xv), xo = snapuq_sxtab16_ror8(off2, xv);
+            const uint32_t fe = snapuq_sxtb16(fv), fo = snapuq_sxtb16_ror8(fv);
+            a0 = snapuq_smlabb(xe, fe, a0);
+            a2 = snapuq_smlatt(xe, fe, a2);
+            a1 = snapuq_smlabb(xo, fo, a1);
+            a3 = snapuq_smlatt(xo, fo, a3);
+        }
+        x += xrow;
+        f += frow;
+    }
+#endif
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+}
 
 uint32_t snapuq_dwconv_dsp_scratch_size(const snapuq_dims_t *filter_dims)
 {
@@ -97,33 +139,19 @@ snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *args)
         a1 = snapuq_smlabb(xo_, fo_, a1);                                                           \
         a3 = snapuq_smlatt(xo_, fo_, a3);                                                           \
     } while (0)
-                        if (ntap == 3) {
-                            /* the common 3-wide kernel row, unrolled */
-                            for (ky = ky0; ky < ky1; ky++) {
-#if SNAPUQ_SIMD_NATIVE
-                                uint32_t t0, t1, t2, t3;
-                                __asm__(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC DW_ASM_LD2 DW_ASM_MAC
-                                        : DW_ASM_OUT : DW_ASM_IN : "memory");
-#else
-                                DW_TAP(xr, fr);
-                                DW_TAP(xr + xstep, fr + C);
-                                DW_TAP(xr + 2 * xstep, fr + 2 * C);
-#endif
-                                xr += xrow;
-                                fr += frow;
-                            }
-                        } else if (ntap == 2) {
-                            /* a 3-wide row at a border */
-                            for (ky = ky0; ky < ky1; ky++) {
-#if SNAPUQ_SIMD_NATIVE
-                                uint32_t t0, t1, t2, t3;
-                                __asm__(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC : DW_ASM_OUT : DW_ASM_IN : "memory");
-#else
-                                DW_TAP(xr, fr);
-                                DW_TAP(xr + xstep, fr + C);
-#endif
-                                xr += xrow;
-                                fr += frow;
+                        if ((ntap == 3 || ntap == 2) && a->conv.dilation.w == 1) {
+                            /* the common 3-wide kernel row, or one at a border */
+                            if (ky1 > ky0) {
+                                int32_t r4[4];
+                                r4[0] = a0;
+                                r4[1] = a1;
+                                r4[2] = a2;
+                                r4[3] = a3;
+                                dw_rows(xr, fr, C, xrow, frow, ky1 - ky0, ntap, off2, r4);
+                                a0 = r4[0];
+                                a1 = r4[1];
+                                a2 = r4[2];
+                                a3 = r4[3];
                             }
                         } else {
                             for (ky = ky0; ky < ky1; ky++) {

@@ -3,7 +3,7 @@
  * (-DSNAPUQ_KERNELS_DSP=1; they replace ops/op_conv.c's reference ones, TFLM's cmsis_nn/conv.cc
  * style): the shared parse, then the kernel choice and its arena scratch.
  *  - CONV_2D: snapuq_conv_dsp for every shape; its patch path (in_c % 4 != 0) and its 1x1 path
- *    (4 B per output channel) get snapuq_conv_dsp_scratch_size() bytes of arena scratch, planned
+ *    (4 B per input channel) get snapuq_conv_dsp_scratch_size() bytes of arena scratch, planned
  *    for this operator's step.
  *  - DEPTHWISE_CONV_2D: snapuq_dwconv_dsp for depth multiplier 1, with its filter copy in arena
  *    scratch (snapuq_dwconv_dsp_scratch_size()), the reference kernel otherwise (reported as "ref" by
