@@ -51,10 +51,12 @@ SNAPUQ_CORE_DSP_SRC += kernels/dsp/conv.c
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/depthwise_conv.c
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/fully_connected.c
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/mean.c
+SNAPUQ_CORE_DSP_SRC += kernels/dsp/pooling.c
 SNAPUQ_CORE_DSP_SRC += kernels/dsp/requant.c
 SNAPUQ_CORE_DSP_SRC += ops/dsp/op_conv.c
 SNAPUQ_CORE_DSP_SRC += ops/dsp/op_fc.c
 SNAPUQ_CORE_DSP_SRC += ops/dsp/op_mean.c
+SNAPUQ_CORE_DSP_SRC += ops/dsp/op_pool.c
 
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap.c
 SNAPUQ_CORE_SNAP_SRC += snapuq_snap_calib.c

@@ -143,6 +143,10 @@ uint32_t snapuq_dwconv_dsp_scratch_size(const snapuq_dims_t *filter_dims);
  * element in groups of 4, 0 for fewer units) */
 snapuq_status_t snapuq_fc_dsp(const snapuq_fc_args_t *a);
 uint32_t snapuq_fc_dsp_scratch_size(const snapuq_dims_t *filter_dims);
+/* AVERAGE_POOL_2D for in_c % 4 == 0 and windows of up to 256 elements (snapuq_avgpool_dsp_supported;
+ * SNAPUQ_ERR_UNSUPPORTED_TYPE otherwise, nothing written) */
+snapuq_status_t snapuq_avgpool_dsp(const snapuq_pool_args_t *a);
+int snapuq_avgpool_dsp_supported(const snapuq_pool_args_t *a);
 
 #ifndef SNAPUQ_KERNELS_DSP
 #define SNAPUQ_KERNELS_DSP 0

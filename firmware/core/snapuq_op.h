@@ -164,6 +164,8 @@ snapuq_status_t snapuq_conv_prepare(snapuq_model_t *md, uint16_t op);
 /* FULLY_CONNECTED (ops/op_fc.c) */
 snapuq_status_t snapuq_fc_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts);
 snapuq_status_t snapuq_fc_prepare(snapuq_model_t *md, uint16_t op);
+/* MAX_POOL_2D / AVERAGE_POOL_2D (ops/op_pool.c; the DSP average pool in ops/dsp/op_pool.c) */
+snapuq_status_t snapuq_pool_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts);
 /* MEAN (ops/op_mean.c) */
 snapuq_status_t snapuq_mean_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts);
 /* A kernel's error status as the model's one-line message naming the operator (st != SNAPUQ_OK);

@@ -495,6 +495,61 @@ static int mean_case(int32_t case_no)
     }
 }
 
+/* AVERAGE_POOL_2D: the DSP kernel (16-bit lane sums) == the reference on windows up to 16 x 16 (over
+ * 256 elements and in_c % 4 != 0 are refused, output untouched), padding, strides, clamps */
+static int pool_case(int32_t case_no)
+{
+    snapuq_pool_args_t a;
+    int32_t in_n, out_n;
+    snapuq_status_t st;
+    memset(&a, 0, sizeof a);
+    a.in_dims.n = range(1, 2);
+    a.in_dims.h = range(1, 26);
+    a.in_dims.w = range(1, 26);
+    a.in_dims.c = range(0, 5) == 0 ? range(1, 40) : 4 * range(1, 24);
+    a.filter_dims.h = range(0, 3) == 0 ? a.in_dims.h : range(1, a.in_dims.h < 16 ? a.in_dims.h : 16);
+    a.filter_dims.w = range(0, 3) == 0 ? a.in_dims.w : range(1, a.in_dims.w < 16 ? a.in_dims.w : 16);
+    a.pool.stride.h = range(1, 3);
+    a.pool.stride.w = range(1, 3);
+    a.pool.padding.h = range(0, a.filter_dims.h - 1);
+    a.pool.padding.w = range(0, a.filter_dims.w - 1);
+    a.out_dims.n = a.in_dims.n;
+    a.out_dims.h = (a.in_dims.h + 2 * a.pool.padding.h - a.filter_dims.h) / a.pool.stride.h + 1;
+    a.out_dims.w = (a.in_dims.w + 2 * a.pool.padding.w - a.filter_dims.w) / a.pool.stride.w + 1;
+    a.out_dims.c = a.in_dims.c;
+    in_n = a.in_dims.n * a.in_dims.h * a.in_dims.w * a.in_dims.c;
+    out_n = a.out_dims.n * a.out_dims.h * a.out_dims.w * a.out_dims.c;
+    if (in_n > MAX_IN || out_n > MAX_OUT || a.out_dims.h < 1 || a.out_dims.w < 1) {
+        return -1;
+    }
+    fill(in_buf, in_n);
+    if (range(0, 4) == 0) {
+        memset(in_buf, range(0, 1) ? 0x80 : 0x7F, (size_t)in_n); /* the lane sums' ends */
+    }
+    a.pool.activation.min = range(0, 1) ? -128 : range(-128, 0);
+    a.pool.activation.max = range(0, 1) ? 127 : range(a.pool.activation.min, 127);
+    a.in = in_buf;
+    memset(out_ref, 0x55, (size_t)out_n);
+    memset(out_dsp, 0x2A, (size_t)out_n);
+    a.out = out_ref;
+    if (snapuq_avgpool_ref(&a) != SNAPUQ_OK) {
+        return status_fail("avgpool-ref", case_no, SNAPUQ_ERR_SHAPE);
+    }
+    a.out = out_dsp;
+    st = snapuq_avgpool_dsp(&a);
+    if (!snapuq_avgpool_dsp_supported(&a)) {
+        return st == SNAPUQ_ERR_UNSUPPORTED_TYPE && out_dsp[0] == 0x2A ? 0 : status_fail("avgpool", case_no, st);
+    }
+    if (st != SNAPUQ_OK) {
+        return status_fail("avgpool", case_no, st);
+    }
+    {
+        const int32_t dims[] = {a.in_dims.h, a.in_dims.w, a.in_dims.c, a.filter_dims.h, a.filter_dims.w,
+                                a.pool.stride.h, a.pool.padding.h};
+        return report("avgpool", case_no, dims, 7, out_n);
+    }
+}
+
 /* element-wise ADD (its SMLAL requantization path) == TFLM's arithmetic written out with the
  * reference fixed-point primitives */
 static int add_case(int32_t case_no)
@@ -594,11 +649,12 @@ int kernel_prop_main(int32_t cases, uint32_t seed)
     rng_state = seed != 0u ? seed : 1u;
     fails += requant_edges();
     while (i < cases) {
-        const int32_t kind = range(0, 4);
+        const int32_t kind = range(0, 5);
         const int r = kind == 0   ? conv_case(i, 0)
                       : kind == 1 ? conv_case(i, 1)
                       : kind == 2 ? fc_case(i)
                       : kind == 3 ? mean_case(i)
+                      : kind == 4 ? pool_case(i)
                                   : add_case(i);
         if (r < 0) {
             continue;

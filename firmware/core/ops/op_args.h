@@ -69,6 +69,25 @@ static SNAPUQ_ALWAYS_INLINE void snapuq_fc_args(const snapuq_model_t *md, const 
     a->out = snapuq_tensor_ptr(md, o->out);
 }
 
+/* MAX_POOL_2D / AVERAGE_POOL_2D */
+static SNAPUQ_ALWAYS_INLINE void snapuq_pool_args(const snapuq_model_t *md, const snapuq_priv_op_t *o, snapuq_pool_args_t *a)
+{
+    const snapuq_pool_data_t *d = &o->u.pool;
+    a->pool.stride.h = d->win.stride_h;
+    a->pool.stride.w = d->win.stride_w;
+    a->pool.padding.h = d->win.pad_h;
+    a->pool.padding.w = d->win.pad_w;
+    a->pool.activation.min = d->act_min;
+    a->pool.activation.max = d->act_max;
+    a->in_dims = snapuq_dims_of(snapuq_tc(md, o->in[0]));
+    a->filter_dims.n = a->filter_dims.c = 1;
+    a->filter_dims.h = d->win.filter_h;
+    a->filter_dims.w = d->win.filter_w;
+    a->out_dims = snapuq_dims_of(snapuq_tc(md, o->out));
+    a->in = snapuq_tensor_ptr(md, o->in[0]);
+    a->out = snapuq_tensor_ptr(md, o->out);
+}
+
 /* MEAN */
 /* the kernel arguments; with_data 0: no data pointers (NULL), usable before the arena */
 static SNAPUQ_ALWAYS_INLINE void snapuq_mean_fill_(const snapuq_model_t *md, const snapuq_priv_op_t *o,

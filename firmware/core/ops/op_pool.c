@@ -1,12 +1,15 @@
 /*
- * op_pool.c - MAX_POOL_2D and AVERAGE_POOL_2D (int8, same quantization in and out).
+ * op_pool.c - MAX_POOL_2D and AVERAGE_POOL_2D (int8, same quantization in and out): the shared parse,
+ * MAX_POOL_2D's registration and the reference AVERAGE_POOL_2D one; with -DSNAPUQ_KERNELS_DSP=1,
+ * ops/dsp/op_pool.c defines AVERAGE_POOL_2D's instead.
  */
 #include <stdint.h>
 #include <string.h>
 
+#include "op_args.h"
 #include "snapuq_op.h"
 
-static snapuq_status_t parse_pool(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
+snapuq_status_t snapuq_pool_parse(snapuq_model_t *md, uint16_t op, const snapuq_opts_t *opts)
 {
     snapuq_priv_op_t *o = &md->ops[op];
     snapuq_pool_data_t *d = &o->u.pool;
@@ -32,42 +35,27 @@ static snapuq_status_t parse_pool(snapuq_model_t *md, uint16_t op, const snapuq_
     return snapuq_act_range(md, op, activation, out, &d->act_min, &d->act_max);
 }
 
-static SNAPUQ_ALWAYS_INLINE void pool_args(const snapuq_model_t *md, const snapuq_priv_op_t *o, snapuq_pool_args_t *a)
-{
-    const snapuq_pool_data_t *d = &o->u.pool;
-    a->pool.stride.h = d->win.stride_h;
-    a->pool.stride.w = d->win.stride_w;
-    a->pool.padding.h = d->win.pad_h;
-    a->pool.padding.w = d->win.pad_w;
-    a->pool.activation.min = d->act_min;
-    a->pool.activation.max = d->act_max;
-    a->in_dims = snapuq_dims_of(snapuq_tc(md, o->in[0]));
-    a->filter_dims.n = a->filter_dims.c = 1;
-    a->filter_dims.h = d->win.filter_h;
-    a->filter_dims.w = d->win.filter_w;
-    a->out_dims = snapuq_dims_of(snapuq_tc(md, o->out));
-    a->in = snapuq_tensor_ptr(md, o->in[0]);
-    a->out = snapuq_tensor_ptr(md, o->out);
-}
-
 static snapuq_status_t eval_max(snapuq_model_t *md, uint16_t op)
 {
     snapuq_pool_args_t a;
-    pool_args(md, &md->ops[op], &a);
+    snapuq_pool_args(md, &md->ops[op], &a);
     return snapuq_kernel_status(md, op, snapuq_maxpool_ref(&a));
 }
 
+const snapuq_op_reg_t snapuq_reg_max_pool_2d = {
+    SNAPUQ_OP_MAX_POOL_2D, SNAPUQ_OPF_INT8_IO, snapuq_pool_parse, NULL, eval_max, NULL, NULL};
+
+#if !SNAPUQ_KERNELS_DSP
 static snapuq_status_t eval_avg(snapuq_model_t *md, uint16_t op)
 {
     snapuq_pool_args_t a;
-    pool_args(md, &md->ops[op], &a);
+    snapuq_pool_args(md, &md->ops[op], &a);
     if (snapuq_avgpool_ref(&a) != SNAPUQ_OK) {
         return snapuq_fail(md, SNAPUQ_ERR_SHAPE, "operator ", op, ": average pool window outside the input");
     }
     return SNAPUQ_OK;
 }
 
-const snapuq_op_reg_t snapuq_reg_max_pool_2d = {
-    SNAPUQ_OP_MAX_POOL_2D, SNAPUQ_OPF_INT8_IO, parse_pool, NULL, eval_max, NULL, NULL};
 const snapuq_op_reg_t snapuq_reg_average_pool_2d = {
-    SNAPUQ_OP_AVERAGE_POOL_2D, SNAPUQ_OPF_INT8_IO, parse_pool, NULL, eval_avg, NULL, NULL};
+    SNAPUQ_OP_AVERAGE_POOL_2D, SNAPUQ_OPF_INT8_IO, snapuq_pool_parse, NULL, eval_avg, NULL, NULL};
+#endif
