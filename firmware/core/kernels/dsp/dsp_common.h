@@ -20,7 +20,7 @@
 #define SNAPUQ_LIKELY(c) (c)
 #endif
 
-#define CONV_CHUNK 32 /* output channels accumulated before requantizing (2 x 128 B of stack) */
+#define CONV_CHUNK 64 /* output channels accumulated before requantizing (2 x 256 B of stack) */
 
 /* valid kernel taps [*k0, *k1) of output position o along one axis (none outside the input) */
 static inline void tap_range(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t in,
