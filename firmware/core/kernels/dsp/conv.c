@@ -333,16 +333,10 @@ static void conv_c4(const snapuq_conv_args_t *a)
  * SMLAD lane order (per 4 input channels: pixel A's (x0, x2), (x1, x3), then pixel B's; 4 in_c bytes),
  * read in place for a stride > 1. Every output channel pair then runs over those words: per 4 input
  * channels four input words, two filter words widened, 8 SMLAD (18 instructions per 16 MACs). */
-/* acc[0..3] = (f0 . A, f1 . A, f0 . B, f1 . B) + start over the widened pair pw of C input channels
- * (C % 4 == 0, C > 0): f0 (unaligned), f1 = f0 + C */
-static inline void mac1x1_2x2(const uint32_t *pw, const int8_t *f0, int32_t C, int32_t s0, int32_t s1, int32_t *acc)
-{
-    int32_t a00 = s0, a01 = s1, a10 = s0, a11 = s1;
 #if SNAPUQ_SIMD_NATIVE
-    const uint32_t *const end = pw + C; /* 4 words per 4 input channels */
-    uint32_t xae, xao, xbe, xbo, we, t;
-    /* one group of 4 input channels: five loads in a row (a load after a load pipelines; an LDRD
-     * does not), channel 1's word by register offset, then channel 0's, which advances f0 */
+/* one group of 4 input channels of a 2 x 2 (pixel x channel) block: five loads in a row (a load after a
+ * load pipelines; an LDRD does not), channel 1's word by register offset, then channel 0's, which
+ * advances f0 */
 #define SNAPUQ_1X1_BODY                                   \
     "ldr %[xao], [%[pw], #4]\n\t"                        \
     "ldr %[xbe], [%[pw], #8]\n\t"                        \
@@ -362,35 +356,71 @@ static inline void mac1x1_2x2(const uint32_t *pw, const int8_t *f0, int32_t C, i
     "smlad %[a00], %[t], %[xao], %[a00]\n\t"              \
     "smlad %[a10], %[we], %[xbe], %[a10]\n\t"             \
     "smlad %[a10], %[t], %[xbo], %[a10]\n\t"
-    __asm__ volatile("tst %[cr], #4\n\t"
+#endif
+
+/* npairs (> 0) output-channel pairs from filter row f0 on (unaligned rows of C bytes, C % 4 == 0) over the
+ * widened pair pw: pair j starts at start[2j], start[2j + 1] and lands in acc[2j], acc[2j + 1] (pixel A)
+ * and acc[CONV_CHUNK + 2j], acc[CONV_CHUNK + 2j + 1] (pixel B). The loop over the pairs is part of the
+ * assembly (its three pointers / counters live on the stack between pairs). */
+static inline void mac1x1_pairs(const uint32_t *pw, const int8_t *f0, int32_t C, const int32_t *start, int32_t *acc,
+                                int32_t npairs)
+{
+#if SNAPUQ_SIMD_NATIVE
+    const uint32_t *const end = pw + C; /* 4 words per 4 input channels */
+    int32_t a00, a01, a10, a11;
+    uint32_t xae, xao, xbe, xbo, we, t;
+    const int32_t *sp_start = start;
+    int32_t *sp_acc = acc;
+    int32_t sp_n = npairs;
+    __asm__ volatile("0:\n\t"
+                     "ldr %[t], %[sps]\n\t"
+                     "ldrd %[a00], %[a01], [%[t]], #8\n\t"
+                     "str %[t], %[sps]\n\t"
+                     "mov %[a10], %[a00]\n\t"
+                     "mov %[a11], %[a01]\n\t"
+                     "tst %[cr], #4\n\t"
                      "beq 2f\n\t" SNAPUQ_1X1_BODY "cmp %[pw], %[end]\n\t"
                      "beq 3f\n\t"
                      "2:\n\t" SNAPUQ_1X1_BODY SNAPUQ_1X1_BODY "cmp %[pw], %[end]\n\t"
                      "bne 2b\n\t"
                      "3:\n\t"
-                     : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [pw] "+r"(pw),
+                     "ldr %[t], %[spa]\n\t"
+                     "strd %[a10], %[a11], [%[t], %[boff]]\n\t"
+                     "strd %[a00], %[a01], [%[t]], #8\n\t"
+                     "str %[t], %[spa]\n\t"
+                     "sub %[pw], %[pw], %[cr], lsl #2\n\t"
+                     "add %[f0], %[f0], %[cr]\n\t"
+                     "ldr %[t], %[spn]\n\t"
+                     "subs %[t], %[t], #1\n\t"
+                     "str %[t], %[spn]\n\t"
+                     "bne 0b\n\t"
+                     : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10), [a11] "=&r"(a11), [pw] "+r"(pw),
                        [f0] "+r"(f0), [xae] "=&r"(xae), [xao] "=&r"(xao), [xbe] "=&r"(xbe), [xbo] "=&r"(xbo),
-                       [we] "=&r"(we), [t] "=&r"(t)
-                     : [cr] "r"(C), [end] "r"(end)
+                       [we] "=&r"(we), [t] "=&r"(t), [sps] "+m"(sp_start), [spa] "+m"(sp_acc), [spn] "+m"(sp_n)
+                     : [cr] "r"(C), [end] "r"(end), [boff] "i"(4 * CONV_CHUNK)
                      : "cc", "memory");
-#undef SNAPUQ_1X1_BODY
 #else
-    int32_t i;
-    for (i = 0; i < C; i += 4) {
-        const uint32_t w0 = snapuq_ld4(f0 + i), w1 = snapuq_ld4(f0 + C + i);
-        const uint32_t f0e = snapuq_sxtb16(w0), f0o = snapuq_sxtb16_ror8(w0);
-        const uint32_t f1e = snapuq_sxtb16(w1), f1o = snapuq_sxtb16_ror8(w1);
-        a00 = snapuq_smlad(f0o, pw[1], snapuq_smlad(f0e, pw[0], a00));
-        a01 = snapuq_smlad(f1o, pw[1], snapuq_smlad(f1e, pw[0], a01));
-        a10 = snapuq_smlad(f0o, pw[3], snapuq_smlad(f0e, pw[2], a10));
-        a11 = snapuq_smlad(f1o, pw[3], snapuq_smlad(f1e, pw[2], a11));
-        pw += 4;
+    int32_t j, i;
+    for (j = 0; j < npairs; j++) {
+        const int8_t *r0 = f0 + (size_t)2 * j * C, *r1 = r0 + C;
+        const uint32_t *x = pw;
+        int32_t a00 = start[2 * j], a01 = start[2 * j + 1], a10 = a00, a11 = a01;
+        for (i = 0; i < C; i += 4) {
+            const uint32_t w0 = snapuq_ld4(r0 + i), w1 = snapuq_ld4(r1 + i);
+            const uint32_t f0e = snapuq_sxtb16(w0), f0o = snapuq_sxtb16_ror8(w0);
+            const uint32_t f1e = snapuq_sxtb16(w1), f1o = snapuq_sxtb16_ror8(w1);
+            a00 = snapuq_smlad(f0o, x[1], snapuq_smlad(f0e, x[0], a00));
+            a01 = snapuq_smlad(f1o, x[1], snapuq_smlad(f1e, x[0], a01));
+            a10 = snapuq_smlad(f0o, x[3], snapuq_smlad(f0e, x[2], a10));
+            a11 = snapuq_smlad(f1o, x[3], snapuq_smlad(f1e, x[2], a11));
+            x += 4;
+        }
+        acc[2 * j] = a00;
+        acc[2 * j + 1] = a01;
+        acc[CONV_CHUNK + 2 * j] = a10;
+        acc[CONV_CHUNK + 2 * j + 1] = a11;
     }
 #endif
-    acc[0] = a00;
-    acc[1] = a01;
-    acc[2] = a10;
-    acc[3] = a11;
 }
 
 /* (f . A + s, f . B + s) over the widened pair pw: the last channel of an odd count */
@@ -436,6 +466,9 @@ static inline void widen1x1(const int8_t *x, int32_t C, uint32_t off2, uint32_t 
     }
 }
 
+/* the start values of a 1x1 convolution without bias */
+static const int32_t zero_start[CONV_CHUNK] = {0};
+
 /* the 1x1 path; pw: the scratch, the widened pixel pair (4 C bytes) */
 SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, uint32_t *pw)
 {
@@ -456,14 +489,11 @@ SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, uint32_t *p
         widen1x1(px1x1(a, two ? p + 1 : p), C, off2, pw, 1);
         for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
             const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
-            for (oc = ch0; oc + 2 <= ch1; oc += 2) {
-                const int32_t s0 = a->bias != NULL ? a->bias[oc] : 0, s1 = a->bias != NULL ? a->bias[oc + 1] : 0;
-                int32_t r[4];
-                mac1x1_2x2(pw, a->filter + (size_t)oc * C, C, s0, s1, r);
-                accA[oc - ch0] = r[0];
-                accA[oc - ch0 + 1] = r[1];
-                accB[oc - ch0] = r[2];
-                accB[oc - ch0 + 1] = r[3];
+            oc = ch0;
+            if (ch1 - ch0 >= 2) {
+                mac1x1_pairs(pw, a->filter + (size_t)ch0 * C, C, a->bias != NULL ? a->bias + ch0 : zero_start, accA,
+                             (ch1 - ch0) >> 1);
+                oc = ch0 + ((ch1 - ch0) & ~1);
             }
             if (oc < ch1) {
                 mac1x1_1x2(pw, a->filter + (size_t)oc * C, C, a->bias != NULL ? a->bias[oc] : 0, &accA[oc - ch0],

@@ -80,6 +80,73 @@ static inline void dw_rows(const int8_t *x, const int8_t *f, ptrdiff_t cs, ptrdi
     acc[3] = a3;
 }
 
+/* start values of a depthwise convolution without bias */
+static const int32_t dw_zero[CONV_CHUNK] = {0};
+
+/* ngroups (> 0) 4-channel groups of one output pixel, each n (> 0) kernel rows of 3 adjacent taps: group g
+ * reads input x + 4g and filter f + 4g (column step cs = C, rows xrow / frow apart), starts at
+ * start[4g .. 4g + 3] and lands in acc[4g .. 4g + 3]. The loop over the groups is part of the assembly
+ * (its pointers and counters live on the stack between groups). */
+static inline void dw_groups3(const int8_t *x, const int8_t *f, ptrdiff_t cs, ptrdiff_t xrow, ptrdiff_t frow, int32_t n,
+                              uint32_t off2, const int32_t *start, int32_t *acc, int32_t ngroups)
+{
+#if SNAPUQ_SIMD_NATIVE
+    int32_t a0, a1, a2, a3;
+    uint32_t t0, t1, t2, t3;
+    const int8_t *sp_x = x, *sp_f = f;
+    const int32_t *sp_s = start;
+    int32_t *sp_a = acc;
+    int32_t sp_g = ngroups, sp_r = 0;
+    __asm__ volatile("0:\n\t"
+                     "ldr %[t0], %[sps]\n\t"
+                     "ldrd %[a0], %[a1], [%[t0]]\n\t"
+                     "ldrd %[a2], %[a3], [%[t0], #8]\n\t"
+                     "add %[t0], %[t0], #16\n\t"
+                     "str %[t0], %[sps]\n\t"
+                     "ldr %[x], %[spx]\n\t"
+                     "ldr %[f], %[spf]\n\t"
+                     "ldr %[t0], %[spn]\n\t"
+                     "str %[t0], %[spr]\n\t"
+                     "1:\n\t" DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC DW_ASM_LD2 DW_ASM_MAC
+                     "add %[x], %[x], %[xrow]\n\t"
+                     "add %[f], %[f], %[frow]\n\t"
+                     "ldr %[t0], %[spr]\n\t"
+                     "subs %[t0], %[t0], #1\n\t"
+                     "str %[t0], %[spr]\n\t"
+                     "bne 1b\n\t"
+                     "ldr %[t0], %[spa]\n\t"
+                     "strd %[a0], %[a1], [%[t0]]\n\t"
+                     "strd %[a2], %[a3], [%[t0], #8]\n\t"
+                     "add %[t0], %[t0], #16\n\t"
+                     "str %[t0], %[spa]\n\t"
+                     "ldr %[t0], %[spx]\n\t"
+                     "add %[t0], %[t0], #4\n\t"
+                     "str %[t0], %[spx]\n\t"
+                     "ldr %[t0], %[spf]\n\t"
+                     "add %[t0], %[t0], #4\n\t"
+                     "str %[t0], %[spf]\n\t"
+                     "ldr %[t0], %[spg]\n\t"
+                     "subs %[t0], %[t0], #1\n\t"
+                     "str %[t0], %[spg]\n\t"
+                     "bne 0b\n\t"
+                     : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [t0] "=&r"(t0),
+                       [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [x] "=&r"(x), [f] "=&r"(f),
+                       [sps] "+m"(sp_s), [spa] "+m"(sp_a), [spx] "+m"(sp_x), [spf] "+m"(sp_f), [spg] "+m"(sp_g),
+                       [spr] "+m"(sp_r)
+                     : [cs] "r"(cs), [xrow] "r"(xrow), [frow] "r"(frow), [off] "r"(off2), [spn] "m"(n)
+                     : "cc", "memory");
+#else
+    int32_t g;
+    for (g = 0; g < ngroups; g++) {
+        acc[4 * g] = start[4 * g];
+        acc[4 * g + 1] = start[4 * g + 1];
+        acc[4 * g + 2] = start[4 * g + 2];
+        acc[4 * g + 3] = start[4 * g + 3];
+        dw_rows(x + 4 * g, f + 4 * g, cs, xrow, frow, n, 3, off2, acc + 4 * g);
+    }
+#endif
+}
+
 uint32_t snapuq_dwconv_dsp_scratch_size(const snapuq_dims_t *filter_dims)
 {
     return ((uint32_t)(filter_dims->h * filter_dims->w * filter_dims->c) + 3u) & ~3u;
@@ -125,7 +192,14 @@ snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *args)
                 for (ch0 = 0; ch0 < C; ch0 += CONV_CHUNK) {
                     const int32_t ch1 = ch0 + CONV_CHUNK < C ? ch0 + CONV_CHUNK : C;
                     const int32_t ch1_4 = ch1 < C4 ? ch1 : C4;
-                    for (c = ch0; c < ch1_4; c += 4) {
+                    c = ch0;
+                    if (ntap == 3 && a->conv.dilation.w == 1 && ky1 > ky0 && ch1_4 > ch0) {
+                        /* the common case: every 4-channel group of the chunk in one call */
+                        dw_groups3(xr0 + ch0, fr0 + ch0, C, xrow, frow, ky1 - ky0, off2,
+                                   bias != NULL ? bias + ch0 : dw_zero, acc, (ch1_4 - ch0) >> 2);
+                        c = ch1_4;
+                    }
+                    for (; c < ch1_4; c += 4) {
                         const int32_t *bp = bias != NULL ? bias + c : zero4;
                         int32_t a0 = bp[0], a1 = bp[1], a2 = bp[2], a3 = bp[3];
                         const int8_t *xr = xr0 + c, *fr = fr0 + c;
