@@ -119,18 +119,18 @@ snapuq_status_t snapuq_fc_ref(const snapuq_fc_args_t *a);
 
 /* DSP kernels (kernels/dsp/<op>.c), built when SNAPUQ_KERNELS_DSP is non-zero; their operators'
  * registrations (ops/dsp/op_<op>.c) replace the reference ones in that build. */
-/* CONV_2D, any shape: in_c % 4 == 0 runs the 1x1 path for a 1x1 filter (its widened pixel pair,
- * 4 in_c bytes, in a->ctx) and the
- * 2x2-blocked direct path otherwise (no scratch for a filter larger than 1x1); any other in_c
- * runs the gathered-patch path, whose patch (k_h * k_w * in_c int16, padded to a multiple of 4)
- * lives in a->ctx. a->ctx holds at least snapuq_conv_dsp_scratch_size() bytes (SNAPUQ_ERR_ARENA
- * otherwise). */
+/* CONV_2D, any shape: in_c % 4 == 0 runs the GEMM path (output-pixel pairs x output channels over
+ * the pair's widened patches, 4 k_h k_w in_c bytes in a->ctx) for a 1x1 filter or patches of at most
+ * SNAPUQ_CONV_GEMM_MAX bytes (default 4096; the Small-MCU builds set 0), the direct path otherwise (no
+ * scratch); any other in_c runs the gathered-patch path, whose patch (k_h * k_w * in_c int16, padded
+ * to a multiple of 4) lives in a->ctx. a->ctx holds at least snapuq_conv_dsp_scratch_size() bytes
+ * (SNAPUQ_ERR_ARENA otherwise). */
 snapuq_status_t snapuq_conv_dsp(const snapuq_conv_args_t *a);
 uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims);
-/* which path snapuq_conv_dsp takes for this input ("dsp-direct" or "dsp-patch") */
-const char *snapuq_conv_dsp_kernel(const snapuq_dims_t *in_dims);
-/* 1 when snapuq_conv_dsp takes its 1x1 path ("dsp-1x1"): in_c % 4 == 0 and a 1x1 filter (no
- * padding, any stride); a GEMM of pixels x output channels */
+/* which path snapuq_conv_dsp takes for these shapes ("dsp-1x1", "dsp-gemm", "dsp-direct" or "dsp-patch") */
+const char *snapuq_conv_dsp_kernel(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims);
+/* 1 for a 1x1 filter with in_c % 4 == 0 ("dsp-1x1"): the GEMM path, reading its input pixels directly
+ * when there is no padding (any stride) */
 int snapuq_conv_dsp_is_1x1(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims,
                            const snapuq_dims_t *out_dims);
 /* DEPTHWISE_CONV_2D with depth multiplier 1 (SNAPUQ_ERR_UNSUPPORTED_TYPE otherwise); its filter is

@@ -218,7 +218,7 @@ snapuq_status_t snapuq_model_get_output_by_name(const snapuq_model_t *model, con
 /* Number of operators and the TFLite builtin code of operator `op` (e.g. 3 = CONV_2D). */
 uint16_t snapuq_model_op_count(const snapuq_model_t *model);
 snapuq_status_t snapuq_model_op_code(const snapuq_model_t *model, uint16_t op, int32_t *builtin);
-/* Which kernel operator `op` runs in this build ("ref", "dsp-direct", "dsp-patch", "dsp", or "ref"
+/* Which kernel operator `op` runs in this build ("ref", "dsp-1x1", "dsp-gemm", "dsp-direct", "dsp-patch", "dsp", or "ref"
  * where the DSP set has no kernel for its shape): chosen at snapuq_model_init; NULL when op is out of
  * range or no model is loaded. */
 const char *snapuq_model_op_kernel(const snapuq_model_t *model, uint16_t op);

@@ -66,7 +66,7 @@ static int32_t range(int32_t lo, int32_t hi) /* inclusive */
 static int8_t in_buf[MAX_IN], f_buf[MAX_F], out_ref[MAX_OUT], out_dsp[MAX_OUT];
 /* the DSP conv's arena scratch (its patch path); big_k counts the patches above the old 192-element
  * stack limit, which now run the same patch path */
-#define MAX_SCRATCH 8192
+#define MAX_SCRATCH 16384
 static uint32_t scratch[MAX_SCRATCH / 4];
 static int32_t big_k, pw_1x1;
 static int32_t bias[MAX_C], mult[MAX_C], shift[MAX_C], mult_b[MAX_C], shift_b[MAX_C];

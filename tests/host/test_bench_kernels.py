@@ -11,7 +11,8 @@ import pytest
 from snapuq.bench.board import graph_split
 from snapuq.bench.kernels import _valid_taps, kernel_report, markdown, op_macs, read_graph
 
-MODEL = Path(__file__).resolve().parents[2] / "models" / "digits" / "model_int8.tflite"
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "models" / "digits" / "model_int8.tflite"
 
 
 def test_valid_taps_matches_brute_force() -> None:
@@ -53,15 +54,21 @@ def test_report_rows_and_head_split() -> None:
 def test_kernel_per_layer_is_reported() -> None:
     """`bench --kernels` names the kernel each layer runs in the board's kernel set, from the C core
     built with that set: the digits CNN's first conv (in_c = 1) takes the DSP patch path, the others
-    the direct path; the reference set runs the reference kernel everywhere."""
-    from snapuq.bench.kernels import op_kernels
+    the GEMM path; the reference set runs the reference kernel everywhere."""
+    from snapuq.bench.kernels import SMALL_CORE_DEFS, op_kernels
 
     tfl = MODEL.read_bytes()
     g = read_graph(tfl)
     dsp, ref = op_kernels(tfl, "dsp"), op_kernels(tfl, "ref")
     assert len(dsp) == len(ref) == len(g.operators) and set(ref) == {"ref"}
     convs = [k for op, k in zip(g.operators, dsp) if op.name == "CONV_2D"]
-    assert convs[0] == "dsp-patch" and set(convs[1:]) == {"dsp-direct"}
+    assert convs[0] == "dsp-patch" and set(convs[1:]) == {"dsp-gemm"}
+    # the Small-MCU image (qemu_m4 at its budget) runs its 3x3 convolutions on the direct path (no scratch)
+    small = op_kernels(tfl, "dsp", SMALL_CORE_DEFS["qemu_m4"])
+    small_convs = [k for op, k in zip(g.operators, small) if op.name == "CONV_2D"]
+    assert small_convs[1:] == ["dsp-direct"] * (len(convs) - 1)
+    makefile = (ROOT / "firmware" / "Makefile").read_text()
+    assert f"SMALL_CORE_DEFS := {' '.join(SMALL_CORE_DEFS['qemu_m4'])}" in makefile
     assert all(k == "dsp" for op, k in zip(g.operators, dsp) if op.name in ("FULLY_CONNECTED", "MEAN"))
     prof = [{"op": op.index, "instructions": 100} for op in g.operators]
     boards = {"qemu_m4": {"per_op_profiled": prof, "instructions": {"snap_score": 500.0, "model": 1.0}}}

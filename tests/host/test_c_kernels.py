@@ -33,9 +33,12 @@ def _assert_big_patches(out: str) -> None:
     assert m and int(m.group(1)) >= 20, out
 
 
-def test_dsp_kernels_equal_reference_on_host(tmp_path: Path) -> None:
+@pytest.mark.parametrize("gemm_max", [None, 0])
+def test_dsp_kernels_equal_reference_on_host(gemm_max: int | None, tmp_path: Path) -> None:
+    """gemm_max 0: the Small-MCU builds' CONV_2D (the direct path for every filter larger than 1x1)."""
     exe = tmp_path / "kernel_prop"
-    cmd = ["gcc", *ccore.CFLAGS, *ccore.SAN, "-DSNAPUQ_KERNELS_DSP=1", f"-I{ccore.CORE}",
+    defs = [] if gemm_max is None else [f"-DSNAPUQ_CONV_GEMM_MAX={gemm_max}"]
+    cmd = ["gcc", *ccore.CFLAGS, *ccore.SAN, "-DSNAPUQ_KERNELS_DSP=1", *defs, f"-I{ccore.CORE}",
            str(ccore.TESTS_C / "kernel_prop.c"), *[str(ccore.CORE / k) for k in KERNELS], "-o", str(exe)]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     p = subprocess.run([str(exe), "2000", "1"], capture_output=True, text=True, timeout=120)

@@ -5,7 +5,7 @@ count them, and valid: without the padding taps the project's kernels skip), the
 took on each QEMU board (the firmware's per-operator profiler, `-icount shift=0`, SysTick
 resolution 40 instructions), MACs per instruction and the percentage of the SMLAD limit (2 MACs per
 instruction: one SMLAD does two int8 x int8 products), and which kernel it ran (the board's kernel
-set, `ref` or `dsp`, as the firmware reports it; the kernel within that set, e.g. `dsp-direct` /
+set, `ref` or `dsp`, as the firmware reports it; the kernel within that set, e.g. `dsp-gemm` /
 `dsp-patch` for CONV_2D or `ref` where the DSP set has none for the shape, from the C core built
 with that set on the host: the choice is made at model load from the model alone). The SNAP heads
 are split into MEAN, FULLY_CONNECTED and other operators plus the integer SNAP score, and related
@@ -75,15 +75,20 @@ int main(int argc, char **argv)
 """
 
 
-def op_kernels(tflite: bytes, kernel_set: str) -> list[str]:
-    """The kernel each operator runs with the C core's `kernel_set` ("ref" or "dsp"): the core built
-    for the host with that set (portable SIMD helpers, same choice as on the board) loads the model
-    and reports snapuq_model_op_kernel() per operator."""
+# The core defines of the Small-MCU images at their board budget (firmware/Makefile SMALL_CORE_DEFS; a test
+# keeps the two equal): their CONV_2D kernel choice differs from the other boards'.
+SMALL_CORE_DEFS: dict[str, tuple[str, ...]] = {"qemu_m4": ("-DSNAPUQ_CONV_GEMM_MAX=0",)}
+
+
+def op_kernels(tflite: bytes, kernel_set: str, core_defs: tuple[str, ...] = ()) -> list[str]:
+    """The kernel each operator runs with the C core's `kernel_set` ("ref" or "dsp") and a board's core
+    defines (SMALL_CORE_DEFS): the core built for the host with them (portable SIMD helpers, same choice
+    as on the board) loads the model and reports snapuq_model_op_kernel() per operator."""
 
     if kernel_set not in ("ref", "dsp"):
         raise SnapuqError(f"unknown kernel set {kernel_set!r} (ref or dsp)")
     srcs = ccore.core_sources(ccore.CORE_DIR)
-    flags = ["-std=c99", "-O1", f"-DSNAPUQ_KERNELS_DSP={1 if kernel_set == 'dsp' else 0}"]
+    flags = ["-std=c99", "-O1", f"-DSNAPUQ_KERNELS_DSP={1 if kernel_set == 'dsp' else 0}", *core_defs]
     h = hashlib.sha256(repr(flags).encode() + _KERNEL_CHOICE_C.encode())
     for src in srcs + sorted(ccore.CORE_DIR.rglob("*.h")):
         h.update(str(src.relative_to(ccore.CORE_DIR)).encode() + b"\0" + src.read_bytes())
@@ -278,7 +283,8 @@ def run_kernels(args: Any) -> int:
     boards: dict[str, Any] = {}
     for key in keys:
         boards["qemu_" + key] = measure_board(key, model_dir, x, max(1, args.repeats), split, args.build_dir)
-    kernels = {b: op_kernels(ref.tflite, str(r.get("kernels") or "ref")) for b, r in boards.items()}
+    kernels = {b: op_kernels(ref.tflite, str(r.get("kernels") or "ref"), SMALL_CORE_DEFS.get(b, ()))
+               for b, r in boards.items()}
     rep = kernel_report(g, split, boards, kernels)
     out = Path(args.out) if args.out else Path("build") / "bench" / f"kernels_{model_dir.name}.json"
     report = {"model": str(model_dir), "split": split, **rep,

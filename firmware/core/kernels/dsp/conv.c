@@ -6,11 +6,17 @@
  *  - the input offset is folded into the widening: SXTAB16 (and its ROR #8 form) adds the offset
  *    to two int8 lanes in the same instruction that sign-extends them, so x + offset costs
  *    nothing over a plain SXTB16;
- *  - 2 output pixels x 2 output channels per pass (every widened input word is used by two
- *    channels, every widened filter word by two pixels: 8 SMLAD per 6 loads/widenings for 16
- *    MACs), im2col-free, and never a padding tap: for each output row/pixel only the valid kernel
- *    rows and the valid run of kernel columns are visited (one contiguous run of (kx1 - kx0) * in_c
- *    bytes per kernel row in NHWC, in both input and filter);
+ *  - in_c % 4 == 0, a 1x1 filter or a patch of at most SNAPUQ_CONV_GEMM_MAX bytes widened: a GEMM of
+ *    output-pixel pairs x output channels. Each pair's patches are widened once, offset added, into
+ *    arena scratch (4 k_h k_w in_c bytes: CMSIS-NN's im2col size; a 1x1 filter without padding reads
+ *    its input pixels directly, a padding tap is 0), then every output-channel pair runs over those
+ *    words: per 4 input elements four input words, two filter words widened, 8 SMLAD for 16 MACs
+ *    (the channel-pair loop inside the assembly);
+ *  - in_c % 4 == 0 otherwise (a larger patch, or SNAPUQ_CONV_GEMM_MAX 0: the Small-MCU builds, whose
+ *    RAM cannot spare the scratch): the direct path, no scratch: 2 output pixels x 2 output channels
+ *    per pass (every widened input word is used by two channels, every widened filter word by two
+ *    pixels: 8 SMLAD per 6 loads/widenings for 16 MACs), never a padding tap: for each output
+ *    pixel only the valid kernel rows and the valid run of kernel columns are visited;
  *  - a patch path for every in_c % 4 != 0 (first layers: in_c = 1 or 3), any kernel size: the
  *    pixel's patch is gathered once, offset added, into an int16 buffer in SMLAD lane order, zeros
  *    at padding taps, then every output channel is a straight SMLAD dot product over the filter
@@ -328,11 +334,11 @@ static void conv_c4(const snapuq_conv_args_t *a)
     }
 }
 
-/* ---- 1x1 (pointwise): a GEMM of pixels x output channels, no im2col ----
- * Each pair of output pixels' inputs is widened once into the caller's scratch, offset added, in
- * SMLAD lane order (per 4 input channels: pixel A's (x0, x2), (x1, x3), then pixel B's; 4 in_c bytes),
- * read in place for a stride > 1. Every output channel pair then runs over those words: per 4 input
- * channels four input words, two filter words widened, 8 SMLAD (18 instructions per 16 MACs). */
+/* ---- the GEMM path (in_c % 4 == 0) ----
+ * Each pair of output pixels' patches is widened once into the caller's scratch, offset added, in
+ * SMLAD lane order (per 4 patch elements: pixel A's (x0, x2), (x1, x3), then pixel B's; 4 K bytes for
+ * K = k_h k_w in_c). Every output channel pair then runs over those words: per 4 elements four input
+ * words, two filter words widened, 8 SMLAD (18 instructions per 16 MACs). */
 #if SNAPUQ_SIMD_NATIVE
 /* one group of 4 input channels of a 2 x 2 (pixel x channel) block: five loads in a row (a load after a
  * load pipelines; an LDRD does not), channel 1's word by register offset, then channel 0's, which
@@ -466,18 +472,56 @@ static inline void widen1x1(const int8_t *x, int32_t C, uint32_t off2, uint32_t 
     }
 }
 
-/* the start values of a 1x1 convolution without bias */
+/* output pixel q's patch (all images, row-major; k_h * k_w taps of in_c int8, in_c % 4 == 0) widened
+ * with the offset into lane `pix` (0: A, 1: B) of the pair pw; a padding tap's lanes are 0 */
+SNAPUQ_NOINLINE static void gather_c4(const snapuq_conv_args_t *a, int32_t q, uint32_t off2, uint32_t *pw, int32_t pix)
+{
+    const int32_t C = a->in_dims.c, H = a->in_dims.h, W = a->in_dims.w;
+    const int32_t hw = a->out_dims.h * a->out_dims.w;
+    const int32_t b = q / hw, oy = (q - b * hw) / a->out_dims.w, ox = q - b * hw - oy * a->out_dims.w;
+    const int32_t iy0 = oy * a->conv.stride.h - a->conv.padding.h;
+    const int32_t ix0 = ox * a->conv.stride.w - a->conv.padding.w;
+    const int8_t *img = a->in + (size_t)b * H * W * C;
+    int32_t ky, kx, i;
+    pw += 2 * pix;
+    for (ky = 0; ky < a->filter_dims.h; ky++) {
+        const int32_t iy = iy0 + ky * a->conv.dilation.h;
+        for (kx = 0; kx < a->filter_dims.w; kx++) {
+            const int32_t ix = ix0 + kx * a->conv.dilation.w;
+            if (iy >= 0 && iy < H && ix >= 0 && ix < W) {
+                const int8_t *x = img + ((size_t)iy * W + ix) * C;
+                for (i = 0; i < C; i += 4) {
+                    const uint32_t v = snapuq_ld4(x + i);
+                    pw[0] = snapuq_sxtab16(off2, v);
+                    pw[1] = snapuq_sxtab16_ror8(off2, v);
+                    pw += 4;
+                }
+            } else {
+                for (i = 0; i < C; i += 4) {
+                    pw[0] = 0;
+                    pw[1] = 0;
+                    pw += 4;
+                }
+            }
+        }
+    }
+}
+
+/* the start values of a convolution without bias */
 static const int32_t zero_start[CONV_CHUNK] = {0};
 
-/* the 1x1 path; pw: the scratch, the widened pixel pair (4 C bytes) */
-SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, uint32_t *pw)
+/* in_c % 4 == 0, any kernel: a GEMM of pixel pairs x output channels; pw: the scratch, the pair's
+ * widened patches (4 k_h k_w in_c bytes, CMSIS-NN's im2col size) */
+SNAPUQ_NOINLINE static void conv_gemm(const snapuq_conv_args_t *args, uint32_t *pw)
 {
     const snapuq_conv_args_t la = *args;
     const snapuq_conv_args_t *const a = &la;
-    const int32_t C = a->in_dims.c, OC = a->out_dims.c;
+    const int32_t K = a->filter_dims.h * a->filter_dims.w * a->in_dims.c, OC = a->out_dims.c;
     const int32_t P = a->out_dims.n * a->out_dims.h * a->out_dims.w;
     const uint32_t off2 = snapuq_dup16(a->conv.in_offset);
     const int fast = snapuq_dsp_requant_fast_ok(a->quant.mult, a->quant.shift, a->quant.step != 0 ? OC : 1);
+    const int pointwise = snapuq_conv_dsp_is_1x1(&a->in_dims, &a->filter_dims, &a->out_dims) &&
+                          a->conv.padding.h == 0 && a->conv.padding.w == 0;
     int32_t accs[2 * CONV_CHUNK]; /* pixel A's sums, then pixel B's */
     int32_t *const accA = accs, *const accB = accs + CONV_CHUNK;
     int32_t p, oc, ch0;
@@ -485,18 +529,23 @@ SNAPUQ_NOINLINE static void conv_1x1(const snapuq_conv_args_t *args, uint32_t *p
         const int two = p + 1 < P;
         int8_t *outa = a->out + (size_t)p * OC;
         /* the last pixel of an odd count fills both lanes; its lane-B sums are not stored */
-        widen1x1(px1x1(a, p), C, off2, pw, 0);
-        widen1x1(px1x1(a, two ? p + 1 : p), C, off2, pw, 1);
+        if (pointwise) { /* a 1x1 filter without padding: the input pixels themselves */
+            widen1x1(px1x1(a, p), K, off2, pw, 0);
+            widen1x1(px1x1(a, two ? p + 1 : p), K, off2, pw, 1);
+        } else {
+            gather_c4(a, p, off2, pw, 0);
+            gather_c4(a, two ? p + 1 : p, off2, pw, 1);
+        }
         for (ch0 = 0; ch0 < OC; ch0 += CONV_CHUNK) {
             const int32_t ch1 = ch0 + CONV_CHUNK < OC ? ch0 + CONV_CHUNK : OC;
             oc = ch0;
             if (ch1 - ch0 >= 2) {
-                mac1x1_pairs(pw, a->filter + (size_t)ch0 * C, C, a->bias != NULL ? a->bias + ch0 : zero_start, accA,
+                mac1x1_pairs(pw, a->filter + (size_t)ch0 * K, K, a->bias != NULL ? a->bias + ch0 : zero_start, accA,
                              (ch1 - ch0) >> 1);
                 oc = ch0 + ((ch1 - ch0) & ~1);
             }
             if (oc < ch1) {
-                mac1x1_1x2(pw, a->filter + (size_t)oc * C, C, a->bias != NULL ? a->bias[oc] : 0, &accA[oc - ch0],
+                mac1x1_1x2(pw, a->filter + (size_t)oc * K, K, a->bias != NULL ? a->bias[oc] : 0, &accA[oc - ch0],
                            &accB[oc - ch0]);
             }
             snapuq_dsp_requant_run(a->quant.mult, a->quant.shift, a->quant.step, a->conv.out_offset,
@@ -710,11 +759,19 @@ static int32_t patch_elems(const snapuq_dims_t *in_dims, const snapuq_dims_t *fi
     return (filter_dims->h * filter_dims->w * in_dims->c + 3) & ~3;
 }
 
+/* in_c % 4 == 0: the GEMM path for a 1x1 filter, or for a widened pixel pair of at most
+ * SNAPUQ_CONV_GEMM_MAX bytes */
+static int gemm_path(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims)
+{
+    const uint32_t bytes = 4u * (uint32_t)(filter_dims->h * filter_dims->w * in_dims->c);
+    return (filter_dims->h == 1 && filter_dims->w == 1) || bytes <= (uint32_t)SNAPUQ_CONV_GEMM_MAX;
+}
+
 uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims)
 {
     if (in_dims->c % 4 == 0 && in_dims->c > 0) {
-        /* a 1x1 filter: the 1x1 path's widened pixel pair; the direct path needs none */
-        return filter_dims->h == 1 && filter_dims->w == 1 ? 4u * (uint32_t)in_dims->c : 0u;
+        /* the GEMM path's widened pixel pair; the direct path needs none */
+        return gemm_path(in_dims, filter_dims) ? 4u * (uint32_t)(filter_dims->h * filter_dims->w * in_dims->c) : 0u;
     }
     /* the patch path's two-pixel int16 patch and the zero-padded copies of the last filter rows */
     {
@@ -724,9 +781,15 @@ uint32_t snapuq_conv_dsp_scratch_size(const snapuq_dims_t *in_dims, const snapuq
     }
 }
 
-const char *snapuq_conv_dsp_kernel(const snapuq_dims_t *in_dims)
+const char *snapuq_conv_dsp_kernel(const snapuq_dims_t *in_dims, const snapuq_dims_t *filter_dims)
 {
-    return in_dims->c % 4 == 0 && in_dims->c > 0 ? "dsp-direct" : "dsp-patch";
+    if (in_dims->c % 4 != 0 || in_dims->c <= 0) {
+        return "dsp-patch";
+    }
+    if (filter_dims->h == 1 && filter_dims->w == 1) {
+        return "dsp-1x1";
+    }
+    return gemm_path(in_dims, filter_dims) ? "dsp-gemm" : "dsp-direct";
 }
 
 snapuq_status_t snapuq_conv_dsp(const snapuq_conv_args_t *a)
@@ -740,12 +803,7 @@ snapuq_status_t snapuq_conv_dsp(const snapuq_conv_args_t *a)
         return SNAPUQ_ERR_ARENA;
     }
     if (a->in_dims.c % 4 == 0) {
-        if (snapuq_conv_dsp_is_1x1(&a->in_dims, &a->filter_dims, &a->out_dims) && a->conv.padding.h == 0 &&
-            a->conv.padding.w == 0) {
-            conv_1x1(a, (uint32_t *)a->ctx.buf);
-        } else {
-            conv_c4(a);
-        }
+        conv_gemm(a, (uint32_t *)a->ctx.buf);
         return SNAPUQ_OK;
     }
     conv_patch(a, (uint32_t *)a->ctx.buf);

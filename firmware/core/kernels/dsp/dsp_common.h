@@ -20,6 +20,12 @@
 #define SNAPUQ_LIKELY(c) (c)
 #endif
 
+/* the most arena scratch (bytes) CONV_2D's GEMM path takes for a filter larger than 1x1 (the widened patches
+ * of a pixel pair, 4 k_h k_w in_c bytes); larger patches, or all with 0, run the direct path (no scratch) */
+#ifndef SNAPUQ_CONV_GEMM_MAX
+#define SNAPUQ_CONV_GEMM_MAX 4096
+#endif
+
 #define CONV_CHUNK 64 /* output channels accumulated before requantizing (2 x 256 B of stack) */
 
 /* valid kernel taps [*k0, *k1) of output position o along one axis (none outside the input) */

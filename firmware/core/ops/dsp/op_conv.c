@@ -74,8 +74,7 @@ static const char *kernel_conv_dsp(const snapuq_model_t *md, uint16_t op)
     const snapuq_priv_op_t *o = &md->ops[op];
     const snapuq_dims_t in = snapuq_dims_of(snapuq_tc(md, o->in[0]));
     const snapuq_dims_t f = snapuq_dims_of(snapuq_tc(md, o->in[1]));
-    const snapuq_dims_t out = snapuq_dims_of(snapuq_tc(md, o->out));
-    return snapuq_conv_dsp_is_1x1(&in, &f, &out) ? "dsp-1x1" : snapuq_conv_dsp_kernel(&in);
+    return snapuq_conv_dsp_kernel(&in, &f);
 }
 
 static const char *kernel_dwconv_dsp(const snapuq_model_t *md, uint16_t op)
