@@ -4,9 +4,10 @@
     tools/cycle_check.py --part l4r5zi FILE.tflite=MS [FILE2.tflite=MS2 ...] [--out check.json]
     tools/cycle_check.py --part l4r5zi --elf IMAGE.elf --symbol FUNCTION MS
 
-The second form models any bare-metal image for mps2-an386 that calls FUNCTION (the inference) and ends by
-semihosting: every call of FUNCTION is an inference (e.g. another runtime's image built from the exact code
-a published latency was measured with; docs/BENCH.md "Modelled cycles" has the recipe used).
+The second form models any bare-metal image for mps2-an386 (mps2-an500 for a Cortex-M7 part) that calls
+FUNCTION (the inference) and ends by semihosting: every call of FUNCTION is an inference (e.g. another
+runtime's image built from the exact code a published latency was measured with; docs/BENCH.md "Modelled
+cycles" has the recipe used).
 
 Each file is linked into the stock SNAP=0 firmware for the Cortex-M4 QEMU board with the whole emulated
 memory (BUDGET=full: the L4R5ZI's 2 MB / 640 KB hold what the L432KC budget does not), run on 3 seeded
@@ -62,7 +63,8 @@ def check_elf(elf: Path, symbol: str, published_ms: float, part: str) -> dict:
     out = elf.resolve().parent / f"{elf.stem}.insn_counts.txt"
     out.unlink(missing_ok=True)
     arg = cyc.plugin_arg(cyc.plugin_library(), elf, sil, out, symbol=symbol)
-    p = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-monitor", "none", "-serial",
+    machine = {"m4": "mps2-an386", "m7": "mps2-an500"}[sil.core]  # the part's core: Cortex-M4 or M7 board
+    p = subprocess.run(["qemu-system-arm", "-M", machine, "-nographic", "-monitor", "none", "-serial",
                         "none", "-semihosting-config", "enable=on,target=native", "-icount", "shift=0",
                         "-plugin", arg, "-kernel", str(elf)], capture_output=True, text=True, timeout=3600)
     if p.returncode != 0:

@@ -33,11 +33,14 @@ def _assert_big_patches(out: str) -> None:
     assert m and int(m.group(1)) >= 20, out
 
 
-@pytest.mark.parametrize("gemm_max", [None, 0])
-def test_dsp_kernels_equal_reference_on_host(gemm_max: int | None, tmp_path: Path) -> None:
-    """gemm_max 0: the Small-MCU builds' CONV_2D (the direct path for every filter larger than 1x1)."""
+@pytest.mark.parametrize("build", ["default", "small"])
+def test_dsp_kernels_equal_reference_on_host(build: str, tmp_path: Path) -> None:
+    """small: the Small-MCU images' core defines (CONV_2D's direct path for every filter larger than 1x1,
+    32-channel accumulation)."""
+    from snapuq.bench.kernels import SMALL_CORE_DEFS
+
     exe = tmp_path / "kernel_prop"
-    defs = [] if gemm_max is None else [f"-DSNAPUQ_CONV_GEMM_MAX={gemm_max}"]
+    defs = list(SMALL_CORE_DEFS["qemu_m4"]) if build == "small" else []
     cmd = ["gcc", *ccore.CFLAGS, *ccore.SAN, "-DSNAPUQ_KERNELS_DSP=1", *defs, f"-I{ccore.CORE}",
            str(ccore.TESTS_C / "kernel_prop.c"), *[str(ccore.CORE / k) for k in KERNELS], "-o", str(exe)]
     subprocess.run(cmd, check=True, capture_output=True, text=True)

@@ -77,7 +77,8 @@ int main(int argc, char **argv)
 
 # The core defines of the Small-MCU images at their board budget (firmware/Makefile SMALL_CORE_DEFS; a test
 # keeps the two equal): their CONV_2D kernel choice differs from the other boards'.
-SMALL_CORE_DEFS: dict[str, tuple[str, ...]] = {"qemu_m4": ("-DSNAPUQ_CONV_GEMM_MAX=0",)}
+SMALL_CORE_DEFS: dict[str, tuple[str, ...]] = {
+    "qemu_m4": ("-DSNAPUQ_CONV_GEMM_MAX=0", "-DSNAPUQ_CONV_CHUNK=32")}
 
 
 def op_kernels(tflite: bytes, kernel_set: str, core_defs: tuple[str, ...] = ()) -> list[str]:

@@ -26,7 +26,12 @@
 #define SNAPUQ_CONV_GEMM_MAX 4096
 #endif
 
-#define CONV_CHUNK 64 /* output channels accumulated before requantizing (2 x 256 B of stack) */
+/* output channels accumulated before requantizing (two int32 arrays of that many on the stack; the Small-MCU
+ * builds set 32) */
+#ifndef SNAPUQ_CONV_CHUNK
+#define SNAPUQ_CONV_CHUNK 64
+#endif
+#define CONV_CHUNK SNAPUQ_CONV_CHUNK
 
 /* valid kernel taps [*k0, *k1) of output position o along one axis (none outside the input) */
 static inline void tap_range(int32_t o, int32_t stride, int32_t pad, int32_t dil, int32_t k, int32_t in,
