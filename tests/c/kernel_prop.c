@@ -182,6 +182,35 @@ static int status_fail(const char *what, int32_t case_no, snapuq_status_t st)
     return report(what, case_no, dims, 1, 1);
 }
 
+/* kernel `run` on `args`, whose scratch context is *ctx: with 4 bytes less than `need` it must refuse
+ * (SNAPUQ_ERR_ARENA, output untouched), with `need` run; *st: the second status. 0, or a report's count */
+static int scratch_run(const char *what, int32_t case_no, uint32_t need, snapuq_context_t *ctx,
+                       snapuq_status_t (*run)(const void *), const void *args, snapuq_status_t *st)
+{
+    if (need > 0) {
+        ctx->buf = scratch;
+        ctx->size = need - 4u;
+        *st = run(args);
+        if (*st != SNAPUQ_ERR_ARENA || out_dsp[0] != 0x2A) {
+            return status_fail(what, case_no, *st);
+        }
+    }
+    ctx->buf = need > 0 ? scratch : NULL;
+    ctx->size = need;
+    *st = run(args);
+    return 0;
+}
+
+static snapuq_status_t run_conv(const void *a)
+{
+    return snapuq_conv_dsp((const snapuq_conv_args_t *)a);
+}
+
+static snapuq_status_t run_fc(const void *a)
+{
+    return snapuq_fc_dsp((const snapuq_fc_args_t *)a);
+}
+
 static int conv_case(int32_t case_no, int depthwise)
 {
     snapuq_conv_args_t a;
@@ -306,22 +335,14 @@ static int conv_case(int32_t case_no, int depthwise)
         }
     } else {
         const uint32_t need = snapuq_conv_dsp_scratch_size(&a.in_dims, &a.filter_dims);
-        snapuq_status_t st;
+        snapuq_status_t st = SNAPUQ_OK;
         if (need > MAX_SCRATCH) {
             return -1;
         }
-        if (need > 0) {
-            /* too little scratch is refused, never a silent other path */
-            a.ctx.buf = scratch;
-            a.ctx.size = need - 4u;
-            st = snapuq_conv_dsp(&a);
-            if (st != SNAPUQ_ERR_ARENA || out_dsp[0] != 0x2A) {
-                return status_fail("conv-scratch", case_no, st);
-            }
+        /* too little scratch is refused, never a silent other path */
+        if (scratch_run("conv-scratch", case_no, need, &a.ctx, run_conv, &a, &st) != 0) {
+            return 1;
         }
-        a.ctx.buf = need > 0 ? scratch : NULL;
-        a.ctx.size = need;
-        st = snapuq_conv_dsp(&a);
         if (st != SNAPUQ_OK) {
             return status_fail("conv", case_no, st);
         }
@@ -386,22 +407,13 @@ static int fc_case(int32_t case_no)
     a.out = out_dsp;
     {
         const uint32_t need = snapuq_fc_dsp_scratch_size(&a.filter_dims);
-        snapuq_status_t st;
+        snapuq_status_t st = SNAPUQ_OK;
         if (need > MAX_SCRATCH) {
             return -1;
         }
-        if (need > 0) {
-            /* too little scratch is refused, output untouched */
-            a.ctx.buf = scratch;
-            a.ctx.size = need - 4u;
-            st = snapuq_fc_dsp(&a);
-            if (st != SNAPUQ_ERR_ARENA || out_dsp[0] != 0x2A) {
-                return status_fail("fc-scratch", case_no, st);
-            }
+        if (scratch_run("fc-scratch", case_no, need, &a.ctx, run_fc, &a, &st) != 0) {
+            return 1;
         }
-        a.ctx.buf = need > 0 ? scratch : NULL;
-        a.ctx.size = need;
-        st = snapuq_fc_dsp(&a);
         if (st != SNAPUQ_OK) {
             return status_fail("fc", case_no, st);
         }
