@@ -70,6 +70,14 @@ int main(int argc, char **argv)
     for (i = 0; i < snapuq_model_op_count(&model); i++) {
         printf("%u %s\n", (unsigned)i, snapuq_model_op_kernel(&model, i));
     }
+    {
+        size_t need = 0;
+        if (snapuq_model_arena_size(&model, &need) != SNAPUQ_OK) {
+            fprintf(stderr, "%s\n", snapuq_model_error(&model));
+            return 1;
+        }
+        printf("arena %lu\n", (unsigned long)need);
+    }
     return 0;
 }
 """
@@ -85,6 +93,16 @@ def op_kernels(tflite: bytes, kernel_set: str, core_defs: tuple[str, ...] = ()) 
     """The kernel each operator runs with the C core's `kernel_set` ("ref" or "dsp") and a board's core
     defines (SMALL_CORE_DEFS): the core built for the host with them (portable SIMD helpers, same choice
     as on the board) loads the model and reports snapuq_model_op_kernel() per operator."""
+    return _kernel_choice(tflite, kernel_set, core_defs)[0]
+
+
+def planned_arena(tflite: bytes, kernel_set: str, core_defs: tuple[str, ...] = ()) -> int:
+    """The arena bytes a board's image plans for the model (its kernels' scratch included), from the same
+    host build as op_kernels."""
+    return _kernel_choice(tflite, kernel_set, core_defs)[1]
+
+
+def _kernel_choice(tflite: bytes, kernel_set: str, core_defs: tuple[str, ...]) -> tuple[list[str], int]:
 
     if kernel_set not in ("ref", "dsp"):
         raise SnapuqError(f"unknown kernel set {kernel_set!r} (ref or dsp)")
@@ -112,10 +130,10 @@ def op_kernels(tflite: bytes, kernel_set: str, core_defs: tuple[str, ...] = ()) 
         p = subprocess.run([str(exe), str(m)], capture_output=True, text=True)
     if p.returncode != 0:
         raise SnapuqError(f"kernel report: the C core refused the model: {p.stderr.strip()}")
-    lines = p.stdout.split("\n")
-    if lines[0] != kernel_set:
+    lines = [ln for ln in p.stdout.split("\n") if ln]
+    if lines[0] != kernel_set or not lines[-1].startswith("arena "):
         raise SnapuqError(f"kernel report: helper built for {lines[0]!r}, wanted {kernel_set!r}")
-    return [ln.split(" ", 1)[1] for ln in lines[1:] if ln]
+    return [ln.split(" ", 1)[1] for ln in lines[1:-1]], int(lines[-1].split()[1])
 
 
 def _valid_taps(out_n: int, stride: int, pad: int, dil: int, k: int, in_n: int) -> int:

@@ -44,7 +44,7 @@ static inline void dot_2x2(const int8_t *xa, const int8_t *xb, const int8_t *f0,
                            uint32_t off2, int32_t *acc)
 {
     int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
-#if SNAPUQ_SIMD_NATIVE
+#if SNAPUQ_DSP_ASM
     /* 14 live registers in the inner loop: the offset and the loop end are reloaded from the
      * stack (24 instructions per 16 MACs); the kernel-row loop is in the same block */
     uint32_t t0, t1, t2, t3, t4, t5;
@@ -141,7 +141,7 @@ static inline void dot_1x2(const int8_t *x, const int8_t *f0, const int8_t *f1, 
                            int32_t *acc)
 {
     int32_t a0 = acc[0], a1 = acc[1];
-#if SNAPUQ_SIMD_NATIVE
+#if SNAPUQ_DSP_ASM
     uint32_t t0, t1, t2, t3;
     const int32_t kn = g->n;
     const ptrdiff_t kxs = g->xskip, kfs = g->fskip;
@@ -339,7 +339,7 @@ static void conv_c4(const snapuq_conv_args_t *a)
  * SMLAD lane order (per 4 patch elements: pixel A's (x0, x2), (x1, x3), then pixel B's; 4 K bytes for
  * K = k_h k_w in_c). Every output channel pair then runs over those words: per 4 elements four input
  * words, two filter words widened, 8 SMLAD (18 instructions per 16 MACs). */
-#if SNAPUQ_SIMD_NATIVE
+#if SNAPUQ_DSP_ASM
 /* one group of 4 input channels of a 2 x 2 (pixel x channel) block: five loads in a row (a load after a
  * load pipelines; an LDRD does not), channel 1's word by register offset, then channel 0's, which
  * advances f0 */
@@ -371,7 +371,7 @@ static void conv_c4(const snapuq_conv_args_t *a)
 static inline void mac1x1_pairs(const uint32_t *pw, const int8_t *f0, int32_t C, const int32_t *start, int32_t *acc,
                                 int32_t npairs)
 {
-#if SNAPUQ_SIMD_NATIVE
+#if SNAPUQ_DSP_ASM
     const uint32_t *const end = pw + C; /* 4 words per 4 input channels */
     int32_t a00, a01, a10, a11;
     uint32_t xae, xao, xbe, xbo, we, t;
@@ -580,7 +580,7 @@ static inline void patch_st(uint32_t *pw, int32_t i, int32_t v)
 static inline void patch_2x2(const int8_t *f0, const int8_t *f1, const uint32_t *pp, int32_t Kp, int32_t *acc)
 {
     int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
-#if SNAPUQ_SIMD_NATIVE
+#if SNAPUQ_DSP_ASM
     const uint32_t *pend = pp + Kp;
     uint32_t w0e, w0o, w1e, w1o, p0, p1;
     __asm__ volatile("1:\n\t"

@@ -31,10 +31,12 @@
 #define DW_ASM_LD0 "ldr %[t0], [%[x]]\n\tldr %[t2], [%[f]]\n\t"
 #define DW_ASM_LD1 "ldr %[t0], [%[x], %[cs]]\n\tldr %[t2], [%[f], %[cs]]\n\t"
 #define DW_ASM_LD2 "ldr %[t0], [%[x], %[cs], lsl #1]\n\tldr %[t2], [%[f], %[cs], lsl #1]\n\t"
-/* the rows loop around one kernel row's taps: x and f advance by a row, the count lives on the stack */
+/* the rows loop around one kernel row's taps: x and f advance by a row; the filter's row step and the
+ * count live on the stack (13 registers in use: -Os keeps one more for itself) */
 #define DW_ASM_ROWS(taps)                                                                           \
     __asm__ volatile("1:\n\t" taps "add %[x], %[x], %[xrow]\n\t"                                   \
-                     "add %[f], %[f], %[frow]\n\t"                                                 \
+                     "ldr %[t0], %[frow]\n\t"                                                      \
+                     "add %[f], %[f], %[t0]\n\t"                                                   \
                      "ldr %[t0], %[n]\n\t"                                                         \
                      "subs %[t0], %[t0], #1\n\t"                                                   \
                      "str %[t0], %[n]\n\t"                                                         \
@@ -42,7 +44,7 @@
                      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), \
                        [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [x] "+r"(x), [f] "+r"(f),     \
                        [n] "+m"(n)                                                                 \
-                     : [cs] "r"(cs), [xrow] "r"(xrow), [frow] "r"(frow), [off] "r"(off2)           \
+                     : [cs] "r"(cs), [xrow] "r"(xrow), [frow] "m"(frow), [off] "r"(off2)           \
                      : "cc", "memory")
 
 /* a0..a3 += n (> 0) kernel rows of `taps` (2 or 3) adjacent taps for 4 channels: input x and filter f
@@ -51,7 +53,7 @@ static inline void dw_rows(const int8_t *x, const int8_t *f, ptrdiff_t cs, ptrdi
                            int32_t taps, uint32_t off2, int32_t *acc)
 {
     int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-#if SNAPUQ_SIMD_NATIVE
+#if SNAPUQ_DSP_ASM
     uint32_t t0, t1, t2, t3;
     if (taps == 3) {
         DW_ASM_ROWS(DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC DW_ASM_LD2 DW_ASM_MAC);
@@ -90,7 +92,7 @@ static const int32_t dw_zero[CONV_CHUNK] = {0};
 static inline void dw_groups3(const int8_t *x, const int8_t *f, ptrdiff_t cs, ptrdiff_t xrow, ptrdiff_t frow, int32_t n,
                               uint32_t off2, const int32_t *start, int32_t *acc, int32_t ngroups)
 {
-#if SNAPUQ_SIMD_NATIVE
+#if SNAPUQ_DSP_ASM
     int32_t a0, a1, a2, a3;
     uint32_t t0, t1, t2, t3;
     const int8_t *sp_x = x, *sp_f = f;
@@ -109,7 +111,8 @@ static inline void dw_groups3(const int8_t *x, const int8_t *f, ptrdiff_t cs, pt
                      "str %[t0], %[spr]\n\t"
                      "1:\n\t" DW_ASM_LD0 DW_ASM_MAC DW_ASM_LD1 DW_ASM_MAC DW_ASM_LD2 DW_ASM_MAC
                      "add %[x], %[x], %[xrow]\n\t"
-                     "add %[f], %[f], %[frow]\n\t"
+                     "ldr %[t0], %[frm]\n\t"
+                     "add %[f], %[f], %[t0]\n\t"
                      "ldr %[t0], %[spr]\n\t"
                      "subs %[t0], %[t0], #1\n\t"
                      "str %[t0], %[spr]\n\t"
@@ -133,7 +136,7 @@ static inline void dw_groups3(const int8_t *x, const int8_t *f, ptrdiff_t cs, pt
                        [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [x] "=&r"(x), [f] "=&r"(f),
                        [sps] "+m"(sp_s), [spa] "+m"(sp_a), [spx] "+m"(sp_x), [spf] "+m"(sp_f), [spg] "+m"(sp_g),
                        [spr] "+m"(sp_r)
-                     : [cs] "r"(cs), [xrow] "r"(xrow), [frow] "r"(frow), [off] "r"(off2), [spn] "m"(n)
+                     : [cs] "r"(cs), [xrow] "r"(xrow), [frm] "m"(frow), [off] "r"(off2), [spn] "m"(n)
                      : "cc", "memory");
 #else
     int32_t g;

@@ -11,6 +11,14 @@
 #include "snapuq_kernels.h"
 #include "snapuq_simd.h"
 
+/* the kernels' multi-instruction assembly loops (up to 14 registers each): only in optimized builds, where
+ * the compiler can give them that many; -O0 builds run the same loops written in C (same results) */
+#if SNAPUQ_SIMD_NATIVE && defined(__OPTIMIZE__)
+#define SNAPUQ_DSP_ASM 1
+#else
+#define SNAPUQ_DSP_ASM 0
+#endif
+
 /* keeps a kernel's large paths out of line (their register allocation stays their own) */
 #if defined(__GNUC__)
 #define SNAPUQ_NOINLINE __attribute__((noinline))

@@ -29,7 +29,7 @@ static inline void rows4(const int8_t *f0, const int8_t *f1, int32_t D2, const u
         a2 = bias[2];
         a3 = bias[3];
     }
-#if SNAPUQ_SIMD_NATIVE
+#if SNAPUQ_DSP_ASM
     /* one group of 4 elements: loads in pairs (a load after a load pipelines), rows 2, 3 by register
      * offset before rows 0, 1 advance their pointers */
 #define FC_GROUP                                                                                             \
