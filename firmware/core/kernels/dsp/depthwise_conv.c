@@ -217,19 +217,16 @@ snapuq_status_t snapuq_dwconv_dsp(const snapuq_conv_args_t *args)
         a3 = snapuq_smlatt(xo_, fo_, a3);                                                           \
     } while (0)
                         if ((ntap == 3 || ntap == 2) && a->conv.dilation.w == 1) {
-                            /* the common 3-wide kernel row, or one at a border */
+                            /* the common 3-wide kernel row, or one at a border: accumulated in place */
+                            int32_t *const ac = acc + (c - ch0);
+                            ac[0] = a0;
+                            ac[1] = a1;
+                            ac[2] = a2;
+                            ac[3] = a3;
                             if (ky1 > ky0) {
-                                int32_t r4[4];
-                                r4[0] = a0;
-                                r4[1] = a1;
-                                r4[2] = a2;
-                                r4[3] = a3;
-                                dw_rows(xr, fr, C, xrow, frow, ky1 - ky0, ntap, off2, r4);
-                                a0 = r4[0];
-                                a1 = r4[1];
-                                a2 = r4[2];
-                                a3 = r4[3];
+                                dw_rows(xr, fr, C, xrow, frow, ky1 - ky0, ntap, off2, ac);
                             }
+                            continue;
                         } else {
                             for (ky = ky0; ky < ky1; ky++) {
                                 const int8_t *x = xr, *f = fr;
