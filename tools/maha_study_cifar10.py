@@ -1,5 +1,6 @@
 """Why Mahalanobis is near chance on real CIFAR-10 (docs/SNAP_STUDY.md §11): the features of the
-misclassified test images, the tied-covariance distance on raw, L2-normalised and square-root features.
+misclassified test images, the tied-covariance distance on raw, L2-normalised and square-root features, and
+the relative Mahalanobis distance (Ren et al. 2021: minus the distance to one Gaussian of all train features).
 Usage: python tools/maha_study_cifar10.py DATA_DIR (models/cifar10 from the checkout)."""
 
 import sys
@@ -91,6 +92,14 @@ for name, a, b in [
             "pred-class dist",
             round(M.auroc(d[np.arange(len(d)), lte.argmax(1)], ~ok), 3),
         )
+# relative Mahalanobis: the class distance minus the distance under one Gaussian fitted to all train features
+for ridge in (1e-6, 1e-2):
+    d = maha(ftr, fte, ridge)
+    c0 = np.cov(ftr.T, bias=True)
+    c0 += ridge * np.trace(c0) / c0.shape[0] * np.eye(c0.shape[0])
+    g = fte - ftr.mean(0)
+    d0 = np.einsum("nf,fg,ng->n", g, np.linalg.pinv(c0, hermitian=True), g)
+    print("relative", ridge, "AUROC err+", round(M.auroc((d - d0[:, None]).min(1), ~ok), 3))
 # eigen spectrum
 mu = np.stack([ftr[ytr == c].mean(0) for c in range(10)])
 r = ftr - mu[ytr]

@@ -143,3 +143,56 @@ def test_an_export_is_fresh_by_its_recorded_sha256_not_by_file_times(tmp_path):
     (d / P.CALIB).write_text(f"{P.CALIB} v1")
     (d / P.FLOAT).write_text("a float model from elsewhere")  # present: checked too
     assert not _fresh_export(d)
+
+
+def test_deployment_row_from_the_bench_table_report_and_stale_when_the_model_changed(tmp_path):
+    """Unit test (no firmware): the Small-MCU row of `reproduce --deploy` read back from
+    docs/results/deploy_<ds>.json: its criteria (SNAP fits and equals TFLM on 200 inputs, EE-ens / DEEP out of
+    memory, overhead ≤ 2 %), the paper's row beside it in RESULTS.md, and a report of another int8 model
+    shown as stale, not as this model's figures."""
+    import argparse
+
+    from snapuq.commands.reproduce import DEPLOY_INPUTS, deployment, deployment_criteria, render
+    from snapuq.modeldir import ModelPaths, sha256_file
+
+    d, docs = tmp_path / "models" / "cifar10", tmp_path / "docs"
+    d.mkdir(parents=True)
+    (docs / "results").mkdir(parents=True)
+    ModelPaths(d).int8.write_bytes(b"int8 model v1")
+
+    def ok(method: str, instr: float, mism: int = 0) -> dict:
+        return {"status": "ok", "board": "small", "workload": str(d), "method": method, "flash": 200_000,
+                "ram": {"peak": 60_000}, "instructions": {"total": instr},
+                "model": {"latency_ms": instr / 80e3}, "mismatches_vs_tflm": mism,
+                "checked_inputs": DEPLOY_INPUTS}  # fmt: skip
+
+    oom = {"status": "OOM", "board": "small", "workload": str(d), "oom_source": "link",
+           "link_error": ["region FLASH overflowed by 9 bytes"], "available": {}}  # fmt: skip
+    rows = [ok("base", 1e7), ok("snap", 1.015e7), {**oom, "method": "ee"}, {**oom, "method": "deep"}]
+    meta = {"int8_sha256": sha256_file(ModelPaths(d).int8), "check_inputs": "first 200 test inputs"}
+    report = docs / "results" / "deploy_cifar10.json"
+    report.write_text(json.dumps({"workloads": {str(d): meta}, "rows": rows}))
+    args = argparse.Namespace(deploy=False, data_dir="data")
+    dep = deployment("cifar10", d, args, docs)
+    crit = deployment_criteria(dep)
+    assert [ok for _, _, ok in crit] == [True, True, True, True], crit
+    assert "+1.50% instructions" in crit[-1][1]
+    agg = {"seeds": [0], "n_test": 10, "accuracy": {"float": 0.88, "int8": 0.88}, "methods": {},
+           "deployment": dep}  # fmt: skip
+    md = render({"cifar10": agg})
+    assert "### Deployment (Small-MCU)" in md and "| SNAP-UQ | 158 | 195.3 | 85 | 58.6 | 178 |" in md
+    assert "| EE-ens | OOM | **OOM** (link: region FLASH overflowed by 9 bytes" in md
+    # a device mismatch or a SNAP that costs more than 2 % fails its criterion
+    rows[1] = ok("snap", 1.03e7, mism=1)
+    report.write_text(json.dumps({"workloads": {str(d): meta}, "rows": rows}))
+    met = [ok for _, _, ok in deployment_criteria(deployment("cifar10", d, args, docs))]
+    assert met == [False, True, True, False]
+    ModelPaths(d).int8.write_bytes(b"int8 model v2")  # retrained since: the row is not this model's
+    dep = deployment("cifar10", d, args, docs)
+    assert "stale" in dep and deployment_criteria(dep) == []
+    assert "Not shown: deploy_cifar10.json was measured on another int8 model" in render(
+        {"cifar10": {**agg, "deployment": dep}}
+    )
+    report.write_text("{not json")
+    with pytest.raises(Exception, match="not a bench --table report"):
+        deployment("cifar10", d, args, docs)

@@ -9,6 +9,10 @@ with the paper's figures in a column beside ours and each "done" criterion marke
 refreshes the shipped model's eval/. Everything is written atomically; a run that stops keeps what it had
 measured (--resume reuses a seed's metrics.json when it is newer than that seed's model, and continues an
 interrupted seed's training). Every seed's model is exported before eval, so int8 is measured at every seed.
+--deploy: the paper's Small-MCU deployment row as firmware (`snapuq bench --table` on the shipped model: BASE,
+SNAP, EE-ens, DEEP images linked with the STM32L432KC's 256 KB / 64 KB, run on QEMU, DEPLOY_INPUTS real test
+inputs checked against TFLM) into docs/results/deploy_<dataset>.json; a later run without --deploy shows that
+file while it was measured on the same int8 model (its sha256), and says it is stale otherwise.
 --shared-baselines: the shipped model's trained deep ensemble and early-exit model serve every seed (the other
 seeds train without their own), and RESULTS.md says so beside the table. --ensemble-from-seeds: the same, with
 the deep ensemble made of the run's seeds' own backbones (one member per seed) and only the early-exit model
@@ -23,6 +27,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from snapuq.bench.table_markdown import METHOD_LABEL, paper_markdown
+from snapuq.bench.variants import export_variants, load_variants
+from snapuq.commands import bench as B
 from snapuq.commands import evaluate as E
 from snapuq.commands import multiseed
 from snapuq.commands import train as T
@@ -31,7 +38,7 @@ from snapuq.commands.multiseed import parse_seeds
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _jsonable
 from snapuq.io import check_out_dir, write_json, write_text
-from snapuq.modeldir import ModelPaths, part_problem, read_parts
+from snapuq.modeldir import ModelPaths, part_problem, read_parts, sha256_file
 
 DATASETS = ("mnist", "cifar10")
 
@@ -49,6 +56,10 @@ PAPER: dict[str, dict[str, Any]] = {
     },
 }
 TARGET_ACCURACY = {"mnist": 0.990, "cifar10": 0.85}
+# the deployment row: the paper's Small-MCU (STM32L432KC) board, real test inputs checked on the device
+DEPLOY_BOARDS = "small"
+DEPLOY_INPUTS = 200
+SNAP_OVERHEAD_MAX = 0.02  # SNAP's instructions over the backbone's (BASE image), at most
 METRICS = (
     ("auroc_ok_vs_err", "ID✓ vs ID✗ AUROC"),
     ("auroc_idok_vs_ood", "ID✓ vs OOD AUROC"),
@@ -82,6 +93,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "with one early-exit model trained for the shipped model (implies --shared-baselines)",
     )  # fmt: skip
     p.add_argument("--limit", type=int, default=None, help="score at most N test inputs per seed")
+    p.add_argument(
+        "--deploy", action="store_true",
+        help=f"also measure the Small-MCU deployment row as firmware on QEMU (snapuq bench --table, "
+        f"{DEPLOY_INPUTS} test inputs checked against TFLM) into docs/results/deploy_<dataset>.json",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -180,6 +196,83 @@ def reproduce_dataset(ds: str, args: argparse.Namespace, seeds: list[int]) -> di
     return agg
 
 
+def deployment(ds: str, d: Path, args: argparse.Namespace, docs: Path) -> dict | None:
+    """The deployment row of `ds`: measured now with --deploy (variants exported first when missing), else
+    read from docs/results/deploy_<ds>.json. None when there is none; {"stale": ...} when it was measured on
+    another int8 model than D's."""
+    out = docs / "results" / f"deploy_{ds}.json"
+    if getattr(args, "deploy", False):
+        if load_variants(d) is None:
+            print(f"snapuq reproduce: {d}: exporting the BASE / EE-ens / DEEP variants (deployment row)")
+            export_variants(d, args.data_dir)
+        bp = argparse.ArgumentParser()
+        B.add_arguments(bp)
+        argv = ["--table", "--workloads", str(d), "--table-boards", DEPLOY_BOARDS, "--check-inputs",
+                str(DEPLOY_INPUTS), "--data-dir", args.data_dir, "--out", str(out)]  # fmt: skip
+        print(f"snapuq reproduce: {ds}: the deployment row (snapuq bench {' '.join(argv)})")
+        if B.run(bp.parse_args(argv)):
+            raise SnapuqError(f"{ds}: bench --table failed")
+    if not out.is_file():
+        return None
+    try:
+        rep = json.loads(out.read_text())
+        meta = next(iter(rep["workloads"].values()))
+        rows = rep["rows"]
+    except (OSError, ValueError, KeyError, StopIteration, AttributeError) as e:
+        raise SnapuqError(f"{out}: not a bench --table report ({e}); rerun with --deploy") from e
+    sha = sha256_file(ModelPaths(d).int8) if ModelPaths(d).int8.is_file() else None
+    if meta.get("int8_sha256") != sha:
+        return {"stale": f"{out.name} was measured on another int8 model than {d}'s: rerun with --deploy"}
+    return {"file": str(out), "check_inputs": meta.get("check_inputs"), "report": {"rows": rows}}
+
+
+def _cell(dep: dict, method: str) -> dict | None:
+    return next((c for c in dep["report"]["rows"] if c.get("method") == method), None)
+
+
+def deployment_criteria(dep: dict | None) -> list[tuple[str, str, bool | None]]:
+    """The deployment row's criteria: SNAP fits the Small-MCU and equals TFLM on every checked input, EE-ens
+    and DEEP do not fit (a real link or arena failure), SNAP costs ≤ SNAP_OVERHEAD_MAX over the backbone."""
+    if not dep or "report" not in dep:
+        return []
+    out: list[tuple[str, str, bool | None]] = []
+    snap, base = _cell(dep, "snap"), _cell(dep, "base")
+    if snap is not None:
+        if snap["status"] == "ok":
+            line = (f"flash {snap['flash']:,} B, peak RAM {snap['ram']['peak']:,} B; "
+                    f"{snap['mismatches_vs_tflm']} differing of {snap['checked_inputs']} inputs")  # fmt: skip
+            ok = snap["mismatches_vs_tflm"] == 0 and snap["checked_inputs"] >= DEPLOY_INPUTS
+        else:
+            line, ok = f"SNAP: {snap['status']}", False
+        what = f"Small-MCU: SNAP fits 256 KB / 64 KB, device = TFLM on {DEPLOY_INPUTS} test inputs"
+        out.append((what, line, ok))
+    for m in ("ee", "deep"):
+        c = _cell(dep, m)
+        if c is not None:
+            src = c.get("oom_source", c["status"])
+            what, ok = f"Small-MCU: {METHOD_LABEL[m]} out of memory", c["status"] == "OOM"
+            out.append((what, f"{c['status']} ({src})", ok))
+    if snap and base and snap["status"] == base["status"] == "ok":
+        sn, bn = snap["instructions"]["total"], base["instructions"]["total"]
+        over = sn / bn - 1
+        out.append((f"Small-MCU: SNAP overhead ≤ {SNAP_OVERHEAD_MAX:.0%} of the backbone",
+                    f"{over:+.2%} instructions ({sn:,.0f} vs {bn:,.0f})",
+                    over <= SNAP_OVERHEAD_MAX))  # fmt: skip
+    return out
+
+
+def _deployment_lines(dep: dict | None) -> list[str]:
+    if not dep:
+        return []
+    if "stale" in dep:
+        return ["", "### Deployment (Small-MCU)", "", f"Not shown: {dep['stale']}."]
+    return ["", "### Deployment (Small-MCU)", "",
+            f"`snapuq reproduce --deploy` (`snapuq bench --table`, {Path(dep['file']).name}): each method "
+            f"its own firmware image linked with the STM32L432KC's budgets and run on QEMU; check inputs: "
+            f"{dep['check_inputs']}. Latency is a model (QEMU instructions at one per cycle at 80 MHz).",
+            "", paper_markdown(dep["report"]).rstrip()]  # fmt: skip
+
+
 def _pm(mu, sd, nd: int = 3) -> str:
     if mu is None:
         return "n/a"
@@ -230,7 +323,7 @@ def criteria(ds: str, agg: dict) -> list[tuple[str, str, bool | None]]:
     v, r = get("snap", "cid_false_alarm_rate"), get("msp", "cid_false_alarm_rate")
     if v is not None and r is not None:
         out.append(("CID false alarms ≤ MSP + 0.005", f"{v:.4f} vs {r:.4f}", v <= r + 0.005))
-    return out
+    return out + deployment_criteria(agg.get("deployment"))
 
 
 def _per_set_keys(agg: dict) -> list[str]:
@@ -305,6 +398,7 @@ def render(results: dict[str, dict]) -> str:
                     cell += f" (paper {paper[k][n]})"
                 cells.append(cell)
             L.append(f"| {n} | " + " | ".join(cells) + " |")
+        L += _deployment_lines(agg.get("deployment"))
     return "\n".join(L) + "\n"
 
 
@@ -326,6 +420,9 @@ def run(args: argparse.Namespace) -> int:
     for ds in datasets:
         agg = reproduce_dataset(ds, args, seeds)
         agg = {k: v for k, v in agg.items() if k != "per_seed"}
+        dep = deployment(ds, Path(args.models) / ds, args, docs)
+        if dep:
+            agg["deployment"] = dep
         agg["criteria_real_data"] = [
             {"criterion": c, "measured": m, "met": ok} for c, m, ok in criteria(ds, agg)
         ]
