@@ -182,6 +182,8 @@ def test_deployment_row_from_the_bench_table_report_and_stale_when_the_model_cha
     md = render({"cifar10": agg})
     assert "### Deployment (Small-MCU)" in md and "| SNAP-UQ | 158 | 195.3 | 85 | 58.6 | 178 |" in md
     assert "| EE-ens | OOM | **OOM** (link: region FLASH overflowed by 9 bytes" in md
+    assert "| SNAP-UQ | 195.3 | 58.6 | 10,150,000 | 126.9 | 0 differing of 200 |" in md
+    assert "| DEEP | **OOM** (link) |" in md
     # a device mismatch or a SNAP that costs more than 2 % fails its criterion
     rows[1] = ok("snap", 1.03e7, mism=1)
     report.write_text(json.dumps({"workloads": {str(d): meta}, "rows": rows}))

@@ -266,11 +266,24 @@ def _deployment_lines(dep: dict | None) -> list[str]:
         return []
     if "stale" in dep:
         return ["", "### Deployment (Small-MCU)", "", f"Not shown: {dep['stale']}."]
-    return ["", "### Deployment (Small-MCU)", "",
-            f"`snapuq reproduce --deploy` (`snapuq bench --table`, {Path(dep['file']).name}): each method "
-            f"its own firmware image linked with the STM32L432KC's budgets and run on QEMU; check inputs: "
-            f"{dep['check_inputs']}. Latency is a model (QEMU instructions at one per cycle at 80 MHz).",
-            "", paper_markdown(dep["report"]).rstrip()]  # fmt: skip
+    L = ["", "### Deployment (Small-MCU)", "",
+         f"`snapuq reproduce --deploy` (`snapuq bench --table`, {Path(dep['file']).name}): each method its "
+         "own firmware image linked with the STM32L432KC's budgets (256 KB flash / 64 KB RAM), run on QEMU "
+         f"M4; check inputs: {dep['check_inputs']}. Latency is a model (QEMU instructions at one per cycle "
+         "at 80 MHz).", "",
+         "| method | flash KB | peak RAM KB | instructions / inference | ms (model) | device vs TFLM |",
+         "|---|---|---|---|---|---|"]  # fmt: skip
+    for c in dep["report"]["rows"]:
+        name = METHOD_LABEL.get(c.get("method"), str(c.get("method")))
+        if c.get("status") == "ok":
+            L.append(f"| {name} | {c['flash'] / 1024:.1f} | {c['ram']['peak'] / 1024:.1f} | "
+                     f"{c['instructions']['total']:,.0f} | {c['model']['latency_ms']:.1f} | "
+                     f"{c['mismatches_vs_tflm']} differing of {c['checked_inputs']} |")  # fmt: skip
+        else:
+            why = c.get("oom_source", c.get("reason", ""))
+            L.append(f"| {name} | **{c.get('status')}** ({why}) | | | | |")
+    side = paper_markdown(dep["report"]).rstrip()
+    return L + (["", side] if side else [])
 
 
 def _pm(mu, sd, nd: int = 3) -> str:
