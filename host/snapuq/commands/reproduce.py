@@ -223,6 +223,8 @@ def deployment(ds: str, d: Path, args: argparse.Namespace, docs: Path) -> dict |
     sha = sha256_file(ModelPaths(d).int8) if ModelPaths(d).int8.is_file() else None
     if meta.get("int8_sha256") != sha:
         return {"stale": f"{out.name} was measured on another int8 model than {d}'s: rerun with --deploy"}
+    # the cells as measured, less the cycle model's derivation and the eval columns (in the report file)
+    rows = [{k: v for k, v in c.items() if k not in ("cycle_model", "uq")} for c in rows]
     return {"file": str(out), "check_inputs": meta.get("check_inputs"), "report": {"rows": rows}}
 
 
