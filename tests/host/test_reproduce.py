@@ -198,3 +198,36 @@ def test_deployment_row_from_the_bench_table_report_and_stale_when_the_model_cha
     report.write_text("{not json")
     with pytest.raises(Exception, match="not a bench --table report"):
         deployment("cifar10", d, args, docs)
+
+
+def test_an_earlier_data_sets_deployment_row_is_refreshed_without_rerunning_its_eval(tmp_path, monkeypatch):
+    """`reproduce --datasets mnist` keeps cifar10's figures from its earlier run and shows cifar10's
+    deployment report as it is now (measured later with bench --table), its criteria recounted."""
+    from snapuq.cli import main as cli
+    from snapuq.commands import reproduce as R
+    from snapuq.modeldir import ModelPaths, sha256_file
+
+    docs, models = tmp_path / "docs", tmp_path / "models"
+    (docs / "results").mkdir(parents=True)
+    (models / "cifar10").mkdir(parents=True)
+    ModelPaths(models / "cifar10").int8.write_bytes(b"int8")
+    agg = {"seeds": [0], "n_test": 10, "accuracy": {"float": 0.9, "int8": 0.9}, "methods": {}}
+    (docs / "results" / "reproduce_cifar10.json").write_text(json.dumps({**agg, "dataset": "cifar10"}))
+    snap = {"status": "ok", "board": "small", "workload": "cifar10", "method": "snap", "flash": 1024,
+            "ram": {"peak": 2048}, "instructions": {"total": 1e6}, "model": {"latency_ms": 12.5},
+            "mismatches_vs_tflm": 0, "checked_inputs": 200, "cycle_model": {"big": "derivation"}}  # fmt: skip
+    meta = {"int8_sha256": sha256_file(ModelPaths(models / "cifar10").int8), "check_inputs": "200 inputs"}
+    rep = {"workloads": {"c": meta}, "rows": [snap]}
+    (docs / "results" / "deploy_cifar10.json").write_text(json.dumps(rep))
+    monkeypatch.setattr(R, "reproduce_dataset", lambda ds, args, seeds: {**agg, "dataset": ds})
+    data = tmp_path / "data"
+    data.mkdir()
+    argv = ["reproduce", "--data-dir", str(data), "--datasets", "mnist", "--seeds", "0", "--models",
+            str(models), "--docs", str(docs), "--runs", str(tmp_path / "runs"), "--no-progress"]  # fmt: skip
+    assert cli(argv) == 0
+    md = (docs / "RESULTS.md").read_text()
+    assert "## cifar10" in md and "| SNAP-UQ | 1.0 | 2.0 | 1,000,000 | 12.5 | 0 differing of 200 |" in md
+    saved = json.loads((docs / "results" / "reproduce_cifar10.json").read_text())
+    assert "cycle_model" not in saved["deployment"]["report"]["rows"][0]
+    crit = saved["criteria_real_data"]
+    assert any(c["criterion"].startswith("Small-MCU: SNAP fits") and c["met"] for c in crit)

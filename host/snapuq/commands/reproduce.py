@@ -432,6 +432,15 @@ def run(args: argparse.Namespace) -> int:
         name = f.stem.removeprefix("reproduce_")
         if name in DATASETS and name not in datasets:
             results[name] = json.loads(f.read_text())
+            # its deployment row as the report file has it now (measured, stale or none), no eval rerun
+            results[name].pop("deployment", None)
+            dep = deployment(name, Path(args.models) / name, argparse.Namespace(deploy=False), docs)
+            if dep:
+                results[name]["deployment"] = dep
+            results[name]["criteria_real_data"] = [
+                {"criterion": c, "measured": m, "met": ok} for c, m, ok in criteria(name, results[name])
+            ]
+            write_json(f, _jsonable(results[name]), indent=1)
     for ds in datasets:
         agg = reproduce_dataset(ds, args, seeds)
         agg = {k: v for k, v in agg.items() if k != "per_seed"}
