@@ -151,8 +151,8 @@ def _table_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--workloads",
         default="digits,keywords",
-        help="comma list of model names (models/NAME) or paths (default digits,keywords; resnet8 is "
-        "the Small-MCU CIFAR workload)",
+        help="comma list of model names (models/NAME) or paths (default digits,keywords; cifar10 is "
+        "the Small-MCU CIFAR-10 workload, the real ResNet-8)",
     )
     g.add_argument("--table-boards", default="big,small", help="comma list: big, small")
     g.add_argument("--methods", default=",".join(METHODS), help="comma list of base, snap, ee, deep")
