@@ -174,7 +174,7 @@ def test_deployment_row_from_the_bench_table_report_and_stale_when_the_model_cha
     report.write_text(json.dumps({"workloads": {str(d): meta}, "rows": rows}))
     args = argparse.Namespace(deploy=False, data_dir="data")
     dep = deployment("cifar10", d, args, docs)
-    crit = deployment_criteria(dep)
+    crit = deployment_criteria("cifar10", dep)
     assert [ok for _, _, ok in crit] == [True, True, True, True], crit
     assert "+1.50% instructions" in crit[-1][1]
     agg = {"seeds": [0], "n_test": 10, "accuracy": {"float": 0.88, "int8": 0.88}, "methods": {},
@@ -187,11 +187,16 @@ def test_deployment_row_from_the_bench_table_report_and_stale_when_the_model_cha
     # a device mismatch or a SNAP that costs more than 2 % fails its criterion
     rows[1] = ok("snap", 1.03e7, mism=1)
     report.write_text(json.dumps({"workloads": {str(d): meta}, "rows": rows}))
-    met = [ok for _, _, ok in deployment_criteria(deployment("cifar10", d, args, docs))]
+    met = [ok for _, _, ok in deployment_criteria("cifar10", deployment("cifar10", d, args, docs))]
     assert met == [False, True, True, False]
+    # MNIST: no paper row, so no out-of-memory criterion for EE-ens / DEEP
+    assert [c for c, _, _ in deployment_criteria("mnist", deployment("cifar10", d, args, docs))] == [
+        "Small-MCU: SNAP fits 256 KB / 64 KB, device = TFLM on 200 test inputs",
+        "Small-MCU: SNAP overhead ≤ 2% of the backbone",
+    ]
     ModelPaths(d).int8.write_bytes(b"int8 model v2")  # retrained since: the row is not this model's
     dep = deployment("cifar10", d, args, docs)
-    assert "stale" in dep and deployment_criteria(dep) == []
+    assert "stale" in dep and deployment_criteria("cifar10", dep) == []
     assert "Not shown: deploy_cifar10.json was measured on another int8 model" in render(
         {"cifar10": {**agg, "deployment": dep}}
     )

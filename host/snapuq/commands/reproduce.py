@@ -27,7 +27,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from snapuq.bench.table_markdown import METHOD_LABEL, paper_markdown
+from snapuq.bench.table_markdown import METHOD_LABEL, paper_markdown, paper_row
 from snapuq.bench.variants import export_variants, load_variants
 from snapuq.commands import bench as B
 from snapuq.commands import evaluate as E
@@ -232,11 +232,13 @@ def _cell(dep: dict, method: str) -> dict | None:
     return next((c for c in dep["report"]["rows"] if c.get("method") == method), None)
 
 
-def deployment_criteria(dep: dict | None) -> list[tuple[str, str, bool | None]]:
-    """The deployment row's criteria: SNAP fits the Small-MCU and equals TFLM on every checked input, EE-ens
-    and DEEP do not fit (a real link or arena failure), SNAP costs ≤ SNAP_OVERHEAD_MAX over the backbone."""
+def deployment_criteria(ds: str, dep: dict | None) -> list[tuple[str, str, bool | None]]:
+    """The deployment row's criteria: SNAP fits the Small-MCU and equals TFLM on every checked input, SNAP
+    costs ≤ SNAP_OVERHEAD_MAX over the backbone, and where the paper's row has EE-ens / DEEP out of memory
+    (CIFAR-10), they do not fit here either (a real link or arena failure)."""
     if not dep or "report" not in dep:
         return []
+    paper = paper_row("small", ds) or {}
     out: list[tuple[str, str, bool | None]] = []
     snap, base = _cell(dep, "snap"), _cell(dep, "base")
     if snap is not None:
@@ -250,7 +252,7 @@ def deployment_criteria(dep: dict | None) -> list[tuple[str, str, bool | None]]:
         out.append((what, line, ok))
     for m in ("ee", "deep"):
         c = _cell(dep, m)
-        if c is not None:
+        if c is not None and m in paper and paper[m] is None:
             src = c.get("oom_source", c["status"])
             what, ok = f"Small-MCU: {METHOD_LABEL[m]} out of memory", c["status"] == "OOM"
             out.append((what, f"{c['status']} ({src})", ok))
@@ -338,7 +340,7 @@ def criteria(ds: str, agg: dict) -> list[tuple[str, str, bool | None]]:
     v, r = get("snap", "cid_false_alarm_rate"), get("msp", "cid_false_alarm_rate")
     if v is not None and r is not None:
         out.append(("CID false alarms ≤ MSP + 0.005", f"{v:.4f} vs {r:.4f}", v <= r + 0.005))
-    return out + deployment_criteria(agg.get("deployment"))
+    return out + deployment_criteria(ds, agg.get("deployment"))
 
 
 def _per_set_keys(agg: dict) -> list[str]:
