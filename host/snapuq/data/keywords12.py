@@ -50,8 +50,8 @@ UNKNOWN_WORDS = list(OOD_WORDS)
 OOD_EXTRA = ["apple", "window", "water", "music", "yellow", "purple", "table", "orange", "paper", "garden",
              "money", "river", "coffee", "banana", "doctor", "summer", "winter", "camera", "pencil",
              "butter"]  # fmt: skip
-PER_CLASS = {"train": 800, "dev": 80, "test": 100}  # utterances per class
-TRAIN_TAKES = 1  # independent microphone renderings of every train utterance
+PER_CLASS = {"train": 1600, "dev": 80, "test": 100}  # utterances per class
+TRAIN_TAKES = 3  # independent microphone renderings of every train utterance
 SPLIT_IDS = {"train": 10, "dev": 11, "test": 12, "ood": 13}
 ENGINE_SHARE = {"espeak": 0.6, "espeak_foreign": 0.15, "ext": 0.25}
 EXT_SPLIT = {"ext:kal": "train", "ext:slt": "train", "ext:awb": "dev", "ext:rms": "test",
