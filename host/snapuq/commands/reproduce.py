@@ -430,29 +430,27 @@ def run(args: argparse.Namespace) -> int:
     check_out_dir(args.runs, "--runs")
     (docs / "results").mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
-    for f in sorted((docs / "results").glob("reproduce_*.json")):  # what earlier runs measured stays
-        name = f.stem.removeprefix("reproduce_")
-        if name in DATASETS and name not in datasets:
-            results[name] = json.loads(f.read_text())
-            # its deployment row as the report file has it now (measured, stale or none), no eval rerun
-            results[name].pop("deployment", None)
-            dep = deployment(name, Path(args.models) / name, argparse.Namespace(deploy=False), docs)
-            if dep:
-                results[name]["deployment"] = dep
-            results[name]["criteria_real_data"] = [
-                {"criterion": c, "measured": m, "met": ok} for c, m, ok in criteria(name, results[name])
-            ]
-            write_json(f, _jsonable(results[name]), indent=1)
-    for ds in datasets:
-        agg = reproduce_dataset(ds, args, seeds)
-        agg = {k: v for k, v in agg.items() if k != "per_seed"}
-        dep = deployment(ds, Path(args.models) / ds, args, docs)
+
+    def finish(ds: str, agg: dict, deploy: argparse.Namespace) -> dict:
+        """agg with its deployment row (measured now with --deploy, else as its report file has it:
+        measured, stale or none) and its criteria, written to docs/results/reproduce_<ds>.json."""
+        agg.pop("deployment", None)
+        dep = deployment(ds, Path(args.models) / ds, deploy, docs)
         if dep:
             agg["deployment"] = dep
         agg["criteria_real_data"] = [
             {"criterion": c, "measured": m, "met": ok} for c, m, ok in criteria(ds, agg)
         ]
         write_json(docs / "results" / f"reproduce_{ds}.json", _jsonable(agg), indent=1)
+        return agg
+
+    for f in sorted((docs / "results").glob("reproduce_*.json")):  # what earlier runs measured stays
+        name = f.stem.removeprefix("reproduce_")
+        if name in DATASETS and name not in datasets:  # its deployment row refreshed, no eval rerun
+            results[name] = finish(name, json.loads(f.read_text()), argparse.Namespace(deploy=False))
+    for ds in datasets:
+        agg = reproduce_dataset(ds, args, seeds)
+        agg = finish(ds, {k: v for k, v in agg.items() if k != "per_seed"}, args)
         results[ds] = agg
         write_text(docs / "RESULTS.md", render(dict(sorted(results.items()))))
         met = sum(1 for c in agg["criteria_real_data"] if c["met"])
