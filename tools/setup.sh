@@ -7,10 +7,13 @@ ROOT=$PWD
 PY=${PYTHON:-python3}
 
 # --- Debian packages: cross compiler, newlib, QEMU (Cortex-M boards), clang (libFuzzer, sanitizers), espeak-ng data tools,
-# and the offline speech synthesizers of the keywords12 set (flite; festival with three English voices; optional:
-# the set skips a synthesizer that is absent and records which voices it used)
+# and the offline speech synthesizers of the keywords12 set (flite; festival with three English voices and ten
+# recorded speakers of other languages who read the English words with an accent; optional: the set skips a
+# synthesizer or voice that is absent and records which voices it used)
 DEB_PKGS="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm clang libclang-rt-14-dev make gcc
-flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts"
+flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+festvox-italp16k festvox-itapc16k festvox-ca-ona-hts festvox-czech-dita festvox-czech-krb festvox-czech-machac
+festvox-czech-ph festvox-suopuhe-lj festvox-suopuhe-mv festvox-ru"
 need_deb=""
 for p in $DEB_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_deb="$need_deb $p"

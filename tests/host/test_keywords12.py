@@ -4,6 +4,7 @@ balanced, silence without a voice, the shifted dev split, the study arrays, resu
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -55,14 +56,47 @@ def test_small_build(tmp_path):
     assert x_ood.shape == (6, 49, 10, 1) and np.isfinite(x_ood).all()
 
 
-def test_synthesis_resumes_from_saved_speech(tmp_path):
+def test_synthesis_resumes_from_saved_speech(tmp_path, monkeypatch):
     items = K.plan_split("test", 1, 0, K.voice_split(0)["test"])
     work = tmp_path / "w"
     speech = K._speech(work, "test", items, workers=1)
-    assert (work / "speech_test.npz").exists() and len(speech) == 12
-    assert all(len(w) > 800 for w, it in zip(speech, items) if it["voice"])
-    again = K._speech(work, "test", [], workers=1)  # read back, nothing synthesized
+    assert [f.name for f in work.glob("speech_test_*.npz")] == [f"speech_test_{K._digest(items)}.npz"]
+    assert len(speech) == 12 and all(len(w) > 800 for w, it in zip(speech, items) if it["voice"])
+
+    def no_synthesis(*a, **k):
+        raise AssertionError("synthesized again")
+
+    monkeypatch.setattr(K, "run_fresh", no_synthesis)
+    again = K._speech(work, "test", items, workers=1)  # read back, nothing synthesized
     assert all(np.array_equal(a, b) for a, b in zip(speech, again))
+    # another plan (here: other voices) never reads this speech: its file name differs
+    other = [dict(it, voice="espeak:en-us") if it["voice"] else it for it in items]
+    with pytest.raises(AssertionError, match="synthesized again"):
+        K._speech(work, "test", other, workers=1)
+
+
+def test_caches_are_named_by_the_voices_a_machine_has(tmp_path):
+    """Two machines with other voice inventories (e.g. festival's speakers of other languages installed or
+    not) never share a feature cache; the same inventory always finds the same one."""
+    vs = K.voice_split(0)
+    fewer = {s: dict(e) for s, e in vs.items()}
+    fewer["train"]["ext"] = [v for v in vs["train"]["ext"] if tts.group_of(v) in ("ext:kal", "ext:slt")][:1]
+    assert K._cache_dir(tmp_path, 0, SMALL, 3) == K._cache_dir(tmp_path, 0, SMALL, 3, vs)
+    assert K._cache_dir(tmp_path, 0, SMALL, 3, fewer) != K._cache_dir(tmp_path, 0, SMALL, 3, vs)
+
+
+def test_festival_inventory_lists_voices_that_read_latin_text(tmp_path, monkeypatch):
+    for lang, name, festvox in [("english", "kal_diphone", True), ("finnish", "suopuhe.common", False),
+                                ("czech", "czech_dita", True), ("hindi", "hindi_NSK_diphone", True)]:
+        (tmp_path / lang / name / ("festvox" if festvox else "x")).mkdir(parents=True)
+    monkeypatch.setattr(tts, "FESTIVAL_VOICE_DIR", tmp_path)
+    monkeypatch.setattr(tts.shutil, "which", lambda exe: f"/usr/bin/{exe}")
+    tts.festival_voices.cache_clear()
+    try:
+        # shared files are no voice; the Hindi / Marathi / Telugu voices crash on Latin text
+        assert tts.festival_voices() == ["czech_dita", "kal_diphone"]
+    finally:
+        tts.festival_voices.cache_clear()
 
 
 def test_train_takes_render_each_utterance_again(tmp_path):
@@ -86,3 +120,38 @@ def test_train_takes_render_each_utterance_again(tmp_path):
     assert np.array_equal(one.x_test, two.x_test) and np.array_equal(one.x_dev, two.x_dev)
     with pytest.raises(DatasetError, match="takes"):
         K.load_keywords12(str(tmp_path), 0, small, takes=0)
+
+
+FAKE_FESTIVAL = r'''#!/usr/bin/env python3
+"""A festival stand-in: writes a short wave per utt.save.wave line, and dies with SIGSEGV (as festival's
+pc_diphone does on "no" at a duration stretch of 1.29) when it reaches the text "crash" at stretch 1.000."""
+import os, re, signal, sys, wave
+stretch = 1.0
+for line in open(sys.argv[-1]):
+    m = re.search(r"Duration_Stretch ([0-9.]+)", line)
+    if m:
+        stretch = float(m.group(1))
+    m = re.search(r'Utterance Text "([^"]*)"\)\) "([^"]+)"', line)
+    if m:
+        if m.group(1) == "crash" and abs(stretch - 1.0) < 1e-9:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        with wave.open(m.group(2), "wb") as w:
+            w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+            w.writeframes(int(1000 * stretch).to_bytes(2, "little", signed=True) * 1600)
+'''
+
+
+def test_festival_batch_survives_a_crash_on_one_utterance(tmp_path, monkeypatch):
+    """Festival dies on one utterance: the waves before it are kept, that one is spoken alone with its
+    duration stretch nudged, the rest of the batch goes on; an utterance it always dies on: a clear error."""
+    exe = tmp_path / "festival"
+    exe.write_text(FAKE_FESTIVAL)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    out = tts.synth_festival_batch("x", [("yes", 1.1), ("crash", 1.0), ("go", 0.9), ("crash", 1.2)])
+    assert [len(w) for w in out] == [1600] * 4
+    levels = [round(float(w[0]) * 32768) for w in out]
+    assert levels == [1100, 1020, 900, 1200]  # the crash was spoken at 1.0 + FESTIVAL_NUDGES[0]
+    monkeypatch.setattr(tts, "FESTIVAL_NUDGES", (0.0,))
+    with pytest.raises(DatasetError, match="crashes on 'crash'"):
+        tts.synth_festival_batch("x", [("crash", 1.0)])

@@ -6,7 +6,7 @@ Voices: espeak-ng's 8 English accents x every variant it ships; the English word
 12 other languages (their phonemization: accented English); flite's voices and festival's (when the
 Debian packages are installed; absent ones are skipped and `meta["voices"]` lists what was used). Splits
 are speaker-disjoint: English espeak voices 65 / 15 / 20 %, foreign languages whole by language, flite /
-festival by speaker (kal, slt: train; awb: dev; rms, ked: test).
+festival by speaker (kal, slt and festival's speakers of other languages: train; awb: dev; rms, ked: test).
 
 Clips: keywords and `_unknown_` words (the 25 Speech Commands words outside the task: bed, bird, ...) with
 random prosody (espeak rate / pitch / range; flite duration and f0; festival duration), then speed
@@ -20,15 +20,18 @@ train profile), x_test_shift (test with the shift profile), and per-clip voice /
 Size: PER_CLASS utterances per class and split, and TRAIN_TAKES independent microphone renderings ("takes")
 of every train utterance (take 0 is the one-take clip); the build's meta (so a model's config.json) records
 both. Cached under `$SNAPUQ_CACHE` or `--data-dir`: the synthesized speech of each split in
-`keywords12-speech-<version>-s<seed>-<sizes>/` as soon as it is made (a build that is stopped resumes from
-there; a change of the microphone profiles or of the takes re-renders without synthesizing again), the
-features in `keywords12-<version>-s<seed>-<sizes>[-t<takes>]/`. Synthesis
-runs in fresh interpreters (espeak-ng keeps state between utterances); voices with a breath-noise source
-are not bit-reproducible from build to build, the cache is.
+`keywords12-speech-<version>-s<seed>-<sizes>/speech_<split>_<items>.npz` as soon as it is made (<items>: a
+digest of the split's plan, i.e. its voices, words and prosody, so a machine with other voices never reads
+another's speech; a build that is stopped resumes from there; a change of the microphone profiles or of the
+takes re-renders without synthesizing again), the features in
+`keywords12-<version>-s<seed>-<sizes>[-t<takes>]-v<voices>/` (<voices>: a digest of the voice split).
+Synthesis runs in fresh interpreters (espeak-ng keeps state between utterances); voices with a breath-noise
+source are not bit-reproducible from build to build, the cache is.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -58,6 +61,11 @@ EXT_SPLIT = {"ext:kal": "train", "ext:slt": "train", "ext:awb": "dev", "ext:rms"
              "ext:ked_diphone": "test"}  # fmt: skip
 PROFILE_OF = {"train": ("train", "clean"), "dev": ("shift", "train"), "test": ("train", "shift")}
 EXTRA_NAME = {"train": "x_train_clean", "dev": "x_dev_std", "test": "x_test_shift"}
+
+
+def _digest(obj) -> str:
+    """A short stable digest of a JSON-able plan (voices, items): names the caches made from it."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def voice_split(seed: int, engines: list[str] | None = None) -> dict[str, dict[str, list[str]]]:
@@ -140,8 +148,9 @@ def synth_items(items: list[dict], position: int = 0) -> tuple[np.ndarray, np.nd
 
 
 def _speech(d: Path, split: str, items: list[dict], workers: int = 2) -> list[np.ndarray]:
-    """The split's synthesized speech: d/speech_<split>.npz, or made now (fresh interpreters) and saved."""
-    f = d / f"speech_{split}.npz"
+    """The split's synthesized speech: d/speech_<split>_<digest of items>.npz, or made now (fresh
+    interpreters) and saved."""
+    f = d / f"speech_{split}_{_digest(items)}.npz"
     if f.exists():
         z = np.load(f)
         flat, off = z["flat"], z["off"]
@@ -191,9 +200,12 @@ def mfcc_rendered(items: list[dict], speech: list[np.ndarray], profile: str, see
     return np.concatenate(parts)
 
 
-def _cache_dir(root: Path, seed: int, per_class: dict[str, int], takes: int = 1) -> Path:
+def _cache_dir(root: Path, seed: int, per_class: dict[str, int], takes: int = 1,
+               voices: dict | None = None) -> Path:  # fmt: skip
+    """The feature cache of a build; `voices`: its voice split (default: this machine's voice_split(seed))."""
     tag = "-".join(str(per_class[s]) for s in ("train", "dev", "test"))
-    return root / (f"keywords12-{VERSION}-s{seed}-{tag}" + (f"-t{takes}" if takes > 1 else ""))
+    vtag = _digest(voice_split(seed) if voices is None else voices)
+    return root / (f"keywords12-{VERSION}-s{seed}-{tag}" + (f"-t{takes}" if takes > 1 else "") + f"-v{vtag}")
 
 
 def build_keywords12(root: Path, seed: int, per_class: dict[str, int], takes: int = 1,
@@ -202,11 +214,11 @@ def build_keywords12(root: Path, seed: int, per_class: dict[str, int], takes: in
     (dev and test: one each)."""
     if takes < 1:
         raise DatasetError(f"keywords12: train takes must be >= 1, got {takes}")
-    d = _cache_dir(root, seed, per_class, takes)
+    vs = voice_split(seed)
+    d = _cache_dir(root, seed, per_class, takes, vs)
     if (d / "meta.json").exists():
         return d
     t0 = time.perf_counter()
-    vs = voice_split(seed)
     tag = "-".join(str(per_class[s]) for s in ("train", "dev", "test"))
     work = root / f"keywords12-speech-{SPEECH_VERSION}-s{seed}-{tag}"  # kept: speech made so far (resumable)
     files: dict[str, np.ndarray] = {}

@@ -1,7 +1,10 @@
 """Offline speech synthesizers for the keyword sets: espeak-ng (pip `espeakng-loader`, always there) and,
 when installed, Debian's `flite` (its built-in voices) and `festival` (the voices under
-/usr/share/festival/voices, e.g. festvox-kallpc16k, festvox-kdlpc16k, festvox-us-slt-hts). A synthesizer
-that is absent is skipped: `available_voices()` says which voices exist on this machine, and the set
+/usr/share/festival/voices: the English festvox-kallpc16k, festvox-kdlpc16k, festvox-us-slt-hts, and the
+recorded speakers of other languages, festvox-italp16k, -itapc16k, -ca-ona-hts, -czech-dita, -czech-krb,
+-czech-machac, -czech-ph, -suopuhe-lj, -suopuhe-mv, -ru, who read the English word through their own
+language's letter-to-sound rules: accented English from human diphone / HTS recordings). A synthesizer or
+voice that is absent is skipped: `available_voices()` says which voices exist on this machine, and the set
 records the ones it used.
 
 A voice is "engine:name" ("espeak:en-us+m3", "espeak:de+f1" = German phonemization of the English word,
@@ -33,6 +36,8 @@ EN_ACCENTS = ["en-us", "en", "en-029", "en-gb-scotland", "en-gb-x-gbclan", "en-g
 FOREIGN_LANGS = ["de", "nl", "sv", "da", "nb", "fr", "es", "it", "pt", "pl", "hi", "af"]
 FLITE_SKIP = {"awb_time"}  # a limited-domain voice (clock times only)
 FESTIVAL_VOICE_DIR = Path("/usr/share/festival/voices")
+# festival voices that cannot read Latin text: the Hindi, Marathi and Telugu NSK voices crash (SIGSEGV) on it
+FESTIVAL_SKIP = {"hindi_NSK_diphone", "marathi_NSK_diphone", "telugu_NSK_diphone"}
 SPEAKER_GROUPS = {"kal": "kal", "kal16": "kal", "kal_diphone": "kal", "slt": "slt",
                   "cmu_us_slt_arctic_hts": "slt"}  # fmt: skip
 
@@ -62,7 +67,9 @@ def flite_voices() -> list[str]:
 def festival_voices() -> list[str]:
     if not shutil.which("festival") or not FESTIVAL_VOICE_DIR.is_dir():
         return []
-    return sorted(p.name for p in FESTIVAL_VOICE_DIR.glob("*/*") if p.is_dir())
+    # a voice is a folder with a festvox/ definition (not e.g. finnish/suopuhe.common, shared files)
+    return sorted(p.name for p in FESTIVAL_VOICE_DIR.glob("*/*")
+                  if (p / "festvox").is_dir() and p.name not in FESTIVAL_SKIP)  # fmt: skip
 
 
 def group_of(voice: str) -> str:
@@ -122,26 +129,51 @@ def synth_flite(text: str, voice: str, stretch: float, f0: float | None) -> np.n
         return _to16k(w, rate)
 
 
+# duration-stretch retries of an utterance festival crashes on
+FESTIVAL_NUDGES = (0.02, -0.02, 0.04, -0.04)
+
+
+def _festival_run(voice: str, jobs: list[tuple[int, str, float]], tmp: str) -> None:
+    """Speaks every (index, text, duration stretch) of `jobs` in one festival process, wave i to tmp/i.wav.
+    Festival can die (SIGSEGV) on one utterance (e.g. pc_diphone on "no" at a stretch of 1.29): the waves it
+    wrote before stay, the caller sees which are missing."""
+    lines = [f"(voice_{voice})"]
+    for i, text, stretch in jobs:
+        lines += [f"(Parameter.set 'Duration_Stretch {stretch:.3f})",
+                  f'(utt.save.wave (utt.synth (Utterance Text "{text.replace(chr(34), "")}")) "{tmp}/{i}.wav"'
+                  " 'riff)"]  # fmt: skip
+    script = os.path.join(tmp, f"s{jobs[0][0]}.scm")
+    Path(script).write_text("\n".join(lines) + "\n")
+    try:
+        subprocess.run(["festival", "--batch", script], capture_output=True, timeout=1800)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise DatasetError(f"tts: festival failed for voice {voice}: {e}") from e
+
+
 def synth_festival_batch(voice: str, items: list[tuple[str, float]]) -> list[np.ndarray]:
-    """One festival process speaks every (text, duration stretch) with `voice`."""
+    """Festival speaks every (text, duration stretch) with `voice`, in as few processes as it allows: after a
+    crash the utterance it died on is retried alone with its stretch nudged (FESTIVAL_NUDGES, deterministic),
+    then the batch goes on from the next one."""
     with tempfile.TemporaryDirectory(prefix="snapuq-festival") as tmp:
-        lines = [f"(voice_{voice})"]
-        for i, (text, stretch) in enumerate(items):
-            safe = text.replace('"', "")
-            lines += [f"(Parameter.set 'Duration_Stretch {stretch:.3f})",
-                      f'(utt.save.wave (utt.synth (Utterance Text "{safe}")) "{tmp}/{i}.wav"'
-                      " 'riff)"]  # fmt: skip
-        script = os.path.join(tmp, "s.scm")
-        Path(script).write_text("\n".join(lines) + "\n")
-        try:
-            subprocess.run(["festival", "--batch", script], check=True, capture_output=True, timeout=1800)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise DatasetError(f"tts: festival failed for voice {voice}: {e}") from e
+        made = lambda i: os.path.exists(os.path.join(tmp, f"{i}.wav"))  # noqa: E731
+        k = 0
+        while k < len(items):
+            _festival_run(voice, [(i, *items[i]) for i in range(k, len(items))], tmp)
+            while k < len(items) and made(k):
+                k += 1
+            if k == len(items):
+                break
+            text, stretch = items[k]
+            for nudge in FESTIVAL_NUDGES:
+                _festival_run(voice, [(k, text, stretch + nudge)], tmp)
+                if made(k):
+                    break
+            else:
+                raise DatasetError(f"tts: festival voice {voice} crashes on '{text}' (duration stretch "
+                                   f"{stretch:.3f} and {len(FESTIVAL_NUDGES)} nudges of it)")  # fmt: skip
+            k += 1
         outs = []
         for i in range(len(items)):
-            f = os.path.join(tmp, f"{i}.wav")
-            if not os.path.exists(f):
-                raise DatasetError(f"tts: festival wrote no audio for '{items[i][0]}' with voice {voice}")
-            rate, w = _read(f)
+            rate, w = _read(os.path.join(tmp, f"{i}.wav"))
             outs.append(_to16k(w, rate))
         return outs
