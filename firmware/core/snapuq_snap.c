@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "snapuq_runtime.h"
+#include "snapuq_simd.h"
 #include "snapuq_snap.h"
 
 #define T_MAX ((int64_t)16777215)
@@ -200,22 +201,123 @@ snapuq_status_t snapuq_snap_params_check(const snapuq_snap_config_t *cfg, const 
 /* step 4b, the input tap: one standardized squared residual per row / column statistic */
 static uint64_t intap_sq(const snapuq_snap_intap_t *it, int32_t v, uint32_t j)
 {
-    const int64_t z = mul_shift(v, it->g_m[j], it->g_n[j]) - it->h_q12[j];
-    const int64_t zc = z > T_MAX ? T_MAX : (z < -T_MAX ? -T_MAX : z);
-    return (uint64_t)(zc * zc);
+    const int32_t n = it->g_n[j];
+    const int64_t p = (int64_t)v * it->g_m[j];
+    int64_t z;
+    int32_t zc;
+    if (n >= 2 && n <= 32) {
+        /* mul_shift for n in 2..32 in 32-bit halves: q = p >> (n - 1), then (q + 1) >> 1 = (q >> 1) +
+           (q & 1), when q fits in int32 (|p| < 2^55: it does unless the statistic is far out) */
+        const uint32_t lo = (uint32_t)p, e = (uint32_t)n - 1u;
+        const int32_t hi = (int32_t)(p >> 32); /* arithmetic shifts on every supported compiler */
+        const int32_t q = (int32_t)((lo >> e) | ((uint32_t)hi << (32u - e)));
+        z = (hi >> e) == (q >> 31) ? (int64_t)((q >> 1) + (q & 1)) : mul_shift(p, 1, n);
+    } else {
+        z = mul_shift(p, 1, n);
+    }
+    z -= it->h_q12[j];
+    zc = (int32_t)(z > T_MAX ? T_MAX : (z < -T_MAX ? -T_MAX : z));
+    return (uint64_t)((int64_t)zc * zc);
+}
+
+/* Word-at-a-time statistics (4 int8 elements per 32-bit load) where the core has the DSP extension,
+ * and on hosts, where snapuq_simd.h's portable helpers let the tests check the same path; a core
+ * without the extension (Cortex-M0 / M3) keeps the scalar loops, cheaper there than the emulation. */
+#if SNAPUQ_SIMD_NATIVE || !defined(__arm__)
+#define INTAP_WORDS 1
+#else
+#define INTAP_WORDS 0
+#endif
+
+/* rows per column strip: its 16-bit lanes hold sum x (|sum| <= 128 * 256) and sum |diff| (<= 255 * 255) */
+#define INTAP_STRIP_ROWS 256u
+
+#if INTAP_WORDS
+/* the column statistics of columns k_use .. k0 + 3 (k0 <= k_use): one strip of 4 columns walked down
+ * the rows, one word per row: SXTAB16 adds the codes into lanes (k0, k0 + 2) / (k0 + 1, k0 + 3),
+ * |row r - row r-1| per byte (SSUB8, SSUB8, SEL) goes into two more lane words by UXTAB16 */
+static uint64_t intap_strip(const snapuq_snap_intap_t *it, const int8_t *x, uint32_t k0, uint32_t k_use)
+{
+    const uint32_t rows = it->rows, cols = it->cols, j_cdif = cols + rows;
+    const int8_t *p = x + k0;
+    uint32_t prev = snapuq_ld4(p);
+    uint32_t se = snapuq_sxtb16(prev), so = snapuq_sxtb16_ror8(prev), de = 0, dd = 0;
+    uint64_t acc = 0;
+    uint32_t r, k;
+    for (r = 1; r < rows; r++) {
+        uint32_t w, d;
+        p += cols;
+        w = snapuq_ld4(p);
+        d = snapuq_absdiff_s8x4(w, prev);
+        se = snapuq_sxtab16(se, w);
+        so = snapuq_sxtab16_ror8(so, w);
+        de = snapuq_uxtab16(de, d);
+        dd = snapuq_uxtab16_ror8(dd, d);
+        prev = w;
+    }
+    for (k = k_use; k < k0 + 4; k++) {
+        /* column k's lanes: k0 -> low of (se, de), k0 + 1 -> low of (so, dd), k0 + 2 / k0 + 3 -> high */
+        const uint32_t i = k - k0, sh = (i & 2u) << 3;
+        const uint32_t sl = (i & 1u) ? so : se, dl = (i & 1u) ? dd : de;
+        const int32_t sum = (int32_t)(int16_t)(uint16_t)(sl >> sh) - (int32_t)rows * it->z_x;
+        acc += intap_sq(it, sum, k);
+        if (rows > 1) {
+            acc += intap_sq(it, (int32_t)((dl >> sh) & 0xFFFFu), j_cdif + k);
+        }
+    }
+    return acc;
+}
+#endif
+
+/* the statistics of row r: sum (x - z) and sum |x[k] - x[k-1]|; 4 elements per step by USADA8 on the
+ * codes + 128 (the words at k and k + 1: 4 neighbour differences, and the sum against 0) */
+static uint64_t intap_row(const snapuq_snap_intap_t *it, const int8_t *x, uint32_t r)
+{
+    const uint32_t rows = it->rows, cols = it->cols;
+    const uint32_t j_row = cols, j_rdif = cols + rows + (rows > 1 ? cols : 0);
+    const int8_t *p = x + r * cols;
+    uint32_t su = 0, tv = 0, k = 0;
+    uint64_t acc;
+#if INTAP_WORDS
+    for (; k + 4 < cols; k += 4) {
+        const uint32_t a = snapuq_ld4(p + k) ^ 0x80808080u, b = snapuq_ld4(p + k + 1) ^ 0x80808080u;
+        tv = snapuq_usada8(a, b, tv);
+        su = snapuq_usada8(a, 0u, su);
+    }
+#endif
+    for (; k < cols; k++) {
+        su += (uint32_t)((int32_t)p[k] + 128);
+        if (k + 1 < cols) {
+            const int32_t d = (int32_t)p[k + 1] - p[k];
+            tv += (uint32_t)(d < 0 ? -d : d);
+        }
+    }
+    acc = intap_sq(it, (int32_t)su - (int32_t)cols * (128 + it->z_x), j_row + r);
+    if (cols > 1) {
+        acc += intap_sq(it, (int32_t)tv, j_rdif + r);
+    }
+    return acc;
 }
 
 static int32_t intap_score(const snapuq_snap_intap_t *it, const int8_t *x)
 {
-    /* one pass per column and one per row, int32 sums (|v| <= 255 * 65535 < 2^24); the statistics'
+    /* column statistics by strips of 4 columns (a last strip overlapping the one before), else one
+       pass per column; then one pass per row; int32 sums (|v| <= 255 * 65535 < 2^24). The statistics'
        order (col, row, col |diff|, row |diff|) only fixes their constants' index j */
     const uint32_t rows = it->rows, cols = it->cols;
-    const uint32_t j_row = cols, j_cdif = cols + rows, j_rdif = cols + rows + (rows > 1 ? cols : 0);
+    const uint32_t j_cdif = cols + rows;
     const int32_t zx = it->z_x;
     uint64_t acc = 0;
-    uint32_t r, k;
+    uint32_t r, k = 0;
     int64_t y, s;
-    for (k = 0; k < cols; k++) {
+#if INTAP_WORDS
+    if (cols >= 4 && rows <= INTAP_STRIP_ROWS) {
+        for (; k < cols; k += 4) {
+            acc += intap_strip(it, x, k + 4 <= cols ? k : cols - 4, k);
+        }
+    }
+#endif
+    for (; k < cols; k++) {
         const int8_t *p = x + k;
         int32_t sum = (int32_t)p[0] - zx, tv = 0;
         for (r = 1; r < rows; r++) {
@@ -230,17 +332,7 @@ static int32_t intap_score(const snapuq_snap_intap_t *it, const int8_t *x)
         }
     }
     for (r = 0; r < rows; r++) {
-        const int8_t *p = x + r * cols;
-        int32_t sum = (int32_t)p[0] - zx, tv = 0;
-        for (k = 1; k < cols; k++) {
-            const int32_t d = (int32_t)p[k] - p[k - 1];
-            sum += (int32_t)p[k] - zx;
-            tv += d < 0 ? -d : d;
-        }
-        acc += intap_sq(it, sum, j_row + r);
-        if (cols > 1) {
-            acc += intap_sq(it, tv, j_rdif + r);
-        }
+        acc += intap_row(it, x, r);
     }
     y = min64((int64_t)(acc / (256u * (uint64_t)it->n_feat)), CAP31);
     s = abs64(mul_shift(y, it->p_m, it->p_n) + it->r_q16);
