@@ -392,6 +392,45 @@ static void combine_logistic(const snapuq_snap_config_t *cfg, const snapuq_snap_
     out->A16 = 0;
 }
 
+/* step 4 of one tap: sum over i of min(round(|da - dm| * inv_sigma / 2^R), T_MAX)^2, and lam = sum of
+ * (logvar code - z_v). |da|, |dm| < 2^28 (int8 zero points, k <= 2^20), so da - dm fits in int32. For R in
+ * 33..62 the rounded shift reads only the product's high word: (p >> (R - 1) + 1) >> 1 with
+ * p >> (R - 1) = hi >> (R - 33), in int32 (|hi| < 2^27); smaller R take the 64-bit form. */
+static uint64_t tap_energy(const snapuq_snap_tap_t *t, const int8_t *qa, const int8_t *qm, const int8_t *qv,
+                           int32_t *lam)
+{
+    const int32_t r = t->lut_shift, za = t->z_a, zm = t->z_mu, ka = t->k_a, km = t->k_mu;
+    const int32_t *const lut = t->inv_sigma_lut + 128;
+    const uint16_t d = t->d;
+    uint64_t e = 0;
+    int32_t sv = 0;
+    uint16_t i;
+    if (r >= 33) {
+        const int32_t sh = r - 33;
+        for (i = 0; i < d; i++) {
+            const int32_t da = ((int32_t)qa[i] - za) * ka, dm = ((int32_t)qm[i] - zm) * km;
+            const int32_t delta = da >= dm ? da - dm : dm - da;
+            const int32_t q = (int32_t)(((int64_t)delta * lut[qv[i]]) >> 32) >> sh; /* arithmetic shifts */
+            const int32_t tt = (q >> 1) + (q & 1);
+            const int32_t tc = tt < (int32_t)T_MAX ? tt : (int32_t)T_MAX;
+            e += (uint64_t)((int64_t)tc * tc);
+            sv += qv[i];
+        }
+    } else {
+        for (i = 0; i < d; i++) {
+            const int32_t da = ((int32_t)qa[i] - za) * ka;
+            const int32_t dm = ((int32_t)qm[i] - zm) * km;
+            const int64_t delta = abs64((int64_t)da - dm);
+            const int64_t p = delta * (int64_t)lut[qv[i]];
+            const int64_t tt = min64(r ? (p + ((int64_t)1 << (r - 1))) >> r : p, T_MAX);
+            e += (uint64_t)(tt * tt);
+            sv += qv[i];
+        }
+    }
+    *lam = sv - (int32_t)d * t->z_v; /* |lam| <= 16384 * 255 */
+    return e;
+}
+
 snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *params,
                                   const snapuq_snap_inputs_t *in, snapuq_snap_result_t *out)
 {
@@ -410,23 +449,13 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_
     for (l = 0; l < cfg->n_taps; l++) {
         const snapuq_snap_tap_t *t = &cfg->taps[l];
         const int8_t *qa = in->a[l], *qm = in->mu[l], *qv = in->logvar[l];
-        const int32_t r = t->lut_shift;
-        uint64_t e = 0;
-        int32_t lam = 0;
-        uint16_t i;
+        int32_t lam;
+        uint64_t e;
         int64_t s;
         if (qa == NULL || qm == NULL || qv == NULL) {
             return SNAPUQ_ERR_ARG;
         }
-        for (i = 0; i < t->d; i++) {
-            const int32_t da = ((int32_t)qa[i] - t->z_a) * t->k_a;
-            const int32_t dm = ((int32_t)qm[i] - t->z_mu) * t->k_mu;
-            const int64_t delta = abs64((int64_t)da - dm);
-            const int64_t p = delta * (int64_t)t->inv_sigma_lut[(int32_t)qv[i] + 128];
-            const int64_t tt = min64(r ? (p + ((int64_t)1 << (r - 1))) >> r : p, T_MAX);
-            e += (uint64_t)(tt * tt);
-            lam += (int32_t)qv[i] - t->z_v;
-        }
+        e = tap_energy(t, qa, qm, qv, &lam);
         out->ebar16[l] = (int32_t)min64((int64_t)(e / (256u * (uint64_t)t->d)), CAP31);
         s = abs64(mul_shift(out->ebar16[l], t->p_m, t->p_n) + mul_shift(lam, t->q_m, t->q_n) + t->r_q16);
         out->s16[l] = (int32_t)min64(s, CAP30);
