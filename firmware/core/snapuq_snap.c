@@ -199,25 +199,31 @@ snapuq_status_t snapuq_snap_params_check(const snapuq_snap_config_t *cfg, const 
 }
 
 /* step 4b, the input tap: one standardized squared residual per row / column statistic */
-static uint64_t intap_sq(const snapuq_snap_intap_t *it, int32_t v, uint32_t j)
+static uint64_t intap_sq_wide(const snapuq_snap_intap_t *it, int32_t v, uint32_t j)
 {
-    const int32_t n = it->g_n[j];
-    const int64_t p = (int64_t)v * it->g_m[j];
-    int64_t z;
-    int32_t zc;
-    if (n >= 2 && n <= 32) {
-        /* mul_shift for n in 2..32 in 32-bit halves: q = p >> (n - 1), then (q + 1) >> 1 = (q >> 1) +
-           (q & 1), when q fits in int32 (|p| < 2^55: it does unless the statistic is far out) */
+    const int64_t z = mul_shift(v, it->g_m[j], it->g_n[j]) - it->h_q12[j];
+    const int64_t zc = z > T_MAX ? T_MAX : (z < -T_MAX ? -T_MAX : z);
+    return (uint64_t)(zc * zc);
+}
+
+/* intap_sq_wide in 32-bit halves for g_n in 2..32: q = p >> (n - 1), then (q + 1) >> 1 = (q >> 1) + (q & 1),
+ * when q fits in int32 (|p| < 2^55: it does unless the statistic is far out) and so does h (then the
+ * difference does: |q >> 1| < 2^30); anything else takes the 64-bit form */
+static inline uint64_t intap_sq(const snapuq_snap_intap_t *it, int32_t v, uint32_t j)
+{
+    const int32_t n = it->g_n[j], h = it->h_q12[j];
+    if (n >= 2 && n <= 32 && (uint32_t)h + 0x40000000u < 0x80000000u) {
+        const int64_t p = (int64_t)v * it->g_m[j];
         const uint32_t lo = (uint32_t)p, e = (uint32_t)n - 1u;
         const int32_t hi = (int32_t)(p >> 32); /* arithmetic shifts on every supported compiler */
         const int32_t q = (int32_t)((lo >> e) | ((uint32_t)hi << (32u - e)));
-        z = (hi >> e) == (q >> 31) ? (int64_t)((q >> 1) + (q & 1)) : mul_shift(p, 1, n);
-    } else {
-        z = mul_shift(p, 1, n);
+        if ((hi >> e) == (q >> 31)) {
+            const int32_t z = (q >> 1) + (q & 1) - h;
+            const int32_t zc = z > (int32_t)T_MAX ? (int32_t)T_MAX : (z < -(int32_t)T_MAX ? -(int32_t)T_MAX : z);
+            return (uint64_t)((int64_t)zc * zc);
+        }
     }
-    z -= it->h_q12[j];
-    zc = (int32_t)(z > T_MAX ? T_MAX : (z < -T_MAX ? -T_MAX : z));
-    return (uint64_t)((int64_t)zc * zc);
+    return intap_sq_wide(it, v, j);
 }
 
 /* Word-at-a-time statistics (4 int8 elements per 32-bit load) where the core has the DSP extension,
@@ -283,6 +289,17 @@ static uint64_t intap_row(const snapuq_snap_intap_t *it, const int8_t *x, uint32
         const uint32_t a = snapuq_ld4(p + k) ^ 0x80808080u, b = snapuq_ld4(p + k + 1) ^ 0x80808080u;
         tv = snapuq_usada8(a, b, tv);
         su = snapuq_usada8(a, 0u, su);
+    }
+    if (k >= 4) {
+        /* the last t = cols - k (1..4) codes: the row's last word a and the word before it by one, b;
+           the top t bytes of a are the codes not summed yet, the top t - 1 lanes of (a, b) the
+           differences not taken yet (masked lanes are 0 in both) */
+        const uint32_t t = cols - k, ms = 0xFFFFFFFFu << (8u * (4u - t));
+        const uint32_t md = t >= 2u ? 0xFFFFFFFFu << (8u * (5u - t)) : 0u;
+        const uint32_t a = snapuq_ld4(p + cols - 4) ^ 0x80808080u, b = snapuq_ld4(p + cols - 5) ^ 0x80808080u;
+        tv = snapuq_usada8(a & md, b & md, tv);
+        su = snapuq_usada8(a & ms, 0u, su);
+        k = cols;
     }
 #endif
     for (; k < cols; k++) {
