@@ -19,6 +19,11 @@
  *                      32 bits; the sum wraps)
  *   sadd16(x, y)       lane-wise 16-bit add modulo 2^16
  *   max_s8x4(x, y)     lane-wise signed 8-bit maximum (SSUB8 + SEL)
+ *   uxtab16(a, x)      a + lanes (uint16)x[7:0], (uint16)x[23:16], lane-wise modulo 2^16
+ *   uxtab16_ror8(a, x) a + lanes (uint16)x[15:8], (uint16)x[31:24], lane-wise modulo 2^16
+ *   usada8(x, y, acc)  acc + sum of |x[i] - y[i]| over the 4 unsigned bytes (wraps)
+ *   absdiff_s8x4(x, y) byte i = |x[i] - y[i]| of the signed bytes, as an unsigned byte (0..255:
+ *                      exact; SSUB8 twice + SEL)
  */
 #ifndef SNAPUQ_SIMD_H
 #define SNAPUQ_SIMD_H
@@ -116,6 +121,32 @@ static inline uint32_t snapuq_max_s8x4(uint32_t x, uint32_t y)
     __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(x), "r"(y) : "cc");
     return r;
 }
+static inline uint32_t snapuq_uxtab16(uint32_t a, uint32_t x)
+{
+    uint32_t r;
+    __asm__("uxtab16 %0, %1, %2" : "=r"(r) : "r"(a), "r"(x));
+    return r;
+}
+static inline uint32_t snapuq_uxtab16_ror8(uint32_t a, uint32_t x)
+{
+    uint32_t r;
+    __asm__("uxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(a), "r"(x));
+    return r;
+}
+static inline uint32_t snapuq_usada8(uint32_t x, uint32_t y, uint32_t acc)
+{
+    uint32_t r;
+    __asm__("usada8 %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(y), "r"(acc));
+    return r;
+}
+static inline uint32_t snapuq_absdiff_s8x4(uint32_t x, uint32_t y)
+{
+    uint32_t r, t;
+    /* y - x first; x - y then leaves GE[i] where x[i] >= y[i], and SEL picks x - y there (mod 256 that
+       byte is |x[i] - y[i]| <= 255 exactly), y - x elsewhere */
+    __asm__("ssub8 %1, %3, %2\n\tssub8 %0, %2, %3\n\tsel %0, %0, %1" : "=&r"(r), "=&r"(t) : "r"(x), "r"(y) : "cc");
+    return r;
+}
 
 #else
 #define SNAPUQ_SIMD_NATIVE 0
@@ -187,6 +218,34 @@ static inline uint32_t snapuq_max_s8x4(uint32_t x, uint32_t y)
         const int32_t a = (int8_t)(uint8_t)((x >> i) & 0xFFu);
         const int32_t b = (int8_t)(uint8_t)((y >> i) & 0xFFu);
         r |= ((uint32_t)(uint8_t)(int8_t)(a >= b ? a : b)) << i;
+    }
+    return r;
+}
+static inline uint32_t snapuq_uxtab16(uint32_t a, uint32_t x)
+{
+    return snapuq_sadd16(a, x & 0x00FF00FFu);
+}
+static inline uint32_t snapuq_uxtab16_ror8(uint32_t a, uint32_t x)
+{
+    return snapuq_sadd16(a, (x >> 8) & 0x00FF00FFu);
+}
+static inline uint32_t snapuq_usada8(uint32_t x, uint32_t y, uint32_t acc)
+{
+    int i;
+    for (i = 0; i < 32; i += 8) {
+        const int32_t a = (int32_t)((x >> i) & 0xFFu), b = (int32_t)((y >> i) & 0xFFu);
+        acc += (uint32_t)(a >= b ? a - b : b - a);
+    }
+    return acc;
+}
+static inline uint32_t snapuq_absdiff_s8x4(uint32_t x, uint32_t y)
+{
+    uint32_t r = 0;
+    int i;
+    for (i = 0; i < 32; i += 8) {
+        const int32_t a = (int8_t)(uint8_t)((x >> i) & 0xFFu);
+        const int32_t b = (int8_t)(uint8_t)((y >> i) & 0xFFu);
+        r |= (uint32_t)(a >= b ? a - b : b - a) << i;
     }
     return r;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "snapuq_runtime.h"
+#include "snapuq_simd.h"
 #include "snapuq_snap.h"
 
 #define T_MAX ((int64_t)16777215)
@@ -198,24 +199,142 @@ snapuq_status_t snapuq_snap_params_check(const snapuq_snap_config_t *cfg, const 
 }
 
 /* step 4b, the input tap: one standardized squared residual per row / column statistic */
-static uint64_t intap_sq(const snapuq_snap_intap_t *it, int32_t v, uint32_t j)
+static uint64_t intap_sq_wide(const snapuq_snap_intap_t *it, int32_t v, uint32_t j)
 {
     const int64_t z = mul_shift(v, it->g_m[j], it->g_n[j]) - it->h_q12[j];
     const int64_t zc = z > T_MAX ? T_MAX : (z < -T_MAX ? -T_MAX : z);
     return (uint64_t)(zc * zc);
 }
 
-static int32_t intap_score(const snapuq_snap_intap_t *it, const int8_t *x)
+/* intap_sq_wide in 32-bit halves for g_n in 2..32: q = p >> (n - 1), then (q + 1) >> 1 = (q >> 1) + (q & 1),
+ * when q fits in int32 (|p| < 2^55: it does unless the statistic is far out) and so does h (then the
+ * difference does: |q >> 1| < 2^30); anything else takes the 64-bit form */
+static inline uint64_t intap_sq(const snapuq_snap_intap_t *it, int32_t v, uint32_t j)
 {
-    /* one pass per column and one per row, int32 sums (|v| <= 255 * 65535 < 2^24); the statistics'
-       order (col, row, col |diff|, row |diff|) only fixes their constants' index j */
-    const uint32_t rows = it->rows, cols = it->cols;
-    const uint32_t j_row = cols, j_cdif = cols + rows, j_rdif = cols + rows + (rows > 1 ? cols : 0);
-    const int32_t zx = it->z_x;
+    const int32_t n = it->g_n[j], h = it->h_q12[j];
+    if (n >= 2 && n <= 32 && (uint32_t)h + 0x40000000u < 0x80000000u) {
+        const int64_t p = (int64_t)v * it->g_m[j];
+        const uint32_t lo = (uint32_t)p, e = (uint32_t)n - 1u;
+        const int32_t hi = (int32_t)(p >> 32); /* arithmetic shifts on every supported compiler */
+        const int32_t q = (int32_t)((lo >> e) | ((uint32_t)hi << (32u - e)));
+        if ((hi >> e) == (q >> 31)) {
+            const int32_t z = (q >> 1) + (q & 1) - h;
+            const int32_t zc = z > (int32_t)T_MAX ? (int32_t)T_MAX : (z < -(int32_t)T_MAX ? -(int32_t)T_MAX : z);
+            return (uint64_t)((int64_t)zc * zc);
+        }
+    }
+    return intap_sq_wide(it, v, j);
+}
+
+/* Word-at-a-time statistics (4 int8 elements per 32-bit load) where the core has the DSP extension,
+ * and on hosts, where snapuq_simd.h's portable helpers let the tests check the same path; a core
+ * without the extension (Cortex-M0 / M3) keeps the scalar loops, cheaper there than the emulation. */
+#if SNAPUQ_SIMD_NATIVE || !defined(__arm__)
+#define INTAP_WORDS 1
+#else
+#define INTAP_WORDS 0
+#endif
+
+/* rows per column strip: its 16-bit lanes hold sum x (|sum| <= 128 * 256) and sum |diff| (<= 255 * 255) */
+#define INTAP_STRIP_ROWS 256u
+
+#if INTAP_WORDS
+/* the column statistics of columns k_use .. k0 + 3 (k0 <= k_use): one strip of 4 columns walked down
+ * the rows, one word per row: SXTAB16 adds the codes into lanes (k0, k0 + 2) / (k0 + 1, k0 + 3),
+ * |row r - row r-1| per byte (SSUB8, SSUB8, SEL) goes into two more lane words by UXTAB16 */
+static uint64_t intap_strip(const snapuq_snap_intap_t *it, const int8_t *x, uint32_t k0, uint32_t k_use)
+{
+    const uint32_t rows = it->rows, cols = it->cols, j_cdif = cols + rows;
+    const int8_t *p = x + k0;
+    uint32_t prev = snapuq_ld4(p);
+    uint32_t se = snapuq_sxtb16(prev), so = snapuq_sxtb16_ror8(prev), de = 0, dd = 0;
     uint64_t acc = 0;
     uint32_t r, k;
+    for (r = 1; r < rows; r++) {
+        uint32_t w, d;
+        p += cols;
+        w = snapuq_ld4(p);
+        d = snapuq_absdiff_s8x4(w, prev);
+        se = snapuq_sxtab16(se, w);
+        so = snapuq_sxtab16_ror8(so, w);
+        de = snapuq_uxtab16(de, d);
+        dd = snapuq_uxtab16_ror8(dd, d);
+        prev = w;
+    }
+    for (k = k_use; k < k0 + 4; k++) {
+        /* column k's lanes: k0 -> low of (se, de), k0 + 1 -> low of (so, dd), k0 + 2 / k0 + 3 -> high */
+        const uint32_t i = k - k0, sh = (i & 2u) << 3;
+        const uint32_t sl = (i & 1u) ? so : se, dl = (i & 1u) ? dd : de;
+        const int32_t sum = (int32_t)(int16_t)(uint16_t)(sl >> sh) - (int32_t)rows * it->z_x;
+        acc += intap_sq(it, sum, k);
+        if (rows > 1) {
+            acc += intap_sq(it, (int32_t)((dl >> sh) & 0xFFFFu), j_cdif + k);
+        }
+    }
+    return acc;
+}
+#endif
+
+/* the statistics of row r: sum (x - z) and sum |x[k] - x[k-1]|; 4 elements per step by USADA8 on the
+ * codes + 128 (the words at k and k + 1: 4 neighbour differences, and the sum against 0) */
+static uint64_t intap_row(const snapuq_snap_intap_t *it, const int8_t *x, uint32_t r)
+{
+    const uint32_t rows = it->rows, cols = it->cols;
+    const uint32_t j_row = cols, j_rdif = cols + rows + (rows > 1 ? cols : 0);
+    const int8_t *p = x + r * cols;
+    uint32_t su = 0, tv = 0, k = 0;
+    uint64_t acc;
+#if INTAP_WORDS
+    for (; k + 4 < cols; k += 4) {
+        const uint32_t a = snapuq_ld4(p + k) ^ 0x80808080u, b = snapuq_ld4(p + k + 1) ^ 0x80808080u;
+        tv = snapuq_usada8(a, b, tv);
+        su = snapuq_usada8(a, 0u, su);
+    }
+    if (k >= 4) {
+        /* the last t = cols - k (1..4) codes: the row's last word a and the word before it by one, b;
+           the top t bytes of a are the codes not summed yet, the top t - 1 lanes of (a, b) the
+           differences not taken yet (masked lanes are 0 in both) */
+        const uint32_t t = cols - k, ms = 0xFFFFFFFFu << (8u * (4u - t));
+        const uint32_t md = t >= 2u ? 0xFFFFFFFFu << (8u * (5u - t)) : 0u;
+        const uint32_t a = snapuq_ld4(p + cols - 4) ^ 0x80808080u, b = snapuq_ld4(p + cols - 5) ^ 0x80808080u;
+        tv = snapuq_usada8(a & md, b & md, tv);
+        su = snapuq_usada8(a & ms, 0u, su);
+        k = cols;
+    }
+#endif
+    for (; k < cols; k++) {
+        su += (uint32_t)((int32_t)p[k] + 128);
+        if (k + 1 < cols) {
+            const int32_t d = (int32_t)p[k + 1] - p[k];
+            tv += (uint32_t)(d < 0 ? -d : d);
+        }
+    }
+    acc = intap_sq(it, (int32_t)su - (int32_t)cols * (128 + it->z_x), j_row + r);
+    if (cols > 1) {
+        acc += intap_sq(it, (int32_t)tv, j_rdif + r);
+    }
+    return acc;
+}
+
+static int32_t intap_score(const snapuq_snap_intap_t *it, const int8_t *x)
+{
+    /* column statistics by strips of 4 columns (a last strip overlapping the one before), else one
+       pass per column; then one pass per row; int32 sums (|v| <= 255 * 65535 < 2^24). The statistics'
+       order (col, row, col |diff|, row |diff|) only fixes their constants' index j */
+    const uint32_t rows = it->rows, cols = it->cols;
+    const uint32_t j_cdif = cols + rows;
+    const int32_t zx = it->z_x;
+    uint64_t acc = 0;
+    uint32_t r, k = 0;
     int64_t y, s;
-    for (k = 0; k < cols; k++) {
+#if INTAP_WORDS
+    if (cols >= 4 && rows <= INTAP_STRIP_ROWS) {
+        for (; k < cols; k += 4) {
+            acc += intap_strip(it, x, k + 4 <= cols ? k : cols - 4, k);
+        }
+    }
+#endif
+    for (; k < cols; k++) {
         const int8_t *p = x + k;
         int32_t sum = (int32_t)p[0] - zx, tv = 0;
         for (r = 1; r < rows; r++) {
@@ -230,17 +349,7 @@ static int32_t intap_score(const snapuq_snap_intap_t *it, const int8_t *x)
         }
     }
     for (r = 0; r < rows; r++) {
-        const int8_t *p = x + r * cols;
-        int32_t sum = (int32_t)p[0] - zx, tv = 0;
-        for (k = 1; k < cols; k++) {
-            const int32_t d = (int32_t)p[k] - p[k - 1];
-            sum += (int32_t)p[k] - zx;
-            tv += d < 0 ? -d : d;
-        }
-        acc += intap_sq(it, sum, j_row + r);
-        if (cols > 1) {
-            acc += intap_sq(it, tv, j_rdif + r);
-        }
+        acc += intap_row(it, x, r);
     }
     y = min64((int64_t)(acc / (256u * (uint64_t)it->n_feat)), CAP31);
     s = abs64(mul_shift(y, it->p_m, it->p_n) + it->r_q16);
@@ -300,6 +409,45 @@ static void combine_logistic(const snapuq_snap_config_t *cfg, const snapuq_snap_
     out->A16 = 0;
 }
 
+/* step 4 of one tap: sum over i of min(round(|da - dm| * inv_sigma / 2^R), T_MAX)^2, and lam = sum of
+ * (logvar code - z_v). |da|, |dm| < 2^28 (int8 zero points, k <= 2^20), so da - dm fits in int32. For R in
+ * 33..62 the rounded shift reads only the product's high word: (p >> (R - 1) + 1) >> 1 with
+ * p >> (R - 1) = hi >> (R - 33), in int32 (|hi| < 2^27); smaller R take the 64-bit form. */
+static uint64_t tap_energy(const snapuq_snap_tap_t *t, const int8_t *qa, const int8_t *qm, const int8_t *qv,
+                           int32_t *lam)
+{
+    const int32_t r = t->lut_shift, za = t->z_a, zm = t->z_mu, ka = t->k_a, km = t->k_mu;
+    const int32_t *const lut = t->inv_sigma_lut + 128;
+    const uint16_t d = t->d;
+    uint64_t e = 0;
+    int32_t sv = 0;
+    uint16_t i;
+    if (r >= 33) {
+        const int32_t sh = r - 33;
+        for (i = 0; i < d; i++) {
+            const int32_t da = ((int32_t)qa[i] - za) * ka, dm = ((int32_t)qm[i] - zm) * km;
+            const int32_t delta = da >= dm ? da - dm : dm - da;
+            const int32_t q = (int32_t)(((int64_t)delta * lut[qv[i]]) >> 32) >> sh; /* arithmetic shifts */
+            const int32_t tt = (q >> 1) + (q & 1);
+            const int32_t tc = tt < (int32_t)T_MAX ? tt : (int32_t)T_MAX;
+            e += (uint64_t)((int64_t)tc * tc);
+            sv += qv[i];
+        }
+    } else {
+        for (i = 0; i < d; i++) {
+            const int32_t da = ((int32_t)qa[i] - za) * ka;
+            const int32_t dm = ((int32_t)qm[i] - zm) * km;
+            const int64_t delta = abs64((int64_t)da - dm);
+            const int64_t p = delta * (int64_t)lut[qv[i]];
+            const int64_t tt = min64(r ? (p + ((int64_t)1 << (r - 1))) >> r : p, T_MAX);
+            e += (uint64_t)(tt * tt);
+            sv += qv[i];
+        }
+    }
+    *lam = sv - (int32_t)d * t->z_v; /* |lam| <= 16384 * 255 */
+    return e;
+}
+
 snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_snap_params_t *params,
                                   const snapuq_snap_inputs_t *in, snapuq_snap_result_t *out)
 {
@@ -318,23 +466,13 @@ snapuq_status_t snapuq_snap_score(const snapuq_snap_config_t *cfg, const snapuq_
     for (l = 0; l < cfg->n_taps; l++) {
         const snapuq_snap_tap_t *t = &cfg->taps[l];
         const int8_t *qa = in->a[l], *qm = in->mu[l], *qv = in->logvar[l];
-        const int32_t r = t->lut_shift;
-        uint64_t e = 0;
-        int32_t lam = 0;
-        uint16_t i;
+        int32_t lam;
+        uint64_t e;
         int64_t s;
         if (qa == NULL || qm == NULL || qv == NULL) {
             return SNAPUQ_ERR_ARG;
         }
-        for (i = 0; i < t->d; i++) {
-            const int32_t da = ((int32_t)qa[i] - t->z_a) * t->k_a;
-            const int32_t dm = ((int32_t)qm[i] - t->z_mu) * t->k_mu;
-            const int64_t delta = abs64((int64_t)da - dm);
-            const int64_t p = delta * (int64_t)t->inv_sigma_lut[(int32_t)qv[i] + 128];
-            const int64_t tt = min64(r ? (p + ((int64_t)1 << (r - 1))) >> r : p, T_MAX);
-            e += (uint64_t)(tt * tt);
-            lam += (int32_t)qv[i] - t->z_v;
-        }
+        e = tap_energy(t, qa, qm, qv, &lam);
         out->ebar16[l] = (int32_t)min64((int64_t)(e / (256u * (uint64_t)t->d)), CAP31);
         s = abs64(mul_shift(out->ebar16[l], t->p_m, t->p_n) + mul_shift(lam, t->q_m, t->q_n) + t->r_q16);
         out->s16[l] = (int32_t)min64(s, CAP30);

@@ -2,8 +2,9 @@
  * kernels/dsp/fully_connected.c - FULLY_CONNECTED for cores with the Armv7E-M DSP extension. With 4
  * or more output units, each input row is widened once into the arena scratch (offset added, SMLAD
  * lane order: snapuq_fc_dsp_scratch_size() bytes), then 4 output rows run per pass over those words
- * (22 instructions per 16 MACs: one LDRD of the input, per row one weight word and 2 SXTB16 + 2 SMLAD;
- * rows 2 and 3 read by register offset from rows 0 and 1); 2-row and 1-row tails. Fewer than 4 units
+ * (21 instructions per 16 MACs: one LDRD of the input, per row one weight word and 2 SXTB16 + 2 SMLAD;
+ * rows 2 and 3 read by register offset from rows 0 and 1; 4 such groups per loop pass); 2-row and
+ * 1-row tails. Fewer than 4 units
  * widen on the fly (offset folded in by SXTAB16), with no scratch. The same-named
  * kernels/ref/fully_connected.c is the reference.
  */
@@ -33,8 +34,7 @@ static inline void rows4(const int8_t *f0, const int8_t *f1, int32_t D2, const u
     /* one group of 4 elements: loads in pairs (a load after a load pipelines), rows 2, 3 by register
      * offset before rows 0, 1 advance their pointers */
 #define FC_GROUP                                                                                             \
-    "ldr %[xo], [%[xw], #4]\n\t"                                                                             \
-    "ldr %[xe], [%[xw]], #8\n\t"                                                                             \
+    "ldrd %[xe], %[xo], [%[xw]], #8\n\t"                                                                     \
     "ldr %[wa], [%[f0], %[d2]]\n\t"                                                                          \
     "ldr %[wb], [%[f1], %[d2]]\n\t"                                                                          \
     "sxtb16 %[t], %[wa]\n\t"                                                                                 \
@@ -65,9 +65,17 @@ static inline void rows4(const int8_t *f0, const int8_t *f1, int32_t D2, const u
                          : [d2] "r"(D2)
                          : "memory");
     }
-    if (n4 >= 2) {
-        /* two groups per pass; the end is read from the stack (every register holds a value) */
-        __asm__ volatile("1:\n\t" FC_GROUP FC_GROUP "ldr %[t], %[xend]\n\t"
+    if (n4 & 2) {
+        __asm__ volatile(FC_GROUP FC_GROUP
+                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [f0] "+r"(f0),
+                           [f1] "+r"(f1), [xw] "+r"(xw), [xe] "=&r"(xe), [xo] "=&r"(xo), [wa] "=&r"(wa),
+                           [wb] "=&r"(wb), [t] "=&r"(t)
+                         : [d2] "r"(D2)
+                         : "memory");
+    }
+    if (n4 >= 4) {
+        /* four groups per pass; the end is read from the stack (every register holds a value) */
+        __asm__ volatile("1:\n\t" FC_GROUP FC_GROUP FC_GROUP FC_GROUP "ldr %[t], %[xend]\n\t"
                          "cmp %[xw], %[t]\n\t"
                          "bne 1b\n\t"
                          : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [f0] "+r"(f0),

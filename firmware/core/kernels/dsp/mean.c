@@ -5,7 +5,9 @@
  * the rare requantizations snapuq_mean_dsp_supported() declines, and reports that choice.
  *
  *  - 4 channels per word: SXTAB16 and its ROR #8 form add channels (0, 2) and (1, 3) of one pixel
- *    into two words of 16-bit lanes, 3 instructions per 4 elements, 8 channels per pixel step;
+ *    into two words of 16-bit lanes, 3 instructions per 4 elements, 8 channels per pixel step; on a
+ *    word-aligned tensor (C % 4 == 0) one LDRD per pixel and 4 pixels per loop pass (0.81
+ *    instructions per element);
  *  - the lanes start at -zp * n (n <= 128 pixels per pass), so they end holding sum(x - zp)
  *    exactly (|sum| <= 255 * 128 < 2^15): no widening, no zero-point subtraction;
  *  - the requantization reads the 16-bit lanes directly: SMLAWB / SMLAWT give floor(acc * m / 2^16)
@@ -88,6 +90,39 @@ static inline const int8_t *sum8(const int8_t *x, int32_t n, ptrdiff_t step, uin
     return x;
 }
 
+/* sum8 where x and step are word-aligned: one LDRD per pixel, 4 pixels per iteration (26 instructions
+ * per 32 elements: LDRD, the pointer step and 4 SXTAB16 per pixel, then the loop test); the last n % 4
+ * pixels by sum8 */
+static inline const int8_t *sum8_aligned(const int8_t *x, int32_t n, ptrdiff_t step, uint32_t *lanes)
+{
+#if SNAPUQ_DSP_ASM
+    if (n >= 4) {
+        const int8_t *const end = x + (ptrdiff_t)(n & ~3) * step;
+        uint32_t e0 = lanes[0], o0 = lanes[1], e1 = lanes[2], o1 = lanes[3], w0, w1;
+#define MEAN_PIXEL                                                                                           \
+    "ldrd %[w0], %[w1], [%[x]]\n\t"                                                                           \
+    "add %[x], %[x], %[st]\n\t"                                                                              \
+    "sxtab16 %[e0], %[e0], %[w0]\n\t"                                                                        \
+    "sxtab16 %[o0], %[o0], %[w0], ror #8\n\t"                                                                \
+    "sxtab16 %[e1], %[e1], %[w1]\n\t"                                                                        \
+    "sxtab16 %[o1], %[o1], %[w1], ror #8\n\t"
+        __asm__ volatile("1:\n\t" MEAN_PIXEL MEAN_PIXEL MEAN_PIXEL MEAN_PIXEL "cmp %[x], %[end]\n\t"
+                         "bne 1b\n\t"
+                         : [e0] "+r"(e0), [o0] "+r"(o0), [e1] "+r"(e1), [o1] "+r"(o1), [x] "+r"(x),
+                           [w0] "=&r"(w0), [w1] "=&r"(w1)
+                         : [st] "r"(step), [end] "r"(end)
+                         : "cc", "memory");
+#undef MEAN_PIXEL
+        lanes[0] = e0;
+        lanes[1] = o0;
+        lanes[2] = e1;
+        lanes[3] = o1;
+        n &= 3;
+    }
+#endif
+    return sum8(x, n, step, lanes);
+}
+
 /* lanes (e, o) += channels 0..3 of n pixels */
 static inline const int8_t *sum4(const int8_t *x, int32_t n, ptrdiff_t step, uint32_t *lanes)
 {
@@ -120,11 +155,12 @@ static void mean_short(const mean_rq_t *q, const int8_t *in, int8_t *out, int32_
 {
     const uint32_t init = snapuq_dup16(-q->zp * HW);
     const int32_t m = q->m, right = q->right, out_zp = q->out_zp; /* in registers across the loops */
+    const int aligned = (((uintptr_t)in | (uintptr_t)C) & 3u) == 0u; /* LDRD needs word addresses */
     int32_t c = 0;
     for (; c + 8 <= C; c += 8) {
         uint32_t l[4];
         l[0] = l[1] = l[2] = l[3] = init;
-        (void)sum8(in + c, HW, C, l);
+        (void)(aligned ? sum8_aligned(in + c, HW, C, l) : sum8(in + c, HW, C, l));
         rq_word(m, right, out_zp, l[0], l[1], out + c);
         rq_word(m, right, out_zp, l[2], l[3], out + c + 4);
     }
@@ -142,6 +178,7 @@ static void mean_short(const mean_rq_t *q, const int8_t *in, int8_t *out, int32_
 /* H*W > 128: lane passes of up to 128 pixels flushed into int32 sums */
 SNAPUQ_NOINLINE static void mean_long(const mean_rq_t *q, const int8_t *in, int8_t *out, int32_t HW, int32_t C)
 {
+    const int aligned = (((uintptr_t)in | (uintptr_t)C) & 3u) == 0u;
     int32_t c = 0, p, j;
     for (; c + 4 <= C; c += C - c >= 8 ? 8 : 4) {
         const int32_t eight = C - c >= 8;
@@ -152,7 +189,7 @@ SNAPUQ_NOINLINE static void mean_long(const mean_rq_t *q, const int8_t *in, int8
             const uint32_t init = snapuq_dup16(-q->zp * n);
             uint32_t l[4];
             l[0] = l[1] = l[2] = l[3] = init;
-            x = eight ? sum8(x, n, C, l) : sum4(x, n, C, l);
+            x = eight ? (aligned ? sum8_aligned(x, n, C, l) : sum8(x, n, C, l)) : sum4(x, n, C, l);
             for (j = 0; j < (eight ? 2 : 1); j++) {
                 /* lanes e = (c, c + 2), o = (c + 1, c + 3) of word j */
                 s[4 * j] += (int16_t)(l[2 * j] & 0xFFFFu);
