@@ -103,3 +103,29 @@ def test_one_noise_generator_renders_the_keywords_set_as_before(kind):
             assert np.array_equal(audio.to_int16(clip + k * a), audio.to_int16(clip + k * b))
     with pytest.raises(ValueError, match="unknown noise kind"):
         A.coloured_noise("purple", 100, np.random.default_rng(0))
+
+
+def test_peaking_filter_boosts_its_band_and_leaves_the_rest():
+    from scipy.signal import sosfreqz
+
+    f, h = sosfreqz(A._peaking(1000.0, 9.0, 2.0)[None, :], worN=[100.0, 1000.0, 5000.0], fs=A.SR)
+    db = 20 * np.log10(np.abs(h))
+    assert abs(db[1] - 9.0) < 0.05 and abs(db[0]) < 0.5 and abs(db[2]) < 0.5
+
+
+def test_timbre_colours_a_word_keeps_its_peak_and_only_train_eq_uses_it():
+    """A random timbre changes the word's spectral envelope (by several dB in some band), not its peak
+    level; it draws from the rng only in profiles that ask for it: "train", "shift", "clean" keep their clips.
+    """
+    w = np.random.default_rng(4).standard_normal(8000) * 0.1
+    y = A.timbre(w, np.random.default_rng(5), 9.0)
+    assert abs(np.abs(y).max() - np.abs(w).max()) < 1e-12 and np.isfinite(y).all()
+    f = np.fft.rfftfreq(len(w), 1 / A.SR)
+    yw = [np.abs(np.fft.rfft(v)) for v in (y, w)]
+    bands = [(f >= lo) & (f < hi) for lo, hi in ((100, 300), (300, 1000), (1000, 3000), (3000, 8000))]
+    db = [20 * np.log10(yw[0][b].mean() / yw[1][b].mean()) for b in bands]
+    assert max(db) - min(db) > 6.0
+    assert np.array_equal(y, A.timbre(w, np.random.default_rng(5), 9.0))  # deterministic by its rng
+    assert A.PROFILES["train_eq"].p_eq > 0
+    assert all(A.PROFILES[p].p_eq == 0 for p in ("clean", "train", "shift"))
+    assert list(A.PROFILES)[:3] == ["clean", "train", "shift"]  # the rng key of a clip uses this order

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import butter, fftconvolve, resample_poly, sosfiltfilt
+from scipy.signal import butter, fftconvolve, resample_poly, sosfilt, sosfiltfilt
 
 from snapuq.data import audio
 
@@ -31,6 +31,8 @@ class MicProfile:
     p_noise: float = 0.7
     snr_db: tuple[float, float] = (8.0, 35.0)
     p_clip: float = 0.02
+    p_eq: float = 0.0  # a random timbre (voice and microphone colour): peaking filters and a tilt
+    eq_db: float = 9.0  # the largest boost or cut of one peaking filter (dB)
 
 
 PROFILES = {
@@ -39,7 +41,34 @@ PROFILES = {
     "train": MicProfile(),
     "shift": MicProfile(speed=(0.85, 1.15), peak_db=(-38.0, -1.0), p_reverb=0.7, rt60=(0.2, 1.0),
                         tail_db=(-12.0, 0.0), p_band=0.6, p_noise=1.0, snr_db=(0.0, 20.0), p_clip=0.06),
+    # the train profile + a random timbre on most words (last, so the other profiles keep their draws)
+    "train_eq": MicProfile(p_eq=0.8),
 }  # fmt: skip
+
+
+def _peaking(f0: float, gain_db: float, q: float) -> np.ndarray:
+    """One RBJ peaking-EQ biquad as a second-order section (b0 b1 b2 1 a1 a2)."""
+    a = 10 ** (gain_db / 40.0)
+    w0 = 2 * np.pi * f0 / SR
+    alpha = np.sin(w0) / (2 * q)
+    b = np.array([1 + alpha * a, -2 * np.cos(w0), 1 - alpha * a])
+    den = np.array([1 + alpha / a, -2 * np.cos(w0), 1 - alpha / a])
+    return np.r_[b / den[0], den / den[0]]
+
+
+def timbre(w: np.ndarray, rng: np.random.Generator, eq_db: float) -> np.ndarray:
+    """A random colour on a word: 2-4 peaking filters (150 Hz - 6 kHz, log-uniform; +-eq_db; Q 0.7-3) and a
+    first-order spectral tilt of -6..+6 dB per octave-ish (a pre-emphasis or de-emphasis), as another
+    speaker's vocal tract or another microphone's response would. Level is restored to the input's peak."""
+    n = int(rng.integers(2, 5))
+    sos = np.stack([_peaking(float(np.exp(rng.uniform(np.log(150), np.log(6000)))),
+                             float(rng.uniform(-eq_db, eq_db)), float(rng.uniform(0.7, 3.0)))
+                    for _ in range(n)])  # fmt: skip
+    y = sosfilt(sos, w)
+    k = rng.uniform(-0.7, 0.7)  # y[t] - k y[t-1]: k > 0 brightens, k < 0 darkens
+    y = np.r_[y[:1], y[1:] - k * y[:-1]]
+    pk_in, pk_out = np.abs(w).max(initial=0.0), np.abs(y).max(initial=0.0)
+    return y * (pk_in / pk_out) if pk_out > 0 else y
 
 
 def coloured_noise(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -148,6 +177,8 @@ def place(w: np.ndarray, rng: np.random.Generator, peak_db: tuple[float, float])
 def mic(word: np.ndarray, prof: MicProfile, rng: np.random.Generator, pool: list[np.ndarray]) -> np.ndarray:
     """A clean word (float, 16 kHz) through the profile: a 1 s float clip."""
     w = trim(speed(word, rng.uniform(*prof.speed)))
+    if prof.p_eq and rng.random() < prof.p_eq:
+        w = timbre(w, rng, prof.eq_db)
     clip = place(w, rng, prof.peak_db)
     level = np.abs(clip).max()
     if rng.random() < prof.p_reverb:

@@ -1,0 +1,102 @@
+"""The keywords12 backbone recipe and voice inventory, one variant at a time: a DS-CNN backbone trained on a
+built feature cache (the speaker-disjoint split of one voice inventory) with a width and a number of epochs,
+scored on the test split (the same clips in every cache: adding train voices leaves dev and test alone) as
+tools/kw12_study.py and tools/kw12_compare.py do: 12 classes, the 10 keywords per voice family, the shift
+profile.
+
+A variant is "<cache>:f<filters>:e<epochs>:s<seed>", <cache> a name given with --cache NAME=DIR (a folder
+`keywords12-k12b-...` under the cache root; e.g. the build before and after festival's speakers of other
+languages were installed). Usage:
+  PYTHONPATH=host:tools nice python tools/kw12_recipe_study.py --out runs/kw12_recipe.json \
+      --cache base=~/.cache/snapuq/keywords12-k12b-s0-1600-80-100-t3 \
+      --cache fest=~/.cache/snapuq/keywords12-k12b-s0-1600-80-100-t3-v1eabaa1cb1 \
+      --variants base:f64:e16:s0,fest:f64:e8:s1
+Resumable: finished variants in --out are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from kw12_compare import FAMILIES, family  # tools/ is on sys.path when this script runs
+
+from snapuq.data import Dataset
+from snapuq.data import keywords12 as K
+from snapuq.io import write_text
+from snapuq.options import TrainOptions
+
+
+def load_cache(d: Path) -> tuple[Dataset, dict]:
+    arr = {f.stem: np.load(f) for f in d.glob("*.npy") if not f.stem.startswith("waves_")}
+    meta = json.loads((d / "meta.json").read_text())
+    keys = ("x_train", "y_train", "x_dev", "y_dev", "x_test", "y_test")
+    ds = Dataset(name="keywords12", class_names=list(K.CLASSES), meta=meta, **{k: arr[k] for k in keys})
+    return ds, arr
+
+
+def run_one(variant: str, ds: Dataset, arr: dict) -> dict:
+    import keras
+
+    from snapuq.nn.backbones import build_backbone
+    from snapuq.nn.recipe import fit_backbone_resumable
+
+    cache, f, e, s = variant.split(":")
+    filters, epochs, seed = int(f[1:]), int(e[1:]), int(s[1:])
+    opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1)
+    keras.utils.set_random_seed(seed)
+    m = build_backbone("dscnn", ds.input_shape, len(K.CLASSES), filters=filters)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kw12recipe") as tmp:
+        hist = fit_backbone_resumable(m, ds.x_train.astype(np.float32), ds.y_train, opts, seed=seed,
+                                      ckpt_dir=tmp, identity={"variant": variant}, progress=False,
+                                      log=lambda *a: None)  # fmt: skip
+    row = {"variant": variant, "cache": cache, "filters": filters, "epochs": epochs, "seed": seed,
+           "params": int(m.count_params()), "n_train": int(len(ds.y_train)),
+           "train_s": round(time.perf_counter() - t0, 1),
+           "train_acc_last_epoch": hist[-1]["accuracy"]}  # fmt: skip
+    fam = np.array([family(v) for v in arr["voice_test"]])
+    kw = ds.y_test < len(K.WORDS)
+    for name, x in (("test", ds.x_test), ("test_shift", arr["x_test_shift"])):
+        ok = np.asarray(m.predict(x.astype(np.float32), batch_size=512, verbose=0)).argmax(1) == ds.y_test
+        row[f"{name}_all12"] = float(ok.mean())
+        row[f"{name}_keywords"] = float(ok[kw].mean())
+        for fa in FAMILIES:
+            row[f"{name}_keywords_{fa}"] = float(ok[kw & (fam == fa)].mean())
+        row[f"{name}_per_class"] = {n: float(ok[ds.y_test == c].mean()) for c, n in enumerate(K.CLASSES)}
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="runs/kw12_recipe.json")
+    ap.add_argument("--cache", action="append", default=[], help="NAME=DIR (a built cache)")
+    ap.add_argument("--variants", required=True)
+    a = ap.parse_args()
+    caches = {n: Path(p).expanduser() for n, p in (c.split("=", 1) for c in a.cache)}
+    out = Path(a.out)
+    rows = json.loads(out.read_text())["rows"] if out.exists() else []
+    done = {r["variant"] for r in rows}
+    loaded: dict[str, tuple[Dataset, dict]] = {}
+    for v in a.variants.split(","):
+        if v in done:
+            continue
+        name = v.split(":")[0]
+        if name not in caches:
+            raise SystemExit(f"kw12_recipe_study: variant {v} names cache '{name}': give --cache {name}=DIR")
+        if name not in loaded:
+            loaded = {name: load_cache(caches[name])}  # one cache in memory at a time
+        r = run_one(v, *loaded[name])
+        r["cache_dir"] = str(caches[name])
+        rows.append(r)
+        print(json.dumps({k: r[k] for k in r if not k.endswith("per_class")}), flush=True)
+        write_text(out, json.dumps({"rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
