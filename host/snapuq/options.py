@@ -127,7 +127,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "digits": {"epochs": 25, "baseline_epochs": 12},
     "keywords": {"epochs": 8},
     "speech_commands": {"epochs": 15},
-    "keywords12": {"epochs": 8, "head_epochs": 8, "batch_size": 64, "lr": 3e-3, "schedule": "cosine",
+    "keywords12": {"epochs": 16, "head_epochs": 8, "batch_size": 64, "lr": 3e-3, "schedule": "cosine",
                    "warmup_epochs": 1},
     "mnist": {"epochs": 15, "head_epochs": 8, "batch_size": 128, "lr": 2e-3, "schedule": "cosine",
               "warmup_epochs": 1, "augment": "shift"},
