@@ -11,13 +11,13 @@
 #define SNAPUQ_MODEL_NAME "keywords"
 /* sha256 of these SNAP constants as a blob's SNAP section (snapuq.native.blob.snap_sha256): the firmware
    reports it (`profile` snap_sha256=...), the harness refuses a device built from another export */
-#define SNAPUQ_MODEL_SNAP_SHA256 "9620bce377826fc253de10319411be7086131fc2079278116b72e895d7b0564f"
+#define SNAPUQ_MODEL_SNAP_SHA256 "fb869049f9214dde9bb9826d5c5696eec0a8cec9b208ab629710f7e9d8ab3a21"
 #define SNAPUQ_MODEL_TFLITE_BYTES 100456u
 #define SNAPUQ_MODEL_N_CLASSES 12
 #define SNAPUQ_MODEL_N_TAPS 2
 #define SNAPUQ_MODEL_INPUT_BYTES 490u
-#define SNAPUQ_MODEL_INPUT_SCALE 0.6068778038024902f
-#define SNAPUQ_MODEL_INPUT_ZERO_POINT 76
+#define SNAPUQ_MODEL_INPUT_SCALE 0.6080393195152283f
+#define SNAPUQ_MODEL_INPUT_ZERO_POINT 75
 #define SNAPUQ_MODEL_INPUT_CHANNELS 1u
 #define SNAPUQ_MODEL_OUT_LOGITS 2
 #define SNAPUQ_MODEL_OUT_PROBS 5
