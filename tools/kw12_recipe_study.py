@@ -4,9 +4,11 @@ scored on the test split (the same clips in every cache: adding train voices lea
 tools/kw12_study.py and tools/kw12_compare.py do: 12 classes, the 10 keywords per voice family, the shift
 profile.
 
-A variant is "<cache>:f<filters>:e<epochs>:s<seed>", <cache> a name given with --cache NAME=DIR (a folder
-`keywords12-k12b-...` under the cache root; e.g. the build before and after festival's speakers of other
-languages were installed). Usage:
+A variant is "<cache>:f<filters>:e<epochs>:s<seed>[:cmn]", <cache> a name given with --cache NAME=DIR (a
+folder `keywords12-k12b-...` under the cache root; e.g. the build before and after festival's speakers of
+other languages were installed); ":cmn" subtracts every clip's own mean over time from each MFCC
+coefficient (cepstral mean normalization: a fixed channel or timbre colour is a constant there), in
+training and test alike. Usage:
   PYTHONPATH=host:tools nice python tools/kw12_recipe_study.py --out runs/kw12_recipe.json \
       --cache base=~/.cache/snapuq/keywords12-k12b-s0-1600-80-100-t3 \
       --cache fest=~/.cache/snapuq/keywords12-k12b-s0-1600-80-100-t3-v1eabaa1cb1 \
@@ -45,24 +47,30 @@ def run_one(variant: str, ds: Dataset, arr: dict) -> dict:
     from snapuq.nn.backbones import build_backbone
     from snapuq.nn.recipe import fit_backbone_resumable
 
-    cache, f, e, s = variant.split(":")
+    cache, f, e, s, *flags = variant.split(":")
     filters, epochs, seed = int(f[1:]), int(e[1:]), int(s[1:])
+    cmn = "cmn" in flags
+
+    def feats(x: np.ndarray) -> np.ndarray:
+        x = x.astype(np.float32)
+        return x - x.mean(axis=1, keepdims=True) if cmn else x
+
     opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1)
     keras.utils.set_random_seed(seed)
     m = build_backbone("dscnn", ds.input_shape, len(K.CLASSES), filters=filters)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kw12recipe") as tmp:
-        hist = fit_backbone_resumable(m, ds.x_train.astype(np.float32), ds.y_train, opts, seed=seed,
+        hist = fit_backbone_resumable(m, feats(ds.x_train), ds.y_train, opts, seed=seed,
                                       ckpt_dir=tmp, identity={"variant": variant}, progress=False,
                                       log=lambda *a: None)  # fmt: skip
-    row = {"variant": variant, "cache": cache, "filters": filters, "epochs": epochs, "seed": seed,
+    row = {"variant": variant, "cache": cache, "filters": filters, "epochs": epochs, "seed": seed, "cmn": cmn,
            "params": int(m.count_params()), "n_train": int(len(ds.y_train)),
            "train_s": round(time.perf_counter() - t0, 1),
            "train_acc_last_epoch": hist[-1]["accuracy"]}  # fmt: skip
     fam = np.array([family(v) for v in arr["voice_test"]])
     kw = ds.y_test < len(K.WORDS)
     for name, x in (("test", ds.x_test), ("test_shift", arr["x_test_shift"])):
-        ok = np.asarray(m.predict(x.astype(np.float32), batch_size=512, verbose=0)).argmax(1) == ds.y_test
+        ok = np.asarray(m.predict(feats(x), batch_size=512, verbose=0)).argmax(1) == ds.y_test
         row[f"{name}_all12"] = float(ok.mean())
         row[f"{name}_keywords"] = float(ok[kw].mean())
         for fa in FAMILIES:
