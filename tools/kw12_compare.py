@@ -26,6 +26,19 @@ def family(v: str) -> str:
         "espeak_foreign" if v.startswith("espeak:") else "ext")  # fmt: skip
 
 
+def accuracy_row(name: str, ok: np.ndarray, y: np.ndarray, fam: np.ndarray, all12: bool = True) -> dict:
+    """`name`_keywords (the 10 words), per voice family, and with `all12` the 12-class accuracy and per
+    class, from the right / wrong flags `ok` of the test clips (labels y, voice families fam)."""
+    kw = y < len(K.WORDS)
+    row = {f"{name}_keywords": float(ok[kw].mean())}
+    for f in FAMILIES:
+        row[f"{name}_keywords_{f}"] = float(ok[kw & (fam == f)].mean())
+    if all12:
+        row[f"{name}_all12"] = float(ok.mean())
+        row[f"{name}_per_class"] = {n: float(ok[y == c].mean()) for c, n in enumerate(K.CLASSES)}
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="+")
@@ -34,7 +47,6 @@ def main() -> int:
     ds = load_dataset("keywords12", None, seed=0)
     ex = K.extra_arrays(ds)
     fam = np.array([family(v) for v in ex["voice_test"]])
-    kw = ds.y_test < len(K.WORDS)
     res = {}
     for m in a.models:
         md = load_model_dir(m)
@@ -43,14 +55,7 @@ def main() -> int:
         row = {"classes": len(names)}
         for name, x in (("test", ds.x_test), ("test_shift", ex["x_test_shift"])):
             pred = to_k12[np.asarray(md.predict(x)["logits"]).argmax(1)]
-            ok = pred == ds.y_test
-            row[f"{name}_keywords"] = float(ok[kw].mean())
-            for f in FAMILIES:
-                row[f"{name}_keywords_{f}"] = float(ok[kw & (fam == f)].mean())
-            if len(names) == len(K.CLASSES):
-                row[f"{name}_all12"] = float(ok.mean())
-                row[f"{name}_per_class"] = {n: float(ok[ds.y_test == c].mean())
-                                            for c, n in enumerate(K.CLASSES)}  # fmt: skip
+            row.update(accuracy_row(name, pred == ds.y_test, ds.y_test, fam, len(names) == len(K.CLASSES)))
         res[m] = row
         print(m, json.dumps({k: v for k, v in row.items() if not k.endswith("per_class")}), flush=True)
     write_text(Path(a.out), json.dumps(res, indent=1))

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from kw12_compare import FAMILIES, family  # tools/ is on sys.path when this script runs
+from kw12_compare import accuracy_row, family  # tools/ is on sys.path when this script runs
+from kw12_study import fit_dscnn
 
 from snapuq.data import Dataset
 from snapuq.data import keywords12 as K
@@ -34,19 +34,12 @@ from snapuq.options import TrainOptions
 
 
 def load_cache(d: Path) -> tuple[Dataset, dict]:
-    arr = {f.stem: np.load(f) for f in d.glob("*.npy") if not f.stem.startswith("waves_")}
-    meta = json.loads((d / "meta.json").read_text())
-    keys = ("x_train", "y_train", "x_dev", "y_dev", "x_test", "y_test")
-    ds = Dataset(name="keywords12", class_names=list(K.CLASSES), meta=meta, **{k: arr[k] for k in keys})
-    return ds, arr
+    """A built cache folder and its study arrays (x_test_shift, voice_test, ...)."""
+    ds = K.load_cache(d)
+    return ds, K.extra_arrays(ds)
 
 
 def run_one(variant: str, ds: Dataset, arr: dict) -> dict:
-    import keras
-
-    from snapuq.nn.backbones import build_backbone
-    from snapuq.nn.recipe import fit_backbone_resumable
-
     cache, f, e, s, *flags = variant.split(":")
     filters, epochs, seed = int(f[1:]), int(e[1:]), int(s[1:])
     cmn = "cmn" in flags
@@ -56,26 +49,16 @@ def run_one(variant: str, ds: Dataset, arr: dict) -> dict:
         return x - x.mean(axis=1, keepdims=True) if cmn else x
 
     opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1)
-    keras.utils.set_random_seed(seed)
-    m = build_backbone("dscnn", ds.input_shape, len(K.CLASSES), filters=filters)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="kw12recipe") as tmp:
-        hist = fit_backbone_resumable(m, feats(ds.x_train), ds.y_train, opts, seed=seed,
-                                      ckpt_dir=tmp, identity={"variant": variant}, progress=False,
-                                      log=lambda *a: None)  # fmt: skip
+    m, hist = fit_dscnn(feats(ds.x_train), ds.y_train, opts, seed, variant, ds, filters=filters)
     row = {"variant": variant, "cache": cache, "filters": filters, "epochs": epochs, "seed": seed, "cmn": cmn,
            "params": int(m.count_params()), "n_train": int(len(ds.y_train)),
            "train_s": round(time.perf_counter() - t0, 1),
            "train_acc_last_epoch": hist[-1]["accuracy"]}  # fmt: skip
     fam = np.array([family(v) for v in arr["voice_test"]])
-    kw = ds.y_test < len(K.WORDS)
     for name, x in (("test", ds.x_test), ("test_shift", arr["x_test_shift"])):
         ok = np.asarray(m.predict(feats(x), batch_size=512, verbose=0)).argmax(1) == ds.y_test
-        row[f"{name}_all12"] = float(ok.mean())
-        row[f"{name}_keywords"] = float(ok[kw].mean())
-        for fa in FAMILIES:
-            row[f"{name}_keywords_{fa}"] = float(ok[kw & (fam == fa)].mean())
-        row[f"{name}_per_class"] = {n: float(ok[ds.y_test == c].mean()) for c, n in enumerate(K.CLASSES)}
+        row.update(accuracy_row(name, ok, ds.y_test, fam))
     return row
 
 

@@ -200,10 +200,14 @@ def mfcc_rendered(items: list[dict], speech: list[np.ndarray], profile: str, see
     return np.concatenate(parts)
 
 
+def _sizes_tag(per_class: dict[str, int]) -> str:
+    return "-".join(str(per_class[s]) for s in ("train", "dev", "test"))
+
+
 def _cache_dir(root: Path, seed: int, per_class: dict[str, int], takes: int = 1,
                voices: dict | None = None) -> Path:  # fmt: skip
     """The feature cache of a build; `voices`: its voice split (default: this machine's voice_split(seed))."""
-    tag = "-".join(str(per_class[s]) for s in ("train", "dev", "test"))
+    tag = _sizes_tag(per_class)
     vtag = _digest(voice_split(seed) if voices is None else voices)
     return root / (f"keywords12-{VERSION}-s{seed}-{tag}" + (f"-t{takes}" if takes > 1 else "") + f"-v{vtag}")
 
@@ -219,8 +223,8 @@ def build_keywords12(root: Path, seed: int, per_class: dict[str, int], takes: in
     if (d / "meta.json").exists():
         return d
     t0 = time.perf_counter()
-    tag = "-".join(str(per_class[s]) for s in ("train", "dev", "test"))
-    work = root / f"keywords12-speech-{SPEECH_VERSION}-s{seed}-{tag}"  # kept: speech made so far (resumable)
+    # kept: the speech made so far (resumable)
+    work = root / f"keywords12-speech-{SPEECH_VERSION}-s{seed}-{_sizes_tag(per_class)}"
     files: dict[str, np.ndarray] = {}
     for split in ("train", "dev", "test"):
         items = plan_split(split, per_class[split], seed, vs[split])
@@ -260,7 +264,12 @@ def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, in
     """The 12-class synthesized set: MFCC (N, 49, 10, 1), labels in CLASSES order. Defaults: PER_CLASS
     utterances per class and split, TRAIN_TAKES microphone renderings of each train utterance."""
     pc = dict(PER_CLASS if per_class is None else per_class)
-    d = build_keywords12(cache_root(data_dir), seed, pc, TRAIN_TAKES if takes is None else takes)
+    n_takes = TRAIN_TAKES if takes is None else takes
+    return load_cache(build_keywords12(cache_root(data_dir), seed, pc, n_takes))
+
+
+def load_cache(d: Path) -> Dataset:
+    """The Dataset of one built feature cache folder (any voice inventory or size: a study may name one)."""
     try:
         arr = {f.stem: np.load(f) for f in d.glob("*.npy") if not f.stem.startswith("waves_")}
     except (OSError, ValueError) as e:
