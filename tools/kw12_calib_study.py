@@ -7,20 +7,23 @@ then scored on the test split (its own voices, training profile) and on x_test_s
 through the shift profile): ECE of p_err, mean p_err vs the error rate, AUROC right-vs-wrong of U and
 of MSP, and the alarm rate, for each calibration.
 
-Usage: PYTHONPATH=host python tools/kw12_calib_study.py MODEL_DIR [--out runs/kw12_calib.json]
+The inputs go through the model's own front end (config.json data_meta.frontend).
+
+Usage: PYTHONPATH=host:tools python tools/kw12_calib_study.py MODEL_DIR [--out runs/kw12_calib.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from kw12_compare import load_raw, model_frontend  # tools/ is on sys.path when this script runs
 
 from snapuq.baselines.snapadapter import make_scorer
-from snapuq.data import keywords12 as K
-from snapuq.data import load_dataset
+from snapuq.data import audio
 from snapuq.io import write_text
 from snapuq.nn.saved import load_model_dir
 from snapuq.options import CalibOptions
@@ -57,8 +60,10 @@ def main() -> int:
     a = ap.parse_args()
     md = load_model_dir(a.model_dir)
     cfg = md.config
-    ds = load_dataset("keywords12", None, seed=int(cfg.get("seed", 0)))
-    ex = K.extra_arrays(ds)
+    ds, ex = load_raw(int(cfg.get("seed", 0)))
+    fe = model_frontend(md)
+    ds = replace(ds, **{k: audio.finish(getattr(ds, k), fe) for k in ("x_train", "x_dev", "x_test")})
+    ex = {k: audio.finish(v, fe) if k.startswith("x_") else v for k, v in ex.items()}
     opts = CalibOptions(variant=str(cfg.get("variant", "best")))
     sets = {"test": ds.x_test, "test_shift": ex["x_test_shift"]}
     outs = {k: md.predict(v) for k, v in sets.items()}

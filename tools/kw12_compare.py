@@ -1,6 +1,7 @@
 """Model directories on the keywords12 test split by voice family: accuracy on the 10 keywords (every
 model, mapped by class name) and, for 12-class models, on all 12 classes; on the test clips through the
-training microphone profile and through the harsher shift profile.
+training microphone profile and through the harsher shift profile; each model's inputs through its own front
+end (config.json data_meta.frontend: plain MFCC, or with cepstral mean normalization).
 
 Usage: PYTHONPATH=host python tools/kw12_compare.py MODEL_DIR [MODEL_DIR ...] [--out runs/kw12_compare.json]
 """
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from snapuq.data import audio
 from snapuq.data import keywords12 as K
-from snapuq.data import load_dataset
 from snapuq.io import write_text
 from snapuq.nn.saved import load_model_dir
 
@@ -24,6 +25,21 @@ FAMILIES = ("espeak_en", "espeak_foreign", "ext")
 def family(v: str) -> str:
     return "silence" if not v else "espeak_en" if v.startswith("espeak:en") else (
         "espeak_foreign" if v.startswith("espeak:") else "ext")  # fmt: skip
+
+
+def model_frontend(md) -> dict:
+    """The front end a model directory was trained with (config.json data_meta.frontend)."""
+    fe = audio.known_frontend((md.config.get("data_meta") or {}).get("frontend"))
+    if fe is None:
+        raise SystemExit("the model's front end is none of snapuq.data.audio's")
+    return fe
+
+
+def load_raw(seed: int = 0):
+    """The keywords12 build (plain MFCC: each model applies its own front end) and its study arrays."""
+    d = K.build_keywords12(K.cache_root(None), seed, dict(K.PER_CLASS), K.TRAIN_TAKES)
+    ds = K.load_cache(d, raw=True)
+    return ds, K.extra_arrays(ds)
 
 
 def accuracy_row(name: str, ok: np.ndarray, y: np.ndarray, fam: np.ndarray, all12: bool = True) -> dict:
@@ -44,8 +60,7 @@ def main() -> int:
     ap.add_argument("models", nargs="+")
     ap.add_argument("--out", default="runs/kw12_compare.json")
     a = ap.parse_args()
-    ds = load_dataset("keywords12", None, seed=0)
-    ex = K.extra_arrays(ds)
+    ds, ex = load_raw()
     fam = np.array([family(v) for v in ex["voice_test"]])
     res = {}
     for m in a.models:
@@ -53,8 +68,9 @@ def main() -> int:
         names = list(md.config["class_names"])
         to_k12 = np.array([K.CLASSES.index(n) for n in names])  # the model's class -> keywords12 label
         row = {"classes": len(names)}
+        fe = model_frontend(md)
         for name, x in (("test", ds.x_test), ("test_shift", ex["x_test_shift"])):
-            pred = to_k12[np.asarray(md.predict(x)["logits"]).argmax(1)]
+            pred = to_k12[np.asarray(md.predict(audio.finish(x, fe))["logits"]).argmax(1)]
             row.update(accuracy_row(name, pred == ds.y_test, ds.y_test, fam, len(names) == len(K.CLASSES)))
         res[m] = row
         print(m, json.dumps({k: v for k, v in row.items() if not k.endswith("per_class")}), flush=True)

@@ -4,7 +4,7 @@ scored on the test split (the same clips in every cache: adding train voices lea
 tools/kw12_study.py and tools/kw12_compare.py do: 12 classes, the 10 keywords per voice family, the shift
 profile.
 
-A variant is "<cache>:f<filters>:e<epochs>:s<seed>[:cmn]", <cache> a name given with --cache NAME=DIR (a
+A variant is "<cache>:f<filters>:e<epochs>:s<seed>[:cmn|:cmvn]", <cache> a name given with --cache NAME=DIR (a
 folder `keywords12-k12b-...` under the cache root; e.g. the build before and after festival's speakers of
 other languages were installed); ":cmn" subtracts every clip's own mean over time from each MFCC
 coefficient (cepstral mean normalization: a fixed channel or timbre colour is a constant there), in
@@ -27,31 +27,33 @@ import numpy as np
 from kw12_compare import accuracy_row, family  # tools/ is on sys.path when this script runs
 from kw12_study import fit_dscnn
 
-from snapuq.data import Dataset
+from snapuq.data import Dataset, audio
 from snapuq.data import keywords12 as K
 from snapuq.io import write_text
 from snapuq.options import TrainOptions
 
 
 def load_cache(d: Path) -> tuple[Dataset, dict]:
-    """A built cache folder and its study arrays (x_test_shift, voice_test, ...)."""
-    ds = K.load_cache(d)
+    """A built cache folder (its plain MFCC: the variants choose the normalization) and its study arrays
+    (x_test_shift, voice_test, ...)."""
+    ds = K.load_cache(d, raw=True)
     return ds, K.extra_arrays(ds)
 
 
 def run_one(variant: str, ds: Dataset, arr: dict) -> dict:
     cache, f, e, s, *flags = variant.split(":")
     filters, epochs, seed = int(f[1:]), int(e[1:]), int(s[1:])
-    cmn = "cmn" in flags
+    cmn, cmvn = "cmn" in flags, "cmvn" in flags
 
     def feats(x: np.ndarray) -> np.ndarray:
-        x = x.astype(np.float32)
-        return x - x.mean(axis=1, keepdims=True) if cmn else x
+        x = audio.cepstral_mean_norm(x) if cmn or cmvn else x.astype(np.float32)
+        return x / (x.std(axis=1, keepdims=True) + 1e-3) if cmvn else x
 
     opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1)
     t0 = time.perf_counter()
     m, hist = fit_dscnn(feats(ds.x_train), ds.y_train, opts, seed, variant, ds, filters=filters)
     row = {"variant": variant, "cache": cache, "filters": filters, "epochs": epochs, "seed": seed, "cmn": cmn,
+           "cmvn": cmvn,
            "params": int(m.count_params()), "n_train": int(len(ds.y_train)),
            "train_s": round(time.perf_counter() - t0, 1),
            "train_acc_last_epoch": hist[-1]["accuracy"]}  # fmt: skip

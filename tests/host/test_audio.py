@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import scipy.fft
@@ -108,6 +110,40 @@ def test_mfcc_int16_equals_scaled_float_and_bad_input():
         audio.mfcc(np.zeros((2, 2, SR)))
     with pytest.raises(ValueError):
         audio.mfcc(np.zeros(SR, dtype=np.int32))
+
+
+def test_cepstral_mean_normalization_removes_a_fixed_channel():
+    w = _speechlike()
+    plain = audio.mfcc(w)
+    x = audio.features(w, audio.frontend(cmn=True))
+    assert x.shape == plain.shape and x.dtype == np.float32
+    np.testing.assert_allclose(x.mean(axis=0), 0.0, atol=1e-5)  # every coefficient has mean 0 over frames
+    np.testing.assert_allclose(x, plain - plain.mean(axis=0, keepdims=True), atol=1e-5)
+    # a gain adds a constant to c0 in every frame: gone after CMN (up to float32 rounding)
+    np.testing.assert_allclose(audio.features(3 * w, audio.frontend(cmn=True)), x, atol=2e-3)
+    # a fixed filter (a channel colour) is, where the bands hold energy, a constant per coefficient
+    loud = w.astype(np.float64) / 32768.0 + 1e-3 * np.random.default_rng(1).standard_normal(SR)
+    coloured = scipy.signal.lfilter([1.0, -0.9], [1.0], loud)
+    gap_plain = np.abs(audio.mfcc(coloured) - audio.mfcc(loud)).mean()
+    fe = audio.frontend(True)
+    gap_cmn = np.abs(audio.features(coloured, fe) - audio.features(loud, fe)).mean()
+    assert gap_cmn < 0.25 * gap_plain
+    # a batch is the clips one by one; the plain record and no record are the plain MFCC
+    b = audio.features(np.stack([w, 2 * w]), audio.frontend(True))
+    np.testing.assert_array_equal(b[0], x)
+    np.testing.assert_array_equal(audio.features(w, audio.frontend()), plain)
+    np.testing.assert_array_equal(audio.features(w), plain)
+    with pytest.raises(ValueError, match="cepstral mean"):
+        audio.cepstral_mean_norm(np.zeros((49, 12, 1)))
+
+
+def test_known_frontend_reads_json_records():
+    rt = json.loads(json.dumps(audio.frontend(cmn=True)))  # tuples become lists in config.json
+    assert audio.known_frontend(rt) == audio.frontend(cmn=True)
+    assert audio.known_frontend(json.loads(json.dumps(audio.FRONTEND))) == audio.frontend()
+    assert audio.known_frontend(None) == audio.frontend()
+    assert audio.known_frontend({**rt, "n_mfcc": 13}) is None
+    assert audio.known_frontend({**rt, "cmn": "per utterance, mean and variance"}) is None
 
 
 # ---- corruptions ---------------------------------------------------------------------------------
@@ -263,6 +299,14 @@ def test_corrupted_features_on_dataset(tmp_path):
     np.testing.assert_array_equal(sub, full[2:])
     with pytest.raises(DatasetError, match="no raw waves"):
         ca.corrupted_features(ds, "gain", 1, split="dev")
+    # a set with cepstral mean normalization in its front end gets it on the corrupted clips too
+    fe = audio.frontend(cmn=True)
+    xc = audio.cepstral_mean_norm(x)
+    cm = Dataset("toy", xc, np.zeros(4, int), xc, np.zeros(4, int), xc, np.zeros(4, int), ["a"],
+                 meta={"waves": {"test": str(tmp_path / "w.npy")}, "frontend": fe})  # fmt: skip
+    np.testing.assert_array_equal(ca.corrupted_features(cm, "gain", 0), xc)
+    np.testing.assert_allclose(ca.corrupted_features(cm, "gaussian_noise", 4, seed=3),
+                               audio.cepstral_mean_norm(full), atol=1e-5)  # fmt: skip
     bad = Dataset("toy", x, np.zeros(4, int), x, np.zeros(4, int), x[:3], np.zeros(3, int), ["a"],
                   meta={"waves": {"test": str(tmp_path / "w.npy")}})  # fmt: skip
     with pytest.raises(DatasetError, match="shape"):

@@ -127,3 +127,20 @@ def test_eval_split_one_line_errors(tmp_path):
                        (["--data-dir", str(tmp_path)], "holds no .wav")):  # fmt: skip
         p = subprocess.run(base + extra, capture_output=True, text=True, timeout=300)
         assert p.returncode != 0 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_test_tree_uses_the_models_front_end():
+    from snapuq.data import audio
+    from snapuq.errors import SnapuqError
+    from snapuq.evaluation.testdir import _check_frontend
+
+    shape = list(audio.FEATURE_SHAPE)
+    for fe in (audio.frontend(), audio.frontend(cmn=True)):
+        cfg = json.loads(json.dumps({"input_shape": shape, "data_meta": {"frontend": fe}}))
+        assert _check_frontend(cfg) == fe
+    assert _check_frontend({"input_shape": shape}) == audio.frontend()  # no record: plain MFCC
+    other = {"input_shape": shape, "data_meta": {"frontend": {**audio.frontend(), "n_mel": 64}}}
+    with pytest.raises(SnapuqError, match="front end"):
+        _check_frontend(other)
+    with pytest.raises(SnapuqError, match="not MFCC"):
+        _check_frontend({"input_shape": [32, 32, 3]})

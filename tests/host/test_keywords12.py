@@ -9,8 +9,9 @@ import os
 import numpy as np
 import pytest
 
+from snapuq.data import audio, tts
 from snapuq.data import keywords12 as K
-from snapuq.data import tts
+from snapuq.data.dataset import split_waves
 from snapuq.errors import DatasetError
 
 SMALL = {"train": 4, "dev": 2, "test": 2}
@@ -54,6 +55,21 @@ def test_small_build(tmp_path):
     assert set(meta["engines_missing"]) == {e for e in ("flite", "festival") if not tts.available_voices()[e]}
     x_ood = K.ood_keywords12(str(tmp_path), 6, 0, ds)
     assert x_ood.shape == (6, 49, 10, 1) and np.isfinite(x_ood).all()
+    # the set's front end: cepstral mean normalization over the cached plain MFCC, on every feature array
+    assert ds.meta["frontend"] == K.FRONT_END and K.FRONT_END["cmn"]
+    raw = K.load_cache(K._cache_dir(tmp_path, 0, SMALL, K.TRAIN_TAKES), raw=True)
+    assert raw.meta["frontend"] == audio.frontend()
+    for s in SMALL:
+        np.testing.assert_array_equal(getattr(ds, f"x_{s}"), audio.cepstral_mean_norm(getattr(raw, f"x_{s}")))
+    np.testing.assert_allclose(ds.x_test.mean(axis=1), 0.0, atol=1e-4)
+    shift_raw = K.extra_arrays(raw)["x_test_shift"]
+    np.testing.assert_array_equal(ex["x_test_shift"], audio.cepstral_mean_norm(shift_raw))
+    np.testing.assert_allclose(x_ood.mean(axis=1), 0.0, atol=1e-4)
+    cached = np.load(K._cache_dir(tmp_path, 0, SMALL, K.TRAIN_TAKES) / "ood-s0-n6.npy")  # the plain MFCC
+    np.testing.assert_array_equal(K.ood_keywords12(str(tmp_path), 6, 0, raw), cached)
+    # the clips through the front end give the features (what `snapuq eval --data-dir TREE` computes)
+    from_clips = audio.features(split_waves(ds, "test"), ds.meta["frontend"])
+    np.testing.assert_allclose(from_clips, ds.x_test, atol=1e-5)
 
 
 def test_synthesis_resumes_from_saved_speech(tmp_path, monkeypatch):

@@ -11,7 +11,12 @@ Pipeline (numpy only; the same function feeds training, evaluation and the devic
    `tf.signal.mfccs_from_log_mel_spectrograms` (sqrt(2/N) for every coefficient; coefficient 0 therefore
    equals sqrt(2) times the orthonormal DCT).
 
-This matches `tf.signal.stft(frame_length=640, frame_step=320, fft_length=1024)` +
+7. optional, per the front-end record (`frontend(cmn=True)`, the `keywords12` set's): cepstral mean
+   normalization, each coefficient's mean over the clip's 49 frames subtracted from it (`cepstral_mean_norm`):
+   a fixed channel or timbre colour (microphone, room, speaker) is a constant added to every frame's
+   cepstrum, and so is the level in coefficient 0.
+
+Steps 1-6 match `tf.signal.stft(frame_length=640, frame_step=320, fft_length=1024)` +
 `tf.signal.linear_to_mel_weight_matrix(40, 513, 16000, 20, 4000)` + `mfccs_from_log_mel_spectrograms`
 (the MLPerf Tiny KWS reference front end) to float32 rounding; tests check it against TensorFlow and against
 closed-form properties.
@@ -54,6 +59,46 @@ FRONTEND = {
     "dct": "DCT-II, scale sqrt(2/n_mel) (tf.signal.mfccs_from_log_mel_spectrograms)",
     "shape": list(FEATURE_SHAPE),
 }
+
+
+CMN = "per clip: each coefficient's mean over the 49 frames subtracted (cepstral mean normalization)"
+
+
+def frontend(cmn: bool = False) -> dict:
+    """The front-end record a dataset and its models carry (config.json data_meta.frontend)."""
+    return {**FRONTEND, "cmn": CMN} if cmn else dict(FRONTEND)
+
+
+def known_frontend(fe: dict | None) -> dict | None:
+    """`fe` (a recorded front end, JSON-loaded) as the record of this module it equals, None if it equals
+    none (another front end: its features cannot be computed here). No record: the plain MFCC."""
+    if not fe:
+        return frontend()
+    for rec in (frontend(False), frontend(True)):
+        keys = set(rec) | ({"cmn"} if "cmn" in fe else set())
+        want = {k: list(v) if isinstance(v, tuple) else v for k, v in rec.items()}
+        if {k: fe.get(k) for k in keys} == want:
+            return rec
+    return None
+
+
+def cepstral_mean_norm(x: np.ndarray) -> np.ndarray:
+    """MFCC features (..., 49, 10, 1) -> the same with each coefficient's mean over the 49 frames subtracted
+    (mean in float64, result float32: the numbers a device computes from the same float32 features)."""
+    x = np.asarray(x, np.float32)
+    if x.ndim < 3 or x.shape[-3:] != FEATURE_SHAPE:
+        raise ValueError(f"cepstral mean normalization takes (..., {N_FRAMES}, {N_MFCC}, 1), got {x.shape}")
+    return (x - x.mean(axis=-3, keepdims=True, dtype=np.float64)).astype(np.float32)
+
+
+def finish(x: np.ndarray, fe: dict | None) -> np.ndarray:
+    """MFCC features through the rest of front end `fe` (its step 7, if it has one)."""
+    return cepstral_mean_norm(x) if (fe or {}).get("cmn") else x
+
+
+def features(waves: np.ndarray, fe: dict | None = None) -> np.ndarray:
+    """Waves -> the model input of front end `fe` (a `frontend()` record; None: plain MFCC)."""
+    return finish(mfcc(waves), fe)
 
 
 def _hz_to_mel(f: np.ndarray | float) -> np.ndarray:

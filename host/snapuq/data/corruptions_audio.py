@@ -217,16 +217,18 @@ def corrupt_audio(wave: np.ndarray, name: str, severity: int, seed: int = 0) -> 
 def corrupted_features(
     ds, name: str, severity: int, seed: int = 0, split: str = "test", idx: np.ndarray | None = None
 ) -> np.ndarray:
-    """MFCC features (n, 49, 10, 1) of the split's waves (rows `idx`, default all) under a corruption, with
-    the dataset's recorded normalization (your own model's moved-out Normalization layer, if any).
+    """Features (n, 49, 10, 1) of the split's waves (rows `idx`, default all) under a corruption, through the
+    dataset's recorded front end (MFCC, and CMN where it has it) and normalization (your own model's
+    moved-out Normalization layer, if any).
     Severity 0 reproduces ds.x_<split> exactly."""
 
     norm = (ds.meta or {}).get("normalization") or {"kind": "none"}
+    fe = (ds.meta or {}).get("frontend")
     waves = split_waves(ds, split)
     rows = np.arange(waves.shape[0]) if idx is None else np.asarray(idx)
     w = np.asarray(waves[rows])
     if int(severity) == 0:
-        return apply_normalization(audio.mfcc(w), norm)
+        return apply_normalization(audio.features(w, fe), norm)
     # per-row generators keyed by the row index in the split, so subsets agree with the full set
     if name not in SEVERITIES:
         raise SnapuqError(f"unknown audio corruption '{name}' (known: {', '.join(_NAMES)})")
@@ -237,4 +239,4 @@ def corrupted_features(
     out = np.empty(w.shape, dtype=np.int16)
     for j, r in enumerate(rows):
         out[j] = audio.to_int16(_one(x[j], name, p, _rng(seed, name, int(severity), int(r))))
-    return apply_normalization(audio.mfcc(out), norm)
+    return apply_normalization(audio.features(out, fe), norm)

@@ -17,6 +17,12 @@ voices**, so that p_err is fitted on a held-out shifted set; the test split the 
 voices. Extra arrays for studies: x_train_clean (the same train words, only placed), x_dev_std (dev with the
 train profile), x_test_shift (test with the shift profile), and per-clip voice / engine.
 
+Front end: MFCC 49x10 with cepstral mean normalization (`FRONT_END` = `audio.frontend(cmn=True)`: each
+clip's mean over its 49 frames subtracted from every coefficient, so a fixed channel, timbre or level is
+gone). The cache holds the plain MFCC; `load_cache` applies the normalization to every feature array it
+returns (`raw=True`: the plain MFCC, for studies), and the Dataset's meta records the front end, so a model's
+config.json does.
+
 Size: PER_CLASS utterances per class and split, and TRAIN_TAKES independent microphone renderings ("takes")
 of every train utterance (take 0 is the one-take clip); the build's meta (so a model's config.json) records
 both. Cached under `$SNAPUQ_CACHE` or `--data-dir`: the synthesized speech of each split in
@@ -61,6 +67,7 @@ EXT_SPLIT = {"ext:kal": "train", "ext:slt": "train", "ext:awb": "dev", "ext:rms"
              "ext:ked_diphone": "test"}  # fmt: skip
 PROFILE_OF = {"train": ("train", "clean"), "dev": ("shift", "train"), "test": ("train", "shift")}
 EXTRA_NAME = {"train": "x_train_clean", "dev": "x_dev_std", "test": "x_test_shift"}
+FRONT_END = audio.frontend(cmn=True)  # the set's features (the cache holds the plain MFCC of step 1-6)
 
 
 def _digest(obj) -> str:
@@ -268,14 +275,18 @@ def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, in
     return load_cache(build_keywords12(cache_root(data_dir), seed, pc, n_takes))
 
 
-def load_cache(d: Path) -> Dataset:
-    """The Dataset of one built feature cache folder (any voice inventory or size: a study may name one)."""
+def load_cache(d: Path, raw: bool = False) -> Dataset:
+    """The Dataset of one built feature cache folder (any voice inventory or size: a study may name one), its
+    features through the set's front end (`raw`: the plain MFCC the cache holds)."""
+    fe = audio.frontend() if raw else FRONT_END
     try:
-        arr = {f.stem: np.load(f) for f in d.glob("*.npy") if not f.stem.startswith("waves_")}
+        arr = {k: np.load(d / f"{k}.npy") for k in SPLIT_ARRAYS}
     except (OSError, ValueError) as e:
         raise DatasetError(f"keywords12: corrupt cache at {d} ({e}); delete it to rebuild") from e
+    arr.update({k: audio.finish(arr[k], fe) for k in SPLIT_ARRAYS if k.startswith("x_")})
     meta = json.loads((d / "meta.json").read_text())
     meta.update({
+        "frontend": fe, "cache_features": "plain MFCC (steps 1-6); the front end's CMN is applied on load",
         "source": "espeak-ng / flite / festival synthesis, microphone augmentation, speaker-disjoint splits",
         "cache_dir": str(d), "modality": "audio",
         "waves": {s: str(d / f"waves_{s}.npy") for s in ("dev", "test")},
@@ -288,29 +299,32 @@ def load_cache(d: Path) -> Dataset:
 def extra_arrays(ds: Dataset) -> dict[str, np.ndarray]:
     """The study arrays of a keywords12 Dataset: x_train_clean, x_dev_std, x_test_shift, voice_<split>,
     utt_train / take_train (the utterance and the rendering of every train clip; caches built before takes
-    existed have neither)."""
+    existed have neither); the feature arrays through the Dataset's front end."""
     d = Path(ds.meta["cache_dir"])
     names = (
         list(EXTRA_NAME.values())
         + [f"voice_{s}" for s in ("train", "dev", "test")]
         + ["utt_train", "take_train"]
     )
-    return {n: np.load(d / f"{n}.npy") for n in names if (d / f"{n}.npy").exists()}
+    out = {n: np.load(d / f"{n}.npy") for n in names if (d / f"{n}.npy").exists()}
+    fe = ds.meta.get("frontend")
+    return {n: audio.finish(a, fe) if n.startswith("x_") else a for n, a in out.items()}
 
 
 def ood_keywords12(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
     """Words in neither the task nor Speech Commands (apple, window, ...) by the test voices, through the
-    train profile."""
+    train profile and the Dataset's front end (the cached file holds the plain MFCC)."""
     if n <= 0:
         raise DatasetError(f"keywords12: OOD sample count must be positive, got {n}")
     d = Path(ds.meta["cache_dir"]) if "cache_dir" in ds.meta else cache_root(data_dir)
     f = d / f"ood-s{seed}-n{n}.npy"
+    fe = ds.meta.get("frontend")
     if f.exists():
-        return np.load(f)
+        return audio.finish(np.load(f), fe)
     vs = voice_split(int(ds.meta.get("seed", 0)))["test"]
     items = plan_split("ood", n, seed, vs, words=OOD_EXTRA)
     ((flat, off),) = run_fresh([("synth_items", {"items": items})])
     speech = [flat[off[i] : off[i + 1]].astype(np.float64) for i in range(len(items))]
     x = audio.mfcc(render(items, speech, "train", seed, "ood"))
     save_arrays(f, x)
-    return x
+    return audio.finish(x, fe)

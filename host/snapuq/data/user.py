@@ -372,7 +372,8 @@ def load_user_data(path: str | Path, seed: int = 0, input_shape: tuple[int, ...]
 
 def load_ood_path(path: str | Path, ds: Dataset, n: int | None = None, seed: int = 0) -> np.ndarray:
     """OOD inputs prepared like `ds`: an .npz (x_ood, or x), a folder of images / WAV clips (any layout) or
-    one file. Normalised with ds.meta["normalization"]; at most n, drawn by seed."""
+    one file. Clips through ds.meta["frontend"], then normalised with ds.meta["normalization"]; at most n,
+    drawn by seed."""
 
     p = Path(path)
     norm = (ds.meta or {}).get("normalization") or {"kind": "none"}
@@ -392,7 +393,8 @@ def load_ood_path(path: str | Path, ds: Dataset, n: int | None = None, seed: int
             raise DatasetError(f"{p}: no such .npz, image/WAV file or folder of them")
         kind = _kind(files, p)
         raw = _read_files(files, kind, shape if kind == "image" else None)
-        x = apply_normalization(audio.mfcc(raw) if kind == "audio" else raw, norm)
+        fe = (ds.meta or {}).get("frontend")
+        x = apply_normalization(audio.features(raw, fe) if kind == "audio" else raw, norm)
         x = _fit_shape(np.asarray(x, np.float32), shape, str(p))
     if n is not None and len(x) > n:
         x = x[np.sort(np.random.default_rng(seed).choice(len(x), n, replace=False))]

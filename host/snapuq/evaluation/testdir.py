@@ -1,11 +1,12 @@
 """`snapuq eval DIR --data-dir TREE --split test`: an audio model on a Speech Commands-style folder of clips
 alone (no train or dev split needed).
 
-The clips go through the model's own front end (snapuq.data.audio.mfcc, the one its config.json records);
-folder words are mapped to the model's classes by name (snapuq.data.speech_commands.read_test_tree): words
-the model has no class for count as `_unknown_` when the model has that class, else they are reported apart
-("unknown to the model": no accuracy, but the ID-vs-unknown AUROC of every method). Background noise
-(`_background_noise_`, cut into 1 s pieces, or `_silence_`) is `_silence_`.
+The clips go through the model's own front end (snapuq.data.audio.features: MFCC, and CMN where the model's
+config.json records it); folder words are mapped to the model's classes by name
+(snapuq.data.speech_commands.read_test_tree): words the model has no class for count as `_unknown_` when the
+model has that class, else they are reported apart ("unknown to the model": no accuracy, but the ID-vs-unknown
+AUROC of every method). Background noise (`_background_noise_`, cut into 1 s pieces, or `_silence_`) is
+`_silence_`.
 
 Writes RDIR/metrics.json (accuracy float and int8 when exported, per-class accuracy, per-word rows, the
 confusion matrix, the UQ metrics of SNAP, MSP, entropy and energy: AUROC / AUPR right-vs-wrong, AURC, ECE,
@@ -36,19 +37,17 @@ TREE_METHODS = ("snap", "msp", "entropy", "energy")  # the methods that need no 
 UNKNOWN_ROW = "(unknown to the model)"
 
 
-def _check_frontend(cfg: dict) -> None:
+def _check_frontend(cfg: dict) -> dict:
+    """The model's front end (config.json data_meta.frontend) as a snapuq.data.audio record."""
     shape = tuple(cfg.get("input_shape", ()))
     if shape != audio.FEATURE_SHAPE:
         raise SnapuqError(f"--split reads audio clips; the model takes {list(shape)}, not MFCC "
                           f"{list(audio.FEATURE_SHAPE)} (an audio model from `snapuq train`)")  # fmt: skip
-    fe = (cfg.get("data_meta") or {}).get("frontend")
-    if fe and {k: fe.get(k) for k in audio.FRONTEND} != {k: _jl(v) for k, v in audio.FRONTEND.items()}:
-        raise SnapuqError("the model's front end (config.json data_meta.frontend) differs from "
+    fe = audio.known_frontend((cfg.get("data_meta") or {}).get("frontend"))
+    if fe is None:
+        raise SnapuqError("the model's front end (config.json data_meta.frontend) is none of "
                           "snapuq.data.audio's; it cannot be evaluated on raw clips here")  # fmt: skip
-
-
-def _jl(v):
-    return list(v) if isinstance(v, tuple) else v
+    return fe
 
 
 def _ece_both(conf: np.ndarray, ok: np.ndarray) -> float:
@@ -144,7 +143,7 @@ def run_test_tree(args: Any) -> int:  # the eval command's parsed arguments
     d = Path(args.model_dir)
     md = load(d)
     cfg = md.config
-    _check_frontend(cfg)
+    fe = _check_frontend(cfg)
     names = [str(n) for n in cfg.get("class_names") or range(int(md.model.output["logits"].shape[-1]))]
     tree = read_test_tree(args.data_dir, names, args.split)
     rdir = Path(args.report) if args.report else Path(f"eval_{Path(tree['root']).name}_{args.split}")
@@ -152,7 +151,7 @@ def run_test_tree(args: Any) -> int:  # the eval command's parsed arguments
     if args.limit:
         pick = np.sort(np.random.default_rng([args.seed, 17]).permutation(len(y))[: args.limit])
         tree["waves"], y, words = tree["waves"][pick], y[pick], words[pick]
-    x = audio.mfcc(tree["waves"])
+    x = audio.features(tree["waves"], fe)
     n_classes = len(names)
     ctx = EvalContext(
         model=md.model, n_classes=n_classes, x_train=x[:0], y_train=y[:0], x_dev=x[:0], y_dev=y[:0],
