@@ -4,11 +4,13 @@ scored on the test split (the same clips in every cache: adding train voices lea
 tools/kw12_study.py and tools/kw12_compare.py do: 12 classes, the 10 keywords per voice family, the shift
 profile.
 
-A variant is "<cache>:f<filters>:e<epochs>:s<seed>[:cmn|:cmvn]", <cache> a name given with --cache NAME=DIR (a
-folder `keywords12-k12b-...` under the cache root; e.g. the build before and after festival's speakers of
-other languages were installed); ":cmn" subtracts every clip's own mean over time from each MFCC
-coefficient (cepstral mean normalization: a fixed channel or timbre colour is a constant there), in
-training and test alike. Usage:
+A variant is "<cache>:f<filters>:e<epochs>:s<seed>[:cmn|:cmvn][:warp]", <cache> a name given with --cache
+NAME=DIR (a folder `keywords12-k12b-...` under the cache root; e.g. the build before and after festival's
+speakers of other languages were installed). The cache's plain MFCC go in as they are unless ":cmn"
+subtracts every clip's own mean over time from each MFCC coefficient (cepstral mean normalization, the
+`keywords12` front end since 2026-12-07: a fixed channel or timbre colour is a constant there), in training
+and test alike; ":cmvn" also divides by that standard deviation; ":warp" trains with the "warp" augmentation
+(a random spectral-envelope warp: vocal-tract length perturbation). Usage:
   PYTHONPATH=host:tools nice python tools/kw12_recipe_study.py --out runs/kw12_recipe.json \
       --cache base=~/.cache/snapuq/keywords12-k12b-s0-1600-80-100-t3 \
       --cache fest=~/.cache/snapuq/keywords12-k12b-s0-1600-80-100-t3-v1eabaa1cb1 \
@@ -43,17 +45,18 @@ def load_cache(d: Path) -> tuple[Dataset, dict]:
 def run_one(variant: str, ds: Dataset, arr: dict) -> dict:
     cache, f, e, s, *flags = variant.split(":")
     filters, epochs, seed = int(f[1:]), int(e[1:]), int(s[1:])
-    cmn, cmvn = "cmn" in flags, "cmvn" in flags
+    cmn, cmvn, warp = "cmn" in flags, "cmvn" in flags, "warp" in flags
 
     def feats(x: np.ndarray) -> np.ndarray:
         x = audio.cepstral_mean_norm(x) if cmn or cmvn else x.astype(np.float32)
         return x / (x.std(axis=1, keepdims=True) + 1e-3) if cmvn else x
 
-    opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1)
+    opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1,
+                        augment="warp" if warp else "none")  # fmt: skip
     t0 = time.perf_counter()
     m, hist = fit_dscnn(feats(ds.x_train), ds.y_train, opts, seed, variant, ds, filters=filters)
     row = {"variant": variant, "cache": cache, "filters": filters, "epochs": epochs, "seed": seed, "cmn": cmn,
-           "cmvn": cmvn,
+           "cmvn": cmvn, "augment": opts.augment,
            "params": int(m.count_params()), "n_train": int(len(ds.y_train)),
            "train_s": round(time.perf_counter() - t0, 1),
            "train_acc_last_epoch": hist[-1]["accuracy"]}  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Any
 
 from snapuq.errors import SnapuqError
 
-AUGMENTS = ("none", "shift", "crop-flip", "specaugment")
+AUGMENTS = ("none", "shift", "crop-flip", "specaugment", "warp")
 SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("adam", "sgd")
 NLLS = ("gauss", "student_t", "huber")  # snapuq.nn.heads.NLLS implements them
@@ -67,7 +67,8 @@ class TrainOptions:
     """The backbone recipe. epochs / head_epochs: backbone and SNAP-head epochs; lr: the peak learning rate;
     schedule "cosine" decays it to 0 over the epochs after a linear warm-up of `warmup_epochs`; augment:
     "shift" (pad 2, random crop: digits-like data), "crop-flip" (pad 4 by reflection, random 32x32 crop,
-    horizontal flip: natural images), "specaugment" (time / coefficient masks on MFCC inputs), "none".
+    horizontal flip: natural images), "specaugment" (time / coefficient masks on MFCC inputs), "warp" (a
+    random spectral-envelope warp of MFCC inputs: vocal-tract length perturbation), "none".
     On the command line every one defaults to the dataset's recipe (RECIPES)."""
 
     epochs: int = _opt(10, "backbone epochs (--model: the head epochs, 10)")

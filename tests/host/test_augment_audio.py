@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from snapuq.data import audio, tts
 from snapuq.data import augment_audio as A
-from snapuq.data import tts
 
 
 def _psd_slope(x: np.ndarray) -> float:
@@ -56,6 +56,36 @@ def test_spec_augment_masks_runs_with_the_mean():
     changed = (y != x).any(axis=(2, 3)).sum(1)  # frames changed per example
     assert changed.max() <= 49 and (y[:, :, 0] == x[:, :, 0]).mean() > 0.7  # energy coefficient mostly kept
     assert (y != x).any()
+
+
+def test_envelope_warp_moves_formants_and_keeps_the_rest():
+    d = audio.dct_matrix()
+    np.testing.assert_allclose(A.envelope_warp_matrix(1.0), np.eye(audio.N_MFCC), atol=1e-9)
+    # a formant-like bump on the log-mel axis: warped up by alpha > 1, down by alpha < 1
+    bump = 5.0 * np.exp(-0.5 * ((np.arange(audio.N_MEL) - 15) / 2.0) ** 2)
+    c = bump @ d
+    peak = {a: int(np.argmax(c @ A.envelope_warp_matrix(a) @ np.linalg.pinv(d))) for a in (0.85, 1.0, 1.15)}
+    assert peak[0.85] < peak[1.0] == 15 < peak[1.15]
+    # the bump's centre frequency scales by alpha (to within one band)
+    hz = 700.0 * np.expm1(np.linspace(audio._hz_to_mel(20.0), audio._hz_to_mel(4000.0), 42)[1:-1] / 1127.0)
+    assert abs(hz[peak[1.15]] / hz[15] - 1.15) < 0.08
+    # batches: one draw per example, linear so it commutes with cepstral mean normalization
+    x = np.random.default_rng(4).standard_normal((16, 49, 10, 1)).astype(np.float32)
+    y = A.envelope_warp(x, np.random.default_rng(5))
+    assert y.shape == x.shape and y.dtype == np.float32 and not np.allclose(y, x)
+    np.testing.assert_array_equal(y, A.envelope_warp(x, np.random.default_rng(5)))
+    np.testing.assert_allclose(audio.cepstral_mean_norm(y), A.envelope_warp(audio.cepstral_mean_norm(x),
+                               np.random.default_rng(5)), atol=1e-4)  # fmt: skip
+    with pytest.raises(ValueError, match="envelope warp"):
+        A.envelope_warp(x[..., :8, :], np.random.default_rng(0))
+    # the training recipe's "warp" augmentation; other inputs pass through
+    from snapuq.nn.recipe import augment_batch
+    from snapuq.options import TrainOptions
+
+    assert TrainOptions(augment="warp").augment == "warp"
+    np.testing.assert_array_equal(augment_batch(x, "warp", np.random.default_rng(5)), y)
+    flat = np.ones((4, 12), np.float32)
+    assert augment_batch(flat, "warp", np.random.default_rng(0)) is flat
 
 
 def test_voice_inventory_names_engines_and_speakers():

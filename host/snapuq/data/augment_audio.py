@@ -229,3 +229,50 @@ def spec_augment(x: np.ndarray, rng: np.random.Generator, time_masks: int = 2, m
             s = int(rng.integers(1, f - w + 1)) if f > w else 0  # coefficient 0 (energy) is left alone
             x[i, :, s : s + w] = mean[i, :, s : s + w]
     return x
+
+
+WARP_RANGE = (0.85, 1.15)  # envelope warp factors: about the spread of adult vocal-tract lengths
+_WARP_GRID = 61
+
+
+def envelope_warp_matrix(alpha: float) -> np.ndarray:
+    """(10, 10) float64 M with mfcc @ M = the MFCCs of the same frames with their spectral envelope warped in
+    frequency by `alpha` (vocal-tract length perturbation on the cepstrum): the 10 coefficients -> the smooth
+    40-band log-mel envelope they describe (the DCT's pseudo-inverse) -> each band reads the envelope at its
+    centre frequency / alpha (linear interpolation on the mel axis, held at the edges; alpha > 1 moves
+    formants up) -> DCT. Linear, so it commutes with cepstral mean normalization."""
+    d = audio.dct_matrix()  # (40, 10), d.T @ d = diag(2, 1, ..., 1)
+    pinv = np.linalg.pinv(d)  # (10, 40)
+    lo, hi = audio._hz_to_mel(audio.F_LOW), audio._hz_to_mel(audio.F_HIGH)
+    centres = np.linspace(lo, hi, audio.N_MEL + 2)[1:-1]  # band centres, mel
+    hz = 700.0 * np.expm1(centres / 1127.0)
+    src = (audio._hz_to_mel(hz / float(alpha)) - centres[0]) / (centres[1] - centres[0])  # fractional band
+    src = np.clip(src, 0.0, audio.N_MEL - 1.0)
+    j0 = np.minimum(np.floor(src).astype(int), audio.N_MEL - 2)
+    t = src - j0
+    w = np.zeros((audio.N_MEL, audio.N_MEL))  # w[source band, target band]
+    w[j0, np.arange(audio.N_MEL)] += 1.0 - t
+    w[j0 + 1, np.arange(audio.N_MEL)] += t
+    return pinv @ w @ d
+
+
+def _warp_grid() -> tuple[np.ndarray, np.ndarray]:
+    alphas = np.linspace(*WARP_RANGE, _WARP_GRID)
+    return alphas, np.stack([envelope_warp_matrix(a) for a in alphas]).astype(np.float32)
+
+
+_GRID: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def envelope_warp(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """MFCC batches (N, frames, 10, 1): every example's spectral envelope warped by its own factor drawn
+    uniformly from WARP_RANGE (on a grid of 61 values), i.e. a speaker with a shorter or longer vocal tract
+    saying the same thing at the same pitch and tempo (speed perturbation changes all three together)."""
+    global _GRID
+    if _GRID is None:
+        _GRID = _warp_grid()
+    x = np.asarray(x, np.float32)
+    if x.ndim != 4 or x.shape[2] != audio.N_MFCC:
+        raise ValueError(f"envelope warp takes MFCC batches (N, frames, {audio.N_MFCC}, 1), got {x.shape}")
+    m = _GRID[1][rng.integers(0, _WARP_GRID, x.shape[0])]  # (N, 10, 10)
+    return np.einsum("ntc,ncd->ntd", x[..., 0], m)[..., None].astype(np.float32)

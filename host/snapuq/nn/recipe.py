@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from snapuq.data.augment_audio import spec_augment
+from snapuq.data.augment_audio import envelope_warp, spec_augment
 from snapuq.errors import SnapuqError
 from snapuq.io import atomic_open, write_text
 from snapuq.nn.training import _Bar
@@ -32,10 +32,13 @@ CHECKPOINT_FORMAT = 1
 
 def augment_batch(x: np.ndarray, kind: str, rng: np.random.Generator) -> np.ndarray:
     """One augmented copy of a float NHWC batch (or x itself for "none" / non-image inputs); "specaugment":
-    time and coefficient masks on MFCC batches (snapuq.data.augment_audio.spec_augment)."""
+    time and coefficient masks on MFCC batches (snapuq.data.augment_audio.spec_augment); "warp": a random
+    spectral-envelope warp of MFCC batches (augment_audio.envelope_warp)."""
     if kind == "specaugment" and x.ndim == 4:
         return spec_augment(x, rng)
-    if kind in ("none", "specaugment") or x.ndim != 4:
+    if kind == "warp" and x.ndim == 4:
+        return envelope_warp(x, rng)
+    if kind in ("none", "specaugment", "warp") or x.ndim != 4:
         return x
     pad = 4 if kind == "crop-flip" else 2
     n, h, w, _ = x.shape
