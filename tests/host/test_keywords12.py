@@ -171,3 +171,22 @@ def test_festival_batch_survives_a_crash_on_one_utterance(tmp_path, monkeypatch)
     monkeypatch.setattr(tts, "FESTIVAL_NUDGES", (0.0,))
     with pytest.raises(DatasetError, match="crashes on 'crash'"):
         tts.synth_festival_batch("x", [("crash", 1.0)])
+
+
+def test_a_model_of_another_front_end_reads_the_set_through_its_own(tmp_path, monkeypatch):
+    import snapuq.data as D
+
+    small = K.load_keywords12(str(tmp_path), 0, SMALL)
+    monkeypatch.setattr(D, "_load", lambda name, data_dir, seed: small)
+    # a model trained before the set's front end gained CMN (config.json: the plain MFCC record)
+    plain = D.load_dataset("keywords12", None, 0, frontend=json.loads(json.dumps(audio.frontend())))
+    raw = K.load_cache(K._cache_dir(tmp_path, 0, SMALL, K.TRAIN_TAKES), raw=True)
+    np.testing.assert_array_equal(plain.x_test, raw.x_test)
+    assert plain.meta["frontend"] == audio.frontend()
+    ood_plain = K.ood_keywords12(str(tmp_path), 6, 0, plain)  # its OOD words too: c0's mean is the level
+    assert np.abs(ood_plain.mean(axis=1)).max() > 1.0
+    assert D.load_dataset("keywords12", None, 0, frontend=json.loads(json.dumps(K.FRONT_END))) is small
+    assert D.load_dataset("keywords12", None, 0) is small  # no model: the set as it is
+    # a set that cannot give another front end refuses in one line
+    with pytest.raises(DatasetError, match="front end"):
+        D.load_dataset("keywords", None, 0, frontend=audio.frontend())

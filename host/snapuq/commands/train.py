@@ -22,7 +22,7 @@ from snapuq.baselines import train_baselines
 from snapuq.baselines.train import announce_baselines
 from snapuq.commands.flags import add_options, given
 from snapuq.commands.train_user import train_user_model
-from snapuq.data import load_dataset
+from snapuq.data import frontend_of, load_dataset
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED, read_config
 from snapuq.io import check_out_dir, write_json, write_text
@@ -159,7 +159,8 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     resume = getattr(args, "resume", False)
     ensemble_from = [Path(t) for t in (getattr(args, "ensemble_from", None) or "").split(",") if t.strip()]
     t0 = time.perf_counter()
-    ds = load_dataset(cfg["dataset"], args.data_dir or cfg.get("data_dir"), seed=int(cfg.get("seed", 0)))
+    ds = load_dataset(cfg["dataset"], args.data_dir or cfg.get("data_dir"), seed=int(cfg.get("seed", 0)),
+        frontend=frontend_of(cfg))
     stage = ModelStage(d)
     stage.open(resume=resume)
     try:

@@ -13,7 +13,7 @@ from snapuq.data.user import is_data_path, load_user_data
 from snapuq.errors import DatasetError
 
 __all__ = ["SPLITS", "SPLIT_ARRAYS", "Dataset", "check_labels", "with_model_classes", "dataset_names",
-           "load_dataset", "load_ood", "load_ood_sets"]
+           "load_dataset", "load_ood", "load_ood_sets", "frontend_of", "frontend_at"]
 
 
 # name -> "module:function"; function(data_dir: str | None, seed: int) -> Dataset
@@ -49,7 +49,55 @@ def dataset_names() -> list[str]:
     return sorted(LOADERS)
 
 
-def load_dataset(name: str, data_dir: str | None = None, seed: int = 0) -> Dataset:
+# name -> "module:function"; function(ds: Dataset, frontend: dict) -> Dataset: the set through another audio
+# front end (sets whose cache keeps what every front end starts from)
+REFRAMERS: dict[str, str] = {"keywords12": "snapuq.data.keywords12:with_frontend"}
+
+
+def frontend_of(cfg: dict | None) -> dict | None:
+    """The front end a model was trained with (its config.json `data_meta.frontend`; None when not audio or
+    not recorded)."""
+    return ((cfg or {}).get("data_meta") or {}).get("frontend")
+
+
+def frontend_at(model_dir) -> dict | None:
+    """`frontend_of` the config.json in a model directory (None when there is none: a bare .tflite)."""
+    import json
+    from pathlib import Path
+
+    p = Path(model_dir) / "config.json"
+    try:
+        return frontend_of(json.loads(p.read_text())) if p.is_file() else None
+    except (OSError, ValueError):
+        return None  # the commands that need config.json say what is wrong with it
+
+
+def load_dataset(name: str, data_dir: str | None = None, seed: int = 0,
+                 frontend: dict | None = None) -> Dataset:  # fmt: skip
+    """`frontend`: the front end of the model that will read the set (`frontend_of(config)`): an audio set
+    made by another one is given through the model's where it can be (REFRAMERS), else refused in one line
+    (a model trained before a set changed its front end keeps reading what it was trained on)."""
+    ds = _load(name, data_dir, seed)
+    return ds if frontend is None else _through(name, ds, frontend)
+
+
+def _through(name: str, ds: Dataset, frontend: dict) -> Dataset:
+    from snapuq.data import audio
+
+    have = (ds.meta or {}).get("frontend")
+    if have is None:
+        return ds
+    want = audio.known_frontend(frontend)
+    if want is not None and want == audio.known_frontend(have):
+        return ds
+    if want is not None and name in REFRAMERS:
+        return _resolve(REFRAMERS[name])(ds, want)
+    cmn = {"model": bool((frontend or {}).get("cmn")), "set": bool(have.get("cmn"))}
+    raise DatasetError(f"{name}: the model's front end (config.json data_meta.frontend, CMN {cmn['model']}) "
+                       f"is not the set's (CMN {cmn['set']}); retrain the model on this set")  # fmt: skip
+
+
+def _load(name: str, data_dir: str | None, seed: int) -> Dataset:
     if name not in LOADERS:
         if is_data_path(name):
             from pathlib import Path

@@ -296,6 +296,16 @@ def load_cache(d: Path, raw: bool = False) -> Dataset:
                    meta=meta)  # fmt: skip
 
 
+def with_frontend(ds: Dataset, fe: dict) -> Dataset:
+    """The same build through front end `fe` (a snapuq.data.audio record): e.g. for a model trained before the
+    set's front end became MFCC + CMN."""
+    raw = load_cache(Path(ds.meta["cache_dir"]), raw=True)
+    if not fe.get("cmn"):
+        return raw
+    out = load_cache(Path(ds.meta["cache_dir"]))
+    return out if audio.known_frontend(fe) == out.meta["frontend"] else raw
+
+
 def extra_arrays(ds: Dataset) -> dict[str, np.ndarray]:
     """The study arrays of a keywords12 Dataset: x_train_clean, x_dev_std, x_test_shift, voice_<split>,
     utt_train / take_train (the utterance and the rendering of every train clip; caches built before takes
