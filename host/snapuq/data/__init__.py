@@ -5,9 +5,12 @@ model directory's data.npz) loads the user's own data (snapuq.data.user)."""
 from __future__ import annotations
 
 import importlib
+import json
+from pathlib import Path
 
 import numpy as np
 
+from snapuq.data import audio
 from snapuq.data.dataset import SPLIT_ARRAYS, SPLITS, Dataset, check_labels, with_model_classes
 from snapuq.data.user import is_data_path, load_user_data
 from snapuq.errors import DatasetError
@@ -62,9 +65,6 @@ def frontend_of(cfg: dict | None) -> dict | None:
 
 def frontend_at(model_dir) -> dict | None:
     """`frontend_of` the config.json in a model directory (None when there is none: a bare .tflite)."""
-    import json
-    from pathlib import Path
-
     p = Path(model_dir) / "config.json"
     try:
         return frontend_of(json.loads(p.read_text())) if p.is_file() else None
@@ -82,8 +82,6 @@ def load_dataset(name: str, data_dir: str | None = None, seed: int = 0,
 
 
 def _through(name: str, ds: Dataset, frontend: dict) -> Dataset:
-    from snapuq.data import audio
-
     have = (ds.meta or {}).get("frontend")
     if have is None:
         return ds
@@ -100,8 +98,6 @@ def _through(name: str, ds: Dataset, frontend: dict) -> Dataset:
 def _load(name: str, data_dir: str | None, seed: int) -> Dataset:
     if name not in LOADERS:
         if is_data_path(name):
-            from pathlib import Path
-
             # a moved model directory: --data-dir points at the new data.npz (or the folder holding it)
             if data_dir and not Path(name).exists():
                 name = data_dir
