@@ -1,0 +1,151 @@
+"""Does the keywords12 DS-CNN learn more from softer targets, or from other mixes of its own clips? One
+variant at a time, the backbone alone on a built feature cache (through the set's front end), scored on the
+test split as tools/kw12_recipe_study.py does (12 classes, the 10 keywords per voice family, the shift
+profile):
+
+  a<alpha>:T<temp>:s<seed>[:e<epochs>][:ext<k>][:mix<beta>]
+
+- a, T: knowledge distillation from a deep ensemble (the `ensemble_*.keras` of --teacher, e.g. a model
+  directory's baselines/): loss (1 - a) * cross-entropy + a * T^2 * KL(ensemble at T || student at T), the
+  ensemble's probabilities averaged over its members on every train clip. a0 is plain cross-entropy in the
+  same loop (the comparison row: this loop shuffles unlike snapuq's recipe).
+- ext<k>: every train clip of a flite / festival speaker k times per epoch (their share 25 % -> 40 % at k=2).
+- mix<beta>: mixup of the MFCC inputs and their targets, weight max(l, 1 - l), l ~ Beta(beta, beta).
+
+Cosine from 3e-3 over 16 epochs (1 warm-up), batch 64, Adam, as the keywords12 recipe. Usage:
+  PYTHONPATH=host:tools nice python tools/kw12_distill_study.py --out runs/kw12_distill.json \\
+      --cache ~/.cache/snapuq/keywords12-k12b-s0-1600-80-100-t3-v1eabaa1cb1 \\
+      --teacher models/keywords/baselines --variants a0:T1:s0,a0.7:T3:s0,a0:T1:s0:ext2
+Resumable: finished variants in --out are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from kw12_compare import accuracy_row, family  # tools/ is on sys.path when this script runs
+
+from snapuq.data import keywords12 as K
+from snapuq.io import write_text
+from snapuq.options import TrainOptions
+
+
+def ensemble_probs(models: list, x: np.ndarray, temp: float) -> np.ndarray:
+    """The members' softmax(logits / temp), averaged."""
+    p = np.zeros((len(x), len(K.CLASSES)), np.float64)
+    for m in models:
+        z = np.asarray(m.predict(x, batch_size=1024, verbose=0), np.float64) / temp
+        e = np.exp(z - z.max(1, keepdims=True))
+        p += e / e.sum(1, keepdims=True)
+    return (p / len(models)).astype(np.float32)
+
+
+def parse(variant: str) -> dict:
+    a, t, s, *rest = variant.split(":")
+    out = {"alpha": float(a[1:]), "T": float(t[1:]), "seed": int(s[1:]), "epochs": 16, "ext_rep": 1,
+           "mix": 0.0}
+    for r in rest:
+        if r.startswith("ext"):
+            out["ext_rep"] = int(r[3:])
+        elif r.startswith("mix"):
+            out["mix"] = float(r[3:])
+        elif r.startswith("e") and r[1:].isdigit():
+            out["epochs"] = int(r[1:])
+        else:
+            raise SystemExit(f"kw12_distill_study: unknown part '{r}' of variant {variant}")
+    return out
+
+
+def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
+    import keras
+    import tensorflow as tf
+
+    from snapuq.nn.backbones import build_backbone
+
+    v = parse(variant)
+    alpha, temp, seed, n_cls = v["alpha"], v["T"], v["seed"], len(K.CLASSES)
+    if alpha > 0 and temp not in cache:
+        cache[temp] = ensemble_probs(teachers, ds.x_train, temp)
+    soft = cache.get(temp, np.zeros((len(ds.y_train), n_cls), np.float32))
+    x, yt = ds.x_train, np.concatenate([np.eye(n_cls, dtype=np.float32)[ds.y_train], soft], 1)
+    if v["ext_rep"] > 1:
+        ext = np.array([family(s) == "ext" for s in arr["voice_train"]])
+        idx = np.concatenate([np.arange(len(x))] + [np.nonzero(ext)[0]] * (v["ext_rep"] - 1))
+        x, yt = x[idx], yt[idx]
+
+    def loss(y, z):
+        ce = keras.losses.categorical_crossentropy(y[:, :n_cls], z, from_logits=True)
+        if alpha == 0:
+            return ce
+        p = y[:, n_cls:]
+        kl = tf.reduce_sum(p * (tf.math.log(p + 1e-8) - tf.nn.log_softmax(z / temp)), axis=1)
+        return (1 - alpha) * ce + alpha * temp * temp * kl
+
+    opts = TrainOptions(epochs=v["epochs"], batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1)
+    keras.utils.set_random_seed(seed)
+    m = build_backbone("dscnn", ds.input_shape, n_cls, filters=64)
+    opt = keras.optimizers.Adam(opts.lr_at(0))
+    m.compile(optimizer=opt, loss=loss)
+    t0 = time.perf_counter()
+    for e in range(opts.epochs):
+        opt.learning_rate.assign(opts.lr_at(e))
+        xe, ye = x, yt
+        if v["mix"] > 0:
+            rng = np.random.default_rng([seed, e])
+            lam = rng.beta(v["mix"], v["mix"], len(x)).astype(np.float32)
+            lam = np.maximum(lam, 1 - lam)
+            pr = rng.permutation(len(x))
+            xe = lam[:, None, None, None] * x + (1 - lam[:, None, None, None]) * x[pr]
+            ye = lam[:, None] * yt + (1 - lam[:, None]) * yt[pr]
+        h = m.fit(xe, ye, batch_size=opts.batch_size, epochs=1, shuffle=True, verbose=0)
+        print(f"  {variant} epoch {e + 1}/{opts.epochs} loss {h.history['loss'][-1]:.4f}", flush=True)
+    row = {"variant": variant, **v, "members": len(teachers), "n_train": int(len(x)),
+           "train_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    fam = np.array([family(s) for s in arr["voice_test"]])
+    for name, xs in (("test", ds.x_test), ("test_shift", arr["x_test_shift"])):
+        ok = np.asarray(m.predict(xs, batch_size=512, verbose=0)).argmax(1) == ds.y_test
+        row.update(accuracy_row(name, ok, ds.y_test, fam))
+        ens = ensemble_probs(teachers, xs, 1.0).argmax(1)
+        row[f"ensemble_{name}_all12"] = float((ens == ds.y_test).mean())
+    sub = slice(None, None, 8)
+    row["train_acc"] = float((np.asarray(m.predict(ds.x_train[sub], batch_size=1024, verbose=0)).argmax(1)
+                              == ds.y_train[sub]).mean())  # fmt: skip
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="runs/kw12_distill.json")
+    ap.add_argument("--cache", required=True, help="a built keywords12 feature cache folder")
+    ap.add_argument("--teacher", required=True, help="a folder of ensemble_*.keras (a model's baselines/)")
+    ap.add_argument("--variants", required=True)
+    a = ap.parse_args()
+    import keras
+
+    out = Path(a.out)
+    rows = json.loads(out.read_text())["rows"] if out.exists() else []
+    done = {r["variant"] for r in rows}
+    ds = K.load_cache(Path(a.cache).expanduser())
+    arr = K.extra_arrays(ds)
+    files = sorted(Path(a.teacher).glob("ensemble_*.keras"))
+    if not files:
+        raise SystemExit(f"kw12_distill_study: no ensemble_*.keras in {a.teacher}")
+    teachers = [keras.models.load_model(f, compile=False) for f in files]
+    cache: dict = {}
+    for v in a.variants.split(","):
+        if v in done:
+            continue
+        r = run_one(v, ds, arr, teachers, cache)
+        r["cache_dir"], r["teacher"] = str(a.cache), str(a.teacher)
+        rows.append(r)
+        print(json.dumps({k: r[k] for k in r if not k.endswith("per_class")}), flush=True)
+        write_text(out, json.dumps({"rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
