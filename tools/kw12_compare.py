@@ -55,6 +55,18 @@ def accuracy_row(name: str, ok: np.ndarray, y: np.ndarray, fam: np.ndarray, all1
     return row
 
 
+def read_rows(out: Path) -> list[dict]:
+    """The rows a resumable study wrote to `out` so far (none when it is not there)."""
+    return json.loads(out.read_text())["rows"] if out.exists() else []
+
+
+def record_row(out: Path, rows: list[dict], row: dict) -> None:
+    """Appends a finished variant's row, prints it (without the per-class dicts) and rewrites `out`."""
+    rows.append(row)
+    print(json.dumps({k: row[k] for k in row if not k.endswith("per_class")}), flush=True)
+    write_text(out, json.dumps({"rows": rows}, indent=1))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="+")

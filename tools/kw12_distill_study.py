@@ -22,15 +22,13 @@ Resumable: finished variants in --out are kept.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
-from kw12_compare import accuracy_row, family  # tools/ is on sys.path when this script runs
+from kw12_compare import accuracy_row, family, read_rows, record_row  # tools/ is on sys.path here
 
 from snapuq.data import keywords12 as K
-from snapuq.io import write_text
 from snapuq.options import TrainOptions
 
 
@@ -127,7 +125,7 @@ def main() -> int:
     import keras
 
     out = Path(a.out)
-    rows = json.loads(out.read_text())["rows"] if out.exists() else []
+    rows = read_rows(out)
     done = {r["variant"] for r in rows}
     ds = K.load_cache(Path(a.cache).expanduser())
     arr = K.extra_arrays(ds)
@@ -141,9 +139,7 @@ def main() -> int:
             continue
         r = run_one(v, ds, arr, teachers, cache)
         r["cache_dir"], r["teacher"] = str(a.cache), str(a.teacher)
-        rows.append(r)
-        print(json.dumps({k: r[k] for k in r if not k.endswith("per_class")}), flush=True)
-        write_text(out, json.dumps({"rows": rows}, indent=1))
+        record_row(out, rows, r)
     return 0
 
 

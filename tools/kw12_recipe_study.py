@@ -21,17 +21,20 @@ Resumable: finished variants in --out are kept.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
-from kw12_compare import accuracy_row, family  # tools/ is on sys.path when this script runs
+from kw12_compare import (  # tools/ is on sys.path when this script runs
+    accuracy_row,
+    family,
+    read_rows,
+    record_row,
+)
 from kw12_study import fit_dscnn
 
 from snapuq.data import Dataset, audio
 from snapuq.data import keywords12 as K
-from snapuq.io import write_text
 from snapuq.options import TrainOptions
 
 
@@ -75,7 +78,7 @@ def main() -> int:
     a = ap.parse_args()
     caches = {n: Path(p).expanduser() for n, p in (c.split("=", 1) for c in a.cache)}
     out = Path(a.out)
-    rows = json.loads(out.read_text())["rows"] if out.exists() else []
+    rows = read_rows(out)
     done = {r["variant"] for r in rows}
     loaded: dict[str, tuple[Dataset, dict]] = {}
     for v in a.variants.split(","):
@@ -88,9 +91,7 @@ def main() -> int:
             loaded = {name: load_cache(caches[name])}  # one cache in memory at a time
         r = run_one(v, *loaded[name])
         r["cache_dir"] = str(caches[name])
-        rows.append(r)
-        print(json.dumps({k: r[k] for k in r if not k.endswith("per_class")}), flush=True)
-        write_text(out, json.dumps({"rows": rows}, indent=1))
+        record_row(out, rows, r)
     return 0
 
 
