@@ -68,7 +68,9 @@ class TrainOptions:
     schedule "cosine" decays it to 0 over the epochs after a linear warm-up of `warmup_epochs`; augment:
     "shift" (pad 2, random crop: digits-like data), "crop-flip" (pad 4 by reflection, random 32x32 crop,
     horizontal flip: natural images), "specaugment" (time / coefficient masks on MFCC inputs), "warp" (a
-    random spectral-envelope warp of MFCC inputs: vocal-tract length perturbation), "none".
+    random spectral-envelope warp of MFCC inputs: vocal-tract length perturbation), "none". distill_alpha /
+    distill_temperature: the loss (1 - a) * cross-entropy + a * T^2 * KL(teachers at T || model at T) when
+    `snapuq train --distill-from` gives teachers (a deep ensemble: their probabilities averaged).
     On the command line every one defaults to the dataset's recipe (RECIPES)."""
 
     epochs: int = _opt(10, "backbone epochs (--model: the head epochs, 10)")
@@ -83,6 +85,9 @@ class TrainOptions:
     augment: str = _opt("none", "augmentation in the data path", choices=AUGMENTS)
     # None: the backbone's own epochs (a weakened baseline is no comparison)
     baseline_epochs: int | None = _opt(None, "epochs for the baseline models (default: the backbone's)")
+    distill_alpha: float = _opt(0.0, "weight of the distillation loss from the teachers of --distill-from "
+                                     "(0: plain cross-entropy; with --distill-from it defaults to 0.7)")
+    distill_temperature: float = _opt(3.0, "temperature of the distillation loss (--distill-from)")
 
     def __post_init__(self) -> None:
         self.validate()
@@ -94,6 +99,8 @@ class TrainOptions:
         _check("warmup_epochs", self.warmup_epochs, 0, max(self.epochs, 1), integer=True)
         _check("lr", self.lr, 0, lo_open=True)
         _check("momentum", self.momentum, 0, 1, hi_open=True)
+        _check("distill_alpha", self.distill_alpha, 0, 1, hi_open=True)
+        _check("distill_temperature", self.distill_temperature, 0, lo_open=True)
         _check_choices(self, ("optimizer", "schedule", "augment"))
 
     @property

@@ -292,3 +292,85 @@ def test_the_deep_ensemble_can_be_the_other_seeds_backbones(tmp_path, capsys):
     member = keras.saving.load_model(m0 / "baselines" / "ensemble_1.keras", compile=False)
     want = predict_batched(load_model_dir(m1).model, xs)["logits"]
     np.testing.assert_array_equal(predict_batched(member, xs), want)
+
+
+def test_distillation_loss_closed_forms():
+    """(1 - a) CE + a T^2 KL: a one-hot teacher at T = 1 is the cross-entropy itself; a teacher equal to the
+    model at T leaves (1 - a) CE; a = 0 ignores the teacher."""
+    from snapuq.nn import distill as D
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(6, 4)).astype(np.float32)
+    y = np.array([0, 1, 2, 3, 1, 0])
+    ce = -np.log(np.exp(z) / np.exp(z).sum(1, keepdims=True))[np.arange(6), y]
+
+    def loss(alpha, temp, soft):
+        return np.asarray(D.distill_loss(alpha, temp)(D.distill_targets(y, soft, 4), z))
+
+    onehot = np.eye(4, dtype=np.float32)[y]
+    np.testing.assert_allclose(loss(0.6, 1.0, onehot), ce, rtol=1e-5)
+    np.testing.assert_allclose(loss(0.0, 3.0, rng.dirichlet(np.ones(4), 6)), ce, rtol=1e-5)
+    same = np.exp(z / 3) / np.exp(z / 3).sum(1, keepdims=True)
+    np.testing.assert_allclose(loss(0.7, 3.0, same), 0.3 * ce, rtol=1e-4, atol=1e-6)
+    assert (loss(0.7, 3.0, np.roll(same, 1, axis=1)) > 0.3 * ce + 1e-3).all()
+
+
+def test_soft_targets_average_the_members_at_the_temperature(tmp_path):
+    from snapuq.nn import distill as D
+
+    x, _ = _data()
+    members = [_tiny(0), _tiny(1)]
+    want = np.zeros((len(x), 3))
+    for m in members:
+        z = np.asarray(m.predict(x, verbose=0), np.float64) / 2.0
+        want += np.exp(z) / np.exp(z).sum(1, keepdims=True) / 2
+    np.testing.assert_allclose(D.soft_targets(members, x, 2.0, batch=40), want, rtol=1e-5, atol=1e-6)
+    for k, m in enumerate(members):
+        m.save(tmp_path / f"ensemble_{k}.keras")
+    models, rec = D.load_teachers(tmp_path, (4, 4, 1), 3)
+    assert len(models) == 2 and rec["files"] == ["ensemble_0.keras", "ensemble_1.keras"]
+    assert len(rec["sha256"]) == 64
+    with pytest.raises(SnapuqError, match=r"ensemble_0.keras maps \(4, 4, 1\) to \(3,\); the model maps"):
+        D.load_teachers(tmp_path, (4, 4, 1), 10)
+    (tmp_path / "ensemble_0.keras").write_bytes(b"not a zip")
+    with pytest.raises(SnapuqError, match="ensemble_0.keras is not a Keras model"):
+        D.load_teachers(tmp_path, (4, 4, 1), 3)
+    with pytest.raises(SnapuqError, match="x is neither a folder nor a .keras file"):
+        D.load_teachers(tmp_path / "x", (4,), 3)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SnapuqError, match="no teacher in"):
+        D.teacher_files(tmp_path / "empty")
+
+
+def test_train_distills_the_backbone_from_a_model_directorys_ensemble(tmp_path, capsys):
+    """`snapuq train --distill-from DIR`: DIR's baselines are the teachers; config.json records them (files,
+    digest, alpha 0.7 by default, T) and the recipe; the flags that cannot go together are refused in one
+    line before anything trains; a second seed's command carries the teachers."""
+    teacher = tmp_path / "t"
+    assert main(["train", "--dataset", "digits", "--out", str(teacher), "--epochs", "2", "--baseline-epochs",
+                 "1", "--no-progress"]) == 0  # fmt: skip
+    out = tmp_path / "s"
+    assert main(["train", "--dataset", "digits", "--out", str(out), "--epochs", "2", "--no-baselines",
+                 "--no-progress", "--distill-from", str(teacher)]) == 0  # fmt: skip
+    cfg = json.loads((out / "config.json").read_text())
+    d = cfg["distill"]
+    assert d["members"] == 5 and d["files"][0] == "ensemble_0.keras" and d["from"] == str(teacher)
+    assert d["alpha"] == 0.7 == cfg["recipe"]["distill_alpha"] and d["temperature"] == 3.0
+    assert 0.5 < d["teacher_train_accuracy"] <= 1.0
+    assert [set(h) >= {"loss", "accuracy", "val_accuracy"} for h in cfg["backbone_history"]] == [True] * 2
+    assert cfg["backbone_history"][-1]["val_accuracy"] > 0.5
+
+    from snapuq.commands.multiseed import train_argv
+
+    a = train_argv(out, cfg, None, 1, tmp_path / "s_seed1", None)
+    assert a[a.index("--distill-from") + 1] == str(teacher) and a[a.index("--distill-alpha") + 1] == "0.7"
+    capsys.readouterr()
+    bad = [(["--distill-alpha", "0.5"], "--distill-alpha needs --distill-from"),
+           (["--distill-alpha", "1.0", "--distill-from", str(teacher)], "--distill-alpha must be"),
+           (["--distill-from", str(teacher), "--joint"], "not with --model, --baselines-only or --joint"),
+           (["--distill-from", str(tmp_path)], "no teacher in")]  # fmt: skip
+    for extra, msg in bad:
+        argv = ["train", "--dataset", "digits", "--out", str(tmp_path / "x"), "--no-progress", "--epochs"]
+        assert main(argv + ["1"] + extra) == 1, extra
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err, (extra, err)

@@ -23,6 +23,7 @@ from snapuq.nn.backbones import build_backbone
 from snapuq.nn.recipe import fit_backbone_resumable
 from snapuq.nn.saved import load_model_dir, model_dir_config, predict_batched, release
 from snapuq.nn.training import _Bar
+from snapuq.options import TrainOptions
 
 ENSEMBLE_MEMBERS = 5
 N_EXITS = 2
@@ -214,7 +215,12 @@ def _ensemble_sources(dirs: list[Path], config: dict) -> list:
     they are copied in, after the early-exit model has trained."""
 
     def same(c: dict) -> dict:  # the baselines' own epochs may differ: not the backbone's recipe
-        return {**c, "recipe": {**(c.get("recipe") or {}), "baseline_epochs": None}}
+        r = c.get("recipe") or {}
+        try:  # a recipe recorded before a field existed has that field's default
+            r = TrainOptions.from_dict(r).to_dict()
+        except SnapuqError:
+            pass  # compared as recorded: the message below names the difference
+        return {**c, "recipe": {**r, "baseline_epochs": None}}
 
     out = []
     for p in dirs:

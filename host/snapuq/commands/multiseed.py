@@ -95,6 +95,8 @@ def train_argv(
     recipe = cfg.get("recipe") if not user else None
     if isinstance(recipe, dict):  # the whole backbone recipe, as recorded
         a += to_argv(TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe"))
+        if isinstance(cfg.get("distill"), dict) and cfg["distill"].get("from"):  # the same teachers
+            a += ["--distill-from", str(cfg["distill"]["from"])]
     elif cfg.get("epochs") is not None:  # your own model / a directory from before the recipe: head epochs
         a += ["--epochs", str(cfg["epochs"])]
     a += ([] if user else ["--backbone", str(cfg["backbone"])]) if cfg.get("backbone") else []

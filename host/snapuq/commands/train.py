@@ -7,6 +7,8 @@ Default recipe (the measured best of DESIGN §4): train the backbone with cross-
 the heads on the detached tap activations with lambda_ss * NLL + lambda_reg * R_var, fake-quant (QAT) the
 heads during the last --qat-frac of the head epochs, then fit the scoring constants and U on the dev split.
 --joint trains backbone and heads together (CE + lambda_ss NLL + lambda_reg R_var; --detach optional).
+--distill-from DIR trains the backbone on its labels and on the soft targets of teachers (a model directory's
+deep ensemble: snapuq.nn.distill), recorded in config.json (`distill`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from snapuq.baselines import train_baselines
 from snapuq.baselines.train import announce_baselines
 from snapuq.commands.flags import add_options, given
 from snapuq.commands.train_user import train_user_model
-from snapuq.data import frontend_of, load_dataset
+from snapuq.data import frontend_at, frontend_of, load_dataset
+from snapuq.data.audio import known_frontend
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED, read_config
 from snapuq.io import check_out_dir, write_json, write_text
 from snapuq.modeldir import ModelPaths, ModelStage
 from snapuq.nn.backbones import BACKBONES, DEFAULT_BACKBONE, backbone_module, build_backbone
+from snapuq.nn.distill import load_teachers, soft_targets
 from snapuq.nn.recipe import fit_backbone_resumable
 from snapuq.nn.saved import ModelDir
 from snapuq.nn.training import check_data, fit_heads, head_config, tap_entries
@@ -84,7 +88,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --baselines-only: comma list of model directories of the same recipe trained with other "
         "seeds; their backbones are the deep ensemble (only the early-exit model trains)",
     )  # fmt: skip
+    p.add_argument(
+        "--distill-from", default=None, metavar="DIR",
+        help="distil the backbone from teachers: a model directory (its deep ensemble, baselines/"
+        "ensemble_*.keras), a folder of logits .keras models, or one; --distill-alpha (default 0.7) and "
+        "--distill-temperature set the loss",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true")
+
+
+DISTILL_ALPHA = 0.7  # measured on keywords12: docs/AUDIO.md "Softer targets"
 
 
 def check_args(args: argparse.Namespace) -> tuple[TrainOptions, HeadOptions, CalibOptions]:
@@ -99,8 +112,27 @@ def check_args(args: argparse.Namespace) -> tuple[TrainOptions, HeadOptions, Cal
     else:
         recipe = recipe_from_args(args, args.dataset)
     heads, calib = HeadOptions(**given(HeadOptions, args)), CalibOptions(**given(CalibOptions, args))
+    recipe = check_distill(args, recipe, heads)
     check_out_dir(args.out)
     return recipe, heads, calib
+
+
+def check_distill(args: argparse.Namespace, recipe: TrainOptions, heads: HeadOptions) -> TrainOptions:
+    """--distill-from goes with a built-in backbone trained alone (not --model, --joint or --baselines-only);
+    it sets --distill-alpha to DISTILL_ALPHA unless given; a recipe that distils needs it."""
+    import dataclasses
+
+    src = getattr(args, "distill_from", None)
+    if not src:
+        if recipe.distill_alpha > 0 and not getattr(args, "baselines_only", False):
+            raise SnapuqError("--distill-alpha needs --distill-from DIR (the teachers)")
+        return recipe
+    if args.model or getattr(args, "baselines_only", False) or heads.joint:
+        raise SnapuqError("--distill-from trains a built-in backbone before its heads (not with --model, "
+                          "--baselines-only or --joint)")  # fmt: skip
+    if getattr(args, "distill_alpha", None) is None and recipe.distill_alpha == 0:
+        recipe = dataclasses.replace(recipe, distill_alpha=DISTILL_ALPHA)
+    return recipe
 
 
 def recipe_from_args(args: argparse.Namespace, dataset: str | None) -> TrainOptions:
@@ -178,6 +210,17 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     return cfg
 
 
+def check_teacher_frontend(src: Path, ds) -> None:
+    """Teachers from a model directory (or its baselines/) must have read the set through its front end."""
+    for d in (src, src.parent):
+        if (d / "config.json").is_file():
+            have, want = frontend_at(d), (ds.meta or {}).get("frontend")
+            if have is not None and want is not None and known_frontend(have) != known_frontend(want):
+                raise SnapuqError(f"--distill-from: {d} was trained on another front end than the set's "
+                                  "(config.json data_meta.frontend)")  # fmt: skip
+            return
+
+
 def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibOptions, out: Path,
                 timings, t0, resume: bool) -> dict:  # fmt: skip
     """The built-in recipe into the staging folder `out` (swapped in as --out by the caller)."""
@@ -208,12 +251,22 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
     snap_model = snap.add_heads(backbone, taps, tap_prev, rank=heads.rank, eps=heads.eps, floor=heads.floor,
                                 detach=heads.detach, cov_rank=heads.cov_rank)  # fmt: skip
     history: list[dict] = []
+    distill, soft = None, None
+    if getattr(args, "distill_from", None):
+        teachers, distill = load_teachers(args.distill_from, ds.input_shape, ds.n_classes)
+        check_teacher_frontend(Path(args.distill_from), ds)
+        soft = soft_targets(teachers, xtr, opts.distill_temperature)
+        distill.update(alpha=opts.distill_alpha, temperature=opts.distill_temperature,
+                       teacher_train_accuracy=round(float((soft.argmax(1) == ytr).mean()), 5))  # fmt: skip
+        del teachers
     if not heads.joint:
         identity = {"dataset": args.dataset, "backbone": bname, "seed": int(args.seed),
                     "input_shape": list(ds.input_shape), "n_train": int(len(xtr))}  # fmt: skip
+        if distill:
+            identity["teachers_sha256"] = distill["sha256"]
         history = fit_backbone_resumable(
             backbone, xtr, ytr, opts, seed=args.seed, ckpt_dir=out / "checkpoint", identity=identity,
-            resume=resume, validation_data=(xdv, ydv), progress=progress,
+            resume=resume, validation_data=(xdv, ydv), progress=progress, soft=soft,
         )  # fmt: skip
         timings["backbone"] = time.perf_counter() - t
         for lay in backbone.layers:
@@ -252,6 +305,8 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
     }
     if history:
         cfg["backbone_history"] = history
+    if distill:
+        cfg["distill"] = distill
     md = ModelDir(out, cfg, snap_model)
     calib = calibrate(md.predict, cfg, xdv, ydv, calib_opts, seed=args.seed, x_ref=xtr, y_ref=ytr)
     write_json(ModelPaths(out).calib, calib, indent=1)

@@ -24,6 +24,7 @@ import numpy as np
 from snapuq.data.augment_audio import envelope_warp, spec_augment
 from snapuq.errors import SnapuqError
 from snapuq.io import atomic_open, write_text
+from snapuq.nn.distill import distill_loss, distill_targets, label_accuracy
 from snapuq.nn.training import _Bar
 from snapuq.options import TrainOptions
 
@@ -160,25 +161,40 @@ class Checkpoint:
 def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOptions, *, seed: int,
                            ckpt_dir: str | Path, identity: dict[str, Any], resume: bool = False,
                            validation_data=None, progress: bool = True, log=print,
-                           output_keys: list[str] | None = None,
+                           output_keys: list[str] | None = None, soft: np.ndarray | None = None,
                            desc: str = "backbone", stop_after: int | None = None) -> list[dict]:  # fmt: skip
     """Cross-entropy on the logits model by `opts`, checkpointed after every epoch into `ckpt_dir`. With
     `resume` a checkpoint whose `identity` (dataset, backbone, seed, shapes) and recipe equal this run's is
     continued from its last finished epoch; a different one is refused in one line. A model with a dict of
     logits outputs (`output_keys`: several networks trained side by side) gets the sum of their
     cross-entropies. `stop_after` ends this call once that many epochs of the schedule are done (the schedule
-    stays the one of `opts.epochs`; a later `resume` goes on from there). Returns the history."""
+    stays the one of `opts.epochs`; a later `resume` goes on from there). `soft`: the teachers' probabilities
+    of every train clip at `opts.distill_temperature` (snapuq.nn.distill.soft_targets): the loss is then
+    distill_loss(opts.distill_alpha, ...) and a resumed run must give the same teachers (put their digest in
+    `identity`). Returns the history."""
     import keras
 
+    if soft is not None:
+        if output_keys or len(soft) != len(x):
+            raise SnapuqError(f"distillation: {len(soft)} soft targets for {len(x)} clips of one network")
+        n_classes = int(soft.shape[1])
+        y = distill_targets(y, soft, n_classes)
+        if validation_data is not None:
+            validation_data = (validation_data[0], distill_targets(validation_data[1], None, n_classes))
 
     ck = Checkpoint(ckpt_dir)
     optimizer = make_optimizer(opts)
     ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    backbone.compile(
-        optimizer=optimizer,
-        loss={k: ce for k in output_keys} if output_keys else ce,
-        metrics=None if output_keys else ["accuracy"],
-    )
+    if soft is not None:
+        acc = keras.metrics.MeanMetricWrapper(label_accuracy, name="accuracy")  # the history's usual key
+        backbone.compile(optimizer=optimizer, loss=distill_loss(opts.distill_alpha, opts.distill_temperature),
+                         metrics=[acc])  # fmt: skip
+    else:
+        backbone.compile(
+            optimizer=optimizer,
+            loss={k: ce for k in output_keys} if output_keys else ce,
+            metrics=None if output_keys else ["accuracy"],
+        )
     optimizer.build(backbone.trainable_variables)
     start, history = 0, []
     if resume and ck.exists():
