@@ -177,6 +177,7 @@ def test_every_recorded_option_survives_a_second_seed(tmp_path: Path):
     """Recipe, head and calibration options, none at its default, come back whole from a second seed's argv
     (the options' own round trip: tests/host/test_options.py)."""
     import argparse
+    import dataclasses
 
     from test_options import NON_DEFAULT
 
@@ -186,12 +187,18 @@ def test_every_recorded_option_survives_a_second_seed(tmp_path: Path):
     d = tmp_path / "M"
     d.mkdir()
     rec, heads, calib = (NON_DEFAULT[c] for c in (TrainOptions, HeadOptions, CalibOptions))
-    cfg = {"dataset": "digits", "seed": 0, "backbone": "cnn4", "recipe": rec.to_dict(),
+    plain = dataclasses.replace(rec, distill_alpha=0.0)  # distillation does not go with --joint: below
+    cfg = {"dataset": "digits", "seed": 0, "backbone": "cnn4", "recipe": plain.to_dict(),
            "calibration": calib.to_dict(), **head_config(heads, calib.variant, [{"layer": "relu1"}], 3, 1)}
     p = argparse.ArgumentParser()
     T.add_arguments(p)
     ns = p.parse_args(train_argv(d, cfg, None, 1, tmp_path / "M_seed1", None))
-    assert T.check_args(ns) == (rec, heads, calib) and ns.seed == 1 and ns.backbone == "cnn4"
+    assert T.check_args(ns) == (plain, heads, calib) and ns.seed == 1 and ns.backbone == "cnn4"
+    # a distilled model's second seed learns from the same teachers, by the same alpha and temperature
+    cfg.update(recipe=rec.to_dict(), distill={"from": str(tmp_path / "T"), "members": 5},
+               **head_config(HeadOptions(), calib.variant, [{"layer": "relu1"}], 3, 1))  # fmt: skip
+    ns = p.parse_args(train_argv(d, cfg, None, 2, tmp_path / "M_seed2", None))
+    assert T.check_args(ns)[0] == rec and ns.distill_from == str(tmp_path / "T")
 
 
 def test_shared_baselines_train_the_other_seeds_without_their_own(tmp_path: Path):
