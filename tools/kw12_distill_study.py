@@ -29,17 +29,9 @@ import numpy as np
 from kw12_compare import accuracy_row, family, read_rows, record_row  # tools/ is on sys.path here
 
 from snapuq.data import keywords12 as K
+from snapuq.errors import SnapuqError
+from snapuq.nn.distill import load_teachers, soft_targets
 from snapuq.options import TrainOptions
-
-
-def ensemble_probs(models: list, x: np.ndarray, temp: float) -> np.ndarray:
-    """The members' softmax(logits / temp), averaged."""
-    p = np.zeros((len(x), len(K.CLASSES)), np.float64)
-    for m in models:
-        z = np.asarray(m.predict(x, batch_size=1024, verbose=0), np.float64) / temp
-        e = np.exp(z - z.max(1, keepdims=True))
-        p += e / e.sum(1, keepdims=True)
-    return (p / len(models)).astype(np.float32)
 
 
 def parse(variant: str) -> dict:
@@ -67,7 +59,7 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
     v = parse(variant)
     alpha, temp, seed, n_cls = v["alpha"], v["T"], v["seed"], len(K.CLASSES)
     if alpha > 0 and temp not in cache:
-        cache[temp] = ensemble_probs(teachers, ds.x_train, temp)
+        cache[temp] = soft_targets(teachers, ds.x_train, temp)
     soft = cache.get(temp, np.zeros((len(ds.y_train), n_cls), np.float32))
     x, yt = ds.x_train, np.concatenate([np.eye(n_cls, dtype=np.float32)[ds.y_train], soft], 1)
     if v["ext_rep"] > 1:
@@ -75,7 +67,7 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
         idx = np.concatenate([np.arange(len(x))] + [np.nonzero(ext)[0]] * (v["ext_rep"] - 1))
         x, yt = x[idx], yt[idx]
 
-    def loss(y, z):
+    def loss(y, z):  # snapuq.nn.distill.distill_loss on one-hot rows, which mixup can mix (a label cannot)
         ce = keras.losses.categorical_crossentropy(y[:, :n_cls], z, from_logits=True)
         if alpha == 0:
             return ce
@@ -107,8 +99,9 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
     for name, xs in (("test", ds.x_test), ("test_shift", arr["x_test_shift"])):
         ok = np.asarray(m.predict(xs, batch_size=512, verbose=0)).argmax(1) == ds.y_test
         row.update(accuracy_row(name, ok, ds.y_test, fam))
-        ens = ensemble_probs(teachers, xs, 1.0).argmax(1)
-        row[f"ensemble_{name}_all12"] = float((ens == ds.y_test).mean())
+        if name not in cache:  # the ensemble's own accuracy: the same for every variant
+            cache[name] = float((soft_targets(teachers, xs, 1.0).argmax(1) == ds.y_test).mean())
+        row[f"ensemble_{name}_all12"] = cache[name]
     sub = slice(None, None, 8)
     row["train_acc"] = float((np.asarray(m.predict(ds.x_train[sub], batch_size=1024, verbose=0)).argmax(1)
                               == ds.y_train[sub]).mean())  # fmt: skip
@@ -119,21 +112,20 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="runs/kw12_distill.json")
     ap.add_argument("--cache", required=True, help="a built keywords12 feature cache folder")
-    ap.add_argument("--teacher", required=True, help="a folder of ensemble_*.keras (a model's baselines/)")
+    ap.add_argument("--teacher", required=True, help="what `snapuq train --distill-from` takes (a model "
+                    "directory, a folder of ensemble_*.keras)")
     ap.add_argument("--variants", required=True)
     a = ap.parse_args()
-    import keras
-
     out = Path(a.out)
     rows = read_rows(out)
     done = {r["variant"] for r in rows}
     ds = K.load_cache(Path(a.cache).expanduser())
     arr = K.extra_arrays(ds)
-    files = sorted(Path(a.teacher).glob("ensemble_*.keras"))
-    if not files:
-        raise SystemExit(f"kw12_distill_study: no ensemble_*.keras in {a.teacher}")
-    teachers = [keras.models.load_model(f, compile=False) for f in files]
-    cache: dict = {}
+    try:
+        teachers, _ = load_teachers(a.teacher, ds.input_shape, len(K.CLASSES))
+    except SnapuqError as e:
+        raise SystemExit(f"kw12_distill_study: {e}") from None
+    cache: dict = {}  # soft targets by temperature, the ensemble's accuracy by split
     for v in a.variants.split(","):
         if v in done:
             continue

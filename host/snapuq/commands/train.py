@@ -253,8 +253,8 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
     history: list[dict] = []
     distill, soft = None, None
     if getattr(args, "distill_from", None):
+        check_teacher_frontend(Path(args.distill_from), ds)  # from config.json, before any model loads
         teachers, distill = load_teachers(args.distill_from, ds.input_shape, ds.n_classes)
-        check_teacher_frontend(Path(args.distill_from), ds)
         soft = soft_targets(teachers, xtr, opts.distill_temperature)
         distill.update(alpha=opts.distill_alpha, temperature=opts.distill_temperature,
                        teacher_train_accuracy=round(float((soft.argmax(1) == ytr).mean()), 5))  # fmt: skip
