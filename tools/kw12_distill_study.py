@@ -11,6 +11,9 @@ profile):
   same loop (the comparison row: this loop shuffles unlike snapuq's recipe).
 - ext<k>: every train clip of a flite / festival speaker k times per epoch (their share 25 % -> 40 % at k=2).
 - mix<beta>: mixup of the MFCC inputs and their targets, weight max(l, 1 - l), l ~ Beta(beta, beta).
+- swa<k>: stochastic weight averaging: after the cosine, k more epochs at a constant 10 % of the peak rate,
+  the weights averaged over the end of the cosine and the end of each of those epochs, then the batch-norm
+  statistics recomputed on the train clips for the averaged weights.
 
 Cosine from 3e-3 over 16 epochs (1 warm-up), batch 64, Adam, as the keywords12 recipe. Usage:
   PYTHONPATH=host:tools nice python tools/kw12_distill_study.py --out runs/kw12_distill.json \\
@@ -37,10 +40,12 @@ from snapuq.options import TrainOptions
 def parse(variant: str) -> dict:
     a, t, s, *rest = variant.split(":")
     out = {"alpha": float(a[1:]), "T": float(t[1:]), "seed": int(s[1:]), "epochs": 16, "ext_rep": 1,
-           "mix": 0.0}
+           "mix": 0.0, "swa": 0}
     for r in rest:
         if r.startswith("ext"):
             out["ext_rep"] = int(r[3:])
+        elif r.startswith("swa"):
+            out["swa"] = int(r[3:])
         elif r.startswith("mix"):
             out["mix"] = float(r[3:])
         elif r.startswith("e") and r[1:].isdigit():
@@ -48,6 +53,22 @@ def parse(variant: str) -> dict:
         else:
             raise SystemExit(f"kw12_distill_study: unknown part '{r}' of variant {variant}")
     return out
+
+
+def bn_recompute(m, x: np.ndarray, seed: int, batches: int = 200, batch: int = 256) -> None:
+    """The batch-norm moving statistics of model `m` recomputed for its present weights: momentum 0 for the
+    first batch, then the running mean over `batches` random batches of the train inputs (training=True only
+    in the BN layers' statistics; dropout draws but nothing is learned)."""
+    import keras
+
+    bns = [la for la in m.layers if isinstance(la, keras.layers.BatchNormalization)]
+    rng = np.random.default_rng(seed)
+    for i in range(batches):
+        for la in bns:
+            la.momentum = i / (i + 1)
+        m(x[rng.choice(len(x), batch, replace=False)], training=True)
+    for la in bns:
+        la.momentum = 0.9
 
 
 def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
@@ -81,8 +102,9 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
     opt = keras.optimizers.Adam(opts.lr_at(0))
     m.compile(optimizer=opt, loss=loss)
     t0 = time.perf_counter()
-    for e in range(opts.epochs):
-        opt.learning_rate.assign(opts.lr_at(e))
+    avg: list | None = None
+    for e in range(opts.epochs + v["swa"]):
+        opt.learning_rate.assign(opts.lr_at(e) if e < opts.epochs else 0.1 * opts.lr)
         xe, ye = x, yt
         if v["mix"] > 0:
             rng = np.random.default_rng([seed, e])
@@ -92,7 +114,14 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
             xe = lam[:, None, None, None] * x + (1 - lam[:, None, None, None]) * x[pr]
             ye = lam[:, None] * yt + (1 - lam[:, None]) * yt[pr]
         h = m.fit(xe, ye, batch_size=opts.batch_size, epochs=1, shuffle=True, verbose=0)
-        print(f"  {variant} epoch {e + 1}/{opts.epochs} loss {h.history['loss'][-1]:.4f}", flush=True)
+        n_ep = opts.epochs + v["swa"]
+        print(f"  {variant} epoch {e + 1}/{n_ep} loss {h.history['loss'][-1]:.4f}", flush=True)
+        if v["swa"] and e >= opts.epochs - 1:
+            w = [np.asarray(a, np.float64) for a in m.get_weights()]
+            avg = w if avg is None else [a + b for a, b in zip(avg, w)]
+    if avg is not None:
+        m.set_weights([a / (v["swa"] + 1) for a in avg])
+        bn_recompute(m, x, seed)
     row = {"variant": variant, **v, "members": len(teachers), "n_train": int(len(x)),
            "train_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
     fam = np.array([family(s) for s in arr["voice_test"]])

@@ -144,6 +144,32 @@ def test_known_frontend_reads_json_records():
     assert audio.known_frontend(None) == audio.frontend()
     assert audio.known_frontend({**rt, "n_mfcc": 13}) is None
     assert audio.known_frontend({**rt, "cmn": "per utterance, mean and variance"}) is None
+    keep = json.loads(json.dumps(audio.frontend("keep-level")))
+    assert audio.known_frontend(keep) == audio.FRONTENDS["cmn-keep-level"] != audio.FRONTENDS["cmn"]
+    assert [audio.frontend_name(json.loads(json.dumps(r))) for r in audio.FRONTENDS.values()] == list(
+        audio.FRONTENDS)
+    assert audio.frontend_name(None) == "mfcc" and audio.frontend_name({**rt, "n_mfcc": 13}) is None
+    assert audio.frontend("all") == audio.frontend(True)
+    with pytest.raises(ValueError, match="unknown cepstral mean normalization"):
+        audio.frontend("variance")
+    with pytest.raises(ValueError, match="unknown cepstral mean normalization record"):
+        audio.finish(np.zeros((49, 10, 1), np.float32), {**rt, "cmn": "per utterance, mean and variance"})
+
+
+def test_cmn_keep_level_leaves_the_level_to_the_model():
+    w = _speechlike()
+    plain = audio.mfcc(w)
+    keep = audio.features(w, audio.frontend("keep-level"))
+    full = audio.features(w, audio.frontend(True))
+    np.testing.assert_array_equal(keep[:, 0], plain[:, 0])  # c0, the frame level, as computed
+    np.testing.assert_allclose(keep[:, 1:], full[:, 1:], atol=1e-6)  # the others as full CMN
+    np.testing.assert_allclose(keep[:, 1:].mean(axis=0), 0.0, atol=1e-5)
+    # a gain moves c0 only: full CMN cannot see it, the level-keeping front end can
+    loud = audio.features(3 * w, audio.frontend("keep-level"))
+    np.testing.assert_allclose(loud[:, 1:], keep[:, 1:], atol=2e-3)
+    assert np.abs(loud[:, 0] - keep[:, 0]).mean() > 1.0
+    b = audio.cepstral_mean_norm(np.stack([plain, 2 * plain]), keep_level=True)
+    np.testing.assert_array_equal(b[0], keep)
 
 
 # ---- corruptions ---------------------------------------------------------------------------------

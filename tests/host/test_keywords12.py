@@ -190,3 +190,70 @@ def test_a_model_of_another_front_end_reads_the_set_through_its_own(tmp_path, mo
     # a set that cannot give another front end refuses in one line
     with pytest.raises(DatasetError, match="front end"):
         D.load_dataset("keywords", None, 0, frontend=audio.frontend())
+
+    # a model trained with --frontend cmn-keep-level: the cache's MFCC through it, its OOD words too
+    keep_fe = json.loads(json.dumps(audio.FRONTENDS["cmn-keep-level"]))
+    keep = D.load_dataset("keywords12", None, 0, frontend=keep_fe)
+    np.testing.assert_array_equal(keep.x_test[..., 0, :], raw.x_test[..., 0, :])
+    np.testing.assert_allclose(keep.x_test[..., 1:, :], small.x_test[..., 1:, :], atol=1e-6)
+    assert keep.meta["frontend"] == audio.FRONTENDS["cmn-keep-level"]
+    ood_keep = K.ood_keywords12(str(tmp_path), 6, 0, keep)
+    np.testing.assert_array_equal(ood_keep[..., 0, :], ood_plain[..., 0, :])
+
+
+def test_a_plain_mfcc_set_gives_any_cmn_front_end(tmp_path, monkeypatch):
+    """CMN is a function of the MFCC alone: a set of plain MFCC (keywords, speech_commands, a folder of clips)
+    is given through a model's CMN front end; one whose inputs a moved-out normalization changed is
+    refused."""
+    import dataclasses
+
+    import snapuq.data as D
+
+    small = K.load_keywords12(str(tmp_path), 0, SMALL)
+    plain = K.load_cache(K._cache_dir(tmp_path, 0, SMALL, K.TRAIN_TAKES), raw=True)
+    plain = dataclasses.replace(plain, x_ood=plain.x_test[:3])
+    monkeypatch.setattr(D, "_load", lambda name, data_dir, seed: plain)
+    for name, fe in audio.FRONTENDS.items():
+        got = D.load_dataset("speech_commands", None, 0, frontend=json.loads(json.dumps(fe)))
+        assert got.meta["frontend"] == fe, name
+        for k in ("x_train", "x_dev", "x_test"):
+            np.testing.assert_array_equal(getattr(got, k), audio.finish(getattr(plain, k), fe))
+        np.testing.assert_array_equal(got.x_ood, audio.finish(plain.x_test[:3], fe))
+    np.testing.assert_allclose(D.load_dataset("keywords", None, 0, frontend=audio.FRONTENDS["cmn"]).x_test,
+                               small.x_test, atol=1e-6)  # fmt: skip
+    normed = dataclasses.replace(plain, meta={**plain.meta, "normalization": {"kind": "standard"}})
+    monkeypatch.setattr(D, "_load", lambda name, data_dir, seed: normed)
+    with pytest.raises(DatasetError, match=r"front end \(config.json data_meta.frontend: cmn\) is not the "
+                       r"set's \(mfcc\) and cannot be made from it"):  # fmt: skip
+        D.load_dataset("speech_commands", None, 0, frontend=audio.FRONTENDS["cmn"])
+
+
+def test_train_with_another_front_end(tmp_path, monkeypatch, capsys):
+    """`snapuq train --frontend cmn-keep-level`: the model reads the set's clips through the level-keeping
+    CMN; config.json records it, every later load of the set for the model gives the same features, and a
+    second seed's command carries it; on a set without audio, or with --model, it is refused in one line."""
+    import snapuq.data as D
+    from snapuq.cli import main
+    from snapuq.commands.multiseed import train_argv
+
+    monkeypatch.setattr(K, "PER_CLASS", SMALL)
+    out = tmp_path / "m"
+    argv = ["train", "--dataset", "keywords12", "--data-dir", str(tmp_path / "data"), "--no-progress",
+            "--no-baselines", "--epochs", "1", "--head-epochs", "1"]  # fmt: skip
+    assert main(argv + ["--out", str(out), "--frontend", "cmn-keep-level"]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert audio.frontend_name(cfg["data_meta"]["frontend"]) == "cmn-keep-level"
+    ds = D.load_dataset("keywords12", str(tmp_path / "data"), 0, frontend=D.frontend_of(cfg))
+    raw = K.load_cache(K._cache_dir(tmp_path / "data", 0, SMALL, K.TRAIN_TAKES), raw=True)
+    np.testing.assert_array_equal(ds.x_dev[..., 0, :], raw.x_dev[..., 0, :])  # c0 kept
+    assert np.abs(ds.x_dev[..., 1:, :].mean(axis=1)).max() < 1e-4  # c1-9 mean-normalized
+    a = train_argv(out, cfg, None, 1, tmp_path / "m_seed1", None)
+    assert a[a.index("--frontend") + 1] == "cmn-keep-level"
+    capsys.readouterr()
+    bad = [(["--dataset", "digits", "--frontend", "cmn"], "--frontend: digits is not an audio set"),
+           (["--model", str(out / "model.keras"), "--data", str(tmp_path), "--frontend", "cmn"],
+            "--frontend goes with --dataset")]  # fmt: skip
+    for extra, msg in bad:
+        assert main(["train", "--out", str(tmp_path / "x"), "--no-progress", "--epochs", "1"] + extra) == 1
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err, (extra, err)

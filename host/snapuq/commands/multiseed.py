@@ -19,6 +19,8 @@ import numpy as np
 
 from snapuq.commands import train as T
 from snapuq.commands.flags import to_argv
+from snapuq.data import frontend_of
+from snapuq.data.audio import frontend_name
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _check_model_dir, _jsonable
 from snapuq.evaluation.report import COLUMNS, CONTRACT_KEYS
@@ -92,6 +94,9 @@ def train_argv(
         a += ["--dataset", str(cfg["dataset"])]
         if data_dir:
             a += ["--data-dir", str(data_dir)]
+        fe = frontend_of(cfg)
+        if fe is not None and frontend_name(fe):  # the model's own features, whatever the set's default
+            a += ["--frontend", frontend_name(fe)]
     recipe = cfg.get("recipe") if not user else None
     if isinstance(recipe, dict):  # the whole backbone recipe, as recorded
         a += to_argv(TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe"))

@@ -25,7 +25,7 @@ from snapuq.baselines.train import announce_baselines
 from snapuq.commands.flags import add_options, given
 from snapuq.commands.train_user import train_user_model
 from snapuq.data import frontend_at, frontend_of, load_dataset
-from snapuq.data.audio import known_frontend
+from snapuq.data.audio import FRONTENDS, frontend_name, known_frontend
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED, read_config
 from snapuq.io import check_out_dir, write_json, write_text
@@ -94,6 +94,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "ensemble_*.keras), a folder of logits .keras models, or one; --distill-alpha (default 0.7) and "
         "--distill-temperature set the loss",
     )  # fmt: skip
+    p.add_argument(
+        "--frontend", choices=sorted(FRONTENDS), default=None,
+        help="audio sets: the features the model reads: mfcc, cmn (each clip's cepstral mean removed: blind "
+        "to a fixed channel and to the level) or cmn-keep-level (the level kept: a gain change stays visible "
+        "to U); default: the set's own (keywords12: cmn; keywords, speech_commands: mfcc)",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -113,6 +119,9 @@ def check_args(args: argparse.Namespace) -> tuple[TrainOptions, HeadOptions, Cal
         recipe = recipe_from_args(args, args.dataset)
     heads, calib = HeadOptions(**given(HeadOptions, args)), CalibOptions(**given(CalibOptions, args))
     recipe = check_distill(args, recipe, heads)
+    if getattr(args, "frontend", None) and (args.model or getattr(args, "baselines_only", False)):
+        raise SnapuqError("--frontend goes with --dataset (a built-in audio set); --baselines-only keeps the "
+                          "model's own front end")  # fmt: skip
     check_out_dir(args.out)
     return recipe, heads, calib
 
@@ -225,7 +234,11 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
                 timings, t0, resume: bool) -> dict:  # fmt: skip
     """The built-in recipe into the staging folder `out` (swapped in as --out by the caller)."""
 
-    ds = load_dataset(args.dataset, args.data_dir, seed=args.seed)
+    fe_name = getattr(args, "frontend", None)
+    ds = load_dataset(args.dataset, args.data_dir, seed=args.seed,
+                      frontend=FRONTENDS[fe_name] if fe_name else None)  # fmt: skip
+    if fe_name and (ds.meta or {}).get("frontend") is None:
+        raise SnapuqError(f"--frontend: {args.dataset} is not an audio set (its inputs have no front end)")
     check_data(ds)
     timings["load_data"] = time.perf_counter() - t0
     import keras  # after every check: a bad invocation fails in a second, without TensorFlow
@@ -262,6 +275,8 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
     if not heads.joint:
         identity = {"dataset": args.dataset, "backbone": bname, "seed": int(args.seed),
                     "input_shape": list(ds.input_shape), "n_train": int(len(xtr))}  # fmt: skip
+        if (ds.meta or {}).get("frontend") is not None:  # a resume reads the same features
+            identity["frontend"] = frontend_name(ds.meta["frontend"]) or "another"
         if distill:
             identity["teachers_sha256"] = distill["sha256"]
         history = fit_backbone_resumable(

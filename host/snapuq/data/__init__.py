@@ -90,9 +90,27 @@ def _through(name: str, ds: Dataset, frontend: dict) -> Dataset:
         return ds
     if want is not None and name in REFRAMERS:
         return _resolve(REFRAMERS[name])(ds, want)
-    cmn = {"model": bool((frontend or {}).get("cmn")), "set": bool(have.get("cmn"))}
-    raise DatasetError(f"{name}: the model's front end (config.json data_meta.frontend, CMN {cmn['model']}) "
-                       f"is not the set's (CMN {cmn['set']}); retrain the model on this set")  # fmt: skip
+    if want is not None and audio.known_frontend(have) == audio.frontend() and _plain_features(ds):
+        return _finish_set(ds, want)
+    names = {k: audio.frontend_name(v) or "another" for k, v in (("model", frontend), ("set", have))}
+    raise DatasetError(f"{name}: the model's front end (config.json data_meta.frontend: {names['model']}) is "
+                       f"not the set's ({names['set']}) and cannot be made from it; retrain the model on "
+                       "this set")  # fmt: skip
+
+
+def _plain_features(ds: Dataset) -> bool:
+    """The set's inputs are the MFCC as computed (no normalization moved out of a user's model applied)."""
+    return ((ds.meta or {}).get("normalization") or {"kind": "none"}).get("kind", "none") == "none"
+
+
+def _finish_set(ds: Dataset, fe: dict) -> Dataset:
+    """A plain-MFCC set through front end `fe`'s remaining step (CMN is a function of the MFCC alone)."""
+    import dataclasses
+
+    arrays = {k: audio.finish(getattr(ds, k), fe) for k in SPLIT_ARRAYS if k.startswith("x_")}
+    if ds.x_ood is not None:
+        arrays["x_ood"] = audio.finish(ds.x_ood, fe)
+    return dataclasses.replace(ds, **arrays, meta={**(ds.meta or {}), "frontend": fe})
 
 
 def _load(name: str, data_dir: str | None, seed: int) -> Dataset:

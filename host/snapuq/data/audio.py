@@ -14,7 +14,12 @@ Pipeline (numpy only; the same function feeds training, evaluation and the devic
 7. optional, per the front-end record (`frontend(cmn=True)`, the `keywords12` set's): cepstral mean
    normalization, each coefficient's mean over the clip's 49 frames subtracted from it (`cepstral_mean_norm`):
    a fixed channel or timbre colour (microphone, room, speaker) is a constant added to every frame's
-   cepstrum, and so is the level in coefficient 0.
+   cepstrum, and so is the level in coefficient 0. `frontend(cmn="keep-level")` subtracts the means of
+   coefficients 1-9 only: the clip's level (coefficient 0) stays an input, so a model can still see (and U
+   flag) a gain change that full CMN makes invisible.
+
+The records by name (`FRONTENDS`, what `snapuq train --frontend` takes): "mfcc" (steps 1-6), "cmn" and
+"cmn-keep-level".
 
 Steps 1-6 match `tf.signal.stft(frame_length=640, frame_step=320, fft_length=1024)` +
 `tf.signal.linear_to_mel_weight_matrix(40, 513, 16000, 20, 4000)` + `mfccs_from_log_mel_spectrograms`
@@ -62,11 +67,29 @@ FRONTEND = {
 
 
 CMN = "per clip: each coefficient's mean over the 49 frames subtracted (cepstral mean normalization)"
+CMN_KEEP_LEVEL = ("per clip: the mean over the 49 frames subtracted from coefficients 1-9, coefficient 0 "
+                  "(the level) kept (cepstral mean normalization, level kept)")  # fmt: skip
+CMN_MODES = {True: CMN, "all": CMN, "keep-level": CMN_KEEP_LEVEL}
 
 
-def frontend(cmn: bool = False) -> dict:
-    """The front-end record a dataset and its models carry (config.json data_meta.frontend)."""
-    return {**FRONTEND, "cmn": CMN} if cmn else dict(FRONTEND)
+def frontend(cmn: bool | str = False) -> dict:
+    """The front-end record a dataset and its models carry (config.json data_meta.frontend): the MFCC, then
+    `cmn` False (nothing), True / "all" (every coefficient's mean removed) or "keep-level" (all but c0's)."""
+    if cmn is False:
+        return dict(FRONTEND)
+    if cmn not in CMN_MODES:
+        raise ValueError(f"unknown cepstral mean normalization {cmn!r} (known: False, True, 'all', "
+                         "'keep-level')")
+    return {**FRONTEND, "cmn": CMN_MODES[cmn]}
+
+
+FRONTENDS = {"mfcc": frontend(), "cmn": frontend(True), "cmn-keep-level": frontend("keep-level")}
+
+
+def frontend_name(fe: dict | None) -> str | None:
+    """The FRONTENDS name of a recorded front end (None: not one of them)."""
+    rec = known_frontend(fe)
+    return next((k for k, v in FRONTENDS.items() if v == rec), None)
 
 
 def known_frontend(fe: dict | None) -> dict | None:
@@ -74,7 +97,7 @@ def known_frontend(fe: dict | None) -> dict | None:
     none (another front end: its features cannot be computed here). No record: the plain MFCC."""
     if not fe:
         return frontend()
-    for rec in (frontend(False), frontend(True)):
+    for rec in FRONTENDS.values():
         keys = set(rec) | ({"cmn"} if "cmn" in fe else set())
         want = {k: list(v) if isinstance(v, tuple) else v for k, v in rec.items()}
         if {k: fe.get(k) for k in keys} == want:
@@ -82,18 +105,27 @@ def known_frontend(fe: dict | None) -> dict | None:
     return None
 
 
-def cepstral_mean_norm(x: np.ndarray) -> np.ndarray:
+def cepstral_mean_norm(x: np.ndarray, keep_level: bool = False) -> np.ndarray:
     """MFCC features (..., 49, 10, 1) -> the same with each coefficient's mean over the 49 frames subtracted
-    (mean in float64, result float32: the numbers a device computes from the same float32 features)."""
+    (`keep_level`: all but coefficient 0's) (mean in float64, result float32: the numbers a device computes
+    from the same float32 features)."""
     x = np.asarray(x, np.float32)
     if x.ndim < 3 or x.shape[-3:] != FEATURE_SHAPE:
         raise ValueError(f"cepstral mean normalization takes (..., {N_FRAMES}, {N_MFCC}, 1), got {x.shape}")
-    return (x - x.mean(axis=-3, keepdims=True, dtype=np.float64)).astype(np.float32)
+    mean = x.mean(axis=-3, keepdims=True, dtype=np.float64)
+    if keep_level:
+        mean[..., 0, :] = 0.0
+    return (x - mean).astype(np.float32)
 
 
 def finish(x: np.ndarray, fe: dict | None) -> np.ndarray:
     """MFCC features through the rest of front end `fe` (its step 7, if it has one)."""
-    return cepstral_mean_norm(x) if (fe or {}).get("cmn") else x
+    mode = (fe or {}).get("cmn")
+    if not mode:
+        return x
+    if mode not in (CMN, CMN_KEEP_LEVEL):
+        raise ValueError(f"front end: unknown cepstral mean normalization record {str(mode)[:60]!r}")
+    return cepstral_mean_norm(x, keep_level=mode == CMN_KEEP_LEVEL)
 
 
 def features(waves: np.ndarray, fe: dict | None = None) -> np.ndarray:

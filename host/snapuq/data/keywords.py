@@ -402,17 +402,19 @@ def ood_waves(n: int, seed: int, test_voices: list[str], position: int = 0) -> n
 def ood_keywords(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
     """Unused Speech Commands words (bed, bird, ...) by the test speakers and by 12 other-language voices.
 
-    Returns OOD MFCC features (n, 49, 10, 1) for a `keywords` Dataset (cached beside the dataset)."""
+    Returns OOD MFCC features (n, 49, 10, 1) for a `keywords` Dataset (cached beside the dataset), through the
+    Dataset's front end (`snapuq train --frontend`)."""
     if n <= 0:
         raise DatasetError(f"keywords: OOD sample count must be positive, got {n}")
     ds_seed = int(ds.meta.get("seed", seed))
     voices = ds.meta.get("speakers", {}).get("test") or speaker_split(ds_seed)["test"]
     d = Path(ds.meta["cache_dir"]) if "cache_dir" in ds.meta else cache_root(data_dir)
     f = d / f"ood-s{seed}-n{n}.npy"
+    fe = (ds.meta or {}).get("frontend")
     if f.exists():
-        return np.load(f)
+        return audio.finish(np.load(f), fe)
     (waves,) = run_fresh([("ood_waves", {"n": n, "seed": seed, "test_voices": list(voices)})])[0]
     x = audio.mfcc(waves)
     d.mkdir(parents=True, exist_ok=True)
     save_arrays(f, x)
-    return x
+    return audio.finish(x, fe)

@@ -275,10 +275,11 @@ def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, in
     return load_cache(build_keywords12(cache_root(data_dir), seed, pc, n_takes))
 
 
-def load_cache(d: Path, raw: bool = False) -> Dataset:
+def load_cache(d: Path, raw: bool = False, frontend: dict | None = None) -> Dataset:
     """The Dataset of one built feature cache folder (any voice inventory or size: a study may name one), its
-    features through the set's front end (`raw`: the plain MFCC the cache holds)."""
-    fe = audio.frontend() if raw else FRONT_END
+    features through the set's front end (`raw`: the plain MFCC the cache holds; `frontend`: another
+    snapuq.data.audio record)."""
+    fe = frontend if frontend is not None else audio.frontend() if raw else FRONT_END
     try:
         arr = {k: np.load(d / f"{k}.npy") for k in SPLIT_ARRAYS}
     except (OSError, ValueError) as e:
@@ -298,12 +299,11 @@ def load_cache(d: Path, raw: bool = False) -> Dataset:
 
 def with_frontend(ds: Dataset, fe: dict) -> Dataset:
     """The same build through front end `fe` (a snapuq.data.audio record): e.g. for a model trained before the
-    set's front end became MFCC + CMN."""
-    raw = load_cache(Path(ds.meta["cache_dir"]), raw=True)
-    if not fe.get("cmn"):
-        return raw
-    out = load_cache(Path(ds.meta["cache_dir"]))
-    return out if audio.known_frontend(fe) == out.meta["frontend"] else raw
+    set's front end became MFCC + CMN, or one trained with `--frontend cmn-keep-level`."""
+    rec = audio.known_frontend(fe)
+    if rec is None:
+        raise DatasetError("keywords12: the front end asked for is none of snapuq.data.audio.FRONTENDS")
+    return load_cache(Path(ds.meta["cache_dir"]), frontend=rec)
 
 
 def extra_arrays(ds: Dataset) -> dict[str, np.ndarray]:

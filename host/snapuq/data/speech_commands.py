@@ -163,7 +163,7 @@ def load_speech_commands(data_dir: str | None, seed: int = 0) -> Dataset:
 def ood_speech_commands(data_dir: str | None, n: int, seed: int, ds: Dataset) -> np.ndarray:
     """Unused Speech Commands words (bed, bird, ...) from the testing list (all their files if none there).
 
-    Returns n MFCC features (n, 49, 10, 1)."""
+    Returns n MFCC features (n, 49, 10, 1), through the Dataset's front end (`snapuq train --frontend`)."""
     if n <= 0:
         raise DatasetError(f"speech_commands: OOD sample count must be positive, got {n}")
     root = find_root(data_dir or (ds.meta.get("root") if ds.meta else None))
@@ -182,13 +182,14 @@ def ood_speech_commands(data_dir: str | None, n: int, seed: int, ds: Dataset) ->
     pick = rng.choice(len(cands), size=min(n, len(cands)), replace=False)
     d = _cache_dir(root, cache_root(None))
     f = d / f"ood-s{seed}-n{len(pick)}.npy"
+    fe = (ds.meta or {}).get("frontend")
     if f.exists():
-        return np.load(f)
+        return audio.finish(np.load(f), fe)
     waves, _ = _load_split(root, [(cands[i], 0) for i in sorted(pick)], "speech_commands ood")
     x = audio.mfcc(waves)
     d.mkdir(parents=True, exist_ok=True)
     save_arrays(f, x)
-    return x
+    return audio.finish(x, fe)
 
 
 # --- a folder of test clips alone (`snapuq eval DIR --data-dir TREE --split test`) -------------------------
