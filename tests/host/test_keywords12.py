@@ -257,3 +257,26 @@ def test_train_with_another_front_end(tmp_path, monkeypatch, capsys):
         assert main(["train", "--out", str(tmp_path / "x"), "--no-progress", "--epochs", "1"] + extra) == 1
         err = capsys.readouterr().err
         assert msg in err and "Traceback" not in err, (extra, err)
+
+
+def test_teachers_must_have_read_the_sets_front_end(tmp_path):
+    from types import SimpleNamespace
+
+    from snapuq.commands.train import check_teacher_frontend
+    from snapuq.errors import SnapuqError
+
+    t = tmp_path / "t"
+    (t / "baselines").mkdir(parents=True)
+    ds = SimpleNamespace(meta={"frontend": audio.FRONTENDS["cmn"]})
+    odd = {**audio.FRONTENDS["cmn"], "n_mfcc": 13}
+    for fe, ok in ((audio.FRONTENDS["cmn"], True), (audio.FRONTENDS["mfcc"], False), (odd, False)):
+        (t / "config.json").write_text(json.dumps({"data_meta": {"frontend": fe}}))
+        for src in (t, t / "baselines"):  # the model directory or its baselines/
+            if ok:
+                check_teacher_frontend(src, ds)
+            else:
+                with pytest.raises(SnapuqError, match="another front end"):
+                    check_teacher_frontend(src, ds)
+    # two records of front ends this package does not know are not the same front end
+    with pytest.raises(SnapuqError, match="another front end"):
+        check_teacher_frontend(t, SimpleNamespace(meta={"frontend": {**odd, "n_mel": 64}}))

@@ -224,7 +224,9 @@ def check_teacher_frontend(src: Path, ds) -> None:
     for d in (src, src.parent):
         if (d / "config.json").is_file():
             have, want = frontend_at(d), (ds.meta or {}).get("frontend")
-            if have is not None and want is not None and known_frontend(have) != known_frontend(want):
+            known = known_frontend(have)
+            if have is not None and want is not None and (have != want if known is None
+                                                          else known != known_frontend(want)):
                 raise SnapuqError(f"--distill-from: {d} was trained on another front end than the set's "
                                   "(config.json data_meta.frontend)")  # fmt: skip
             return
