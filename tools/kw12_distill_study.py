@@ -103,6 +103,7 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
     m.compile(optimizer=opt, loss=loss)
     t0 = time.perf_counter()
     avg: list | None = None
+    pre: dict = {}
     for e in range(opts.epochs + v["swa"]):
         opt.learning_rate.assign(opts.lr_at(e) if e < opts.epochs else 0.1 * opts.lr)
         xe, ye = x, yt
@@ -116,6 +117,12 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
         h = m.fit(xe, ye, batch_size=opts.batch_size, epochs=1, shuffle=True, verbose=0)
         n_ep = opts.epochs + v["swa"]
         print(f"  {variant} epoch {e + 1}/{n_ep} loss {h.history['loss'][-1]:.4f}", flush=True)
+        if v["swa"] and e == opts.epochs - 1:  # the plain model of the same run: the paired comparison
+            fam = np.array([family(s) for s in arr["voice_test"]])
+            for name, xs in (("test", ds.x_test), ("test_shift", arr["x_test_shift"])):
+                ok = np.asarray(m.predict(xs, batch_size=512, verbose=0)).argmax(1) == ds.y_test
+                pre.update({f"pre_swa_{k}": val for k, val in accuracy_row(name, ok, ds.y_test, fam).items()})
+            print(f"  {variant} before averaging: test {pre['pre_swa_test_all12']:.4f}", flush=True)
         if v["swa"] and e >= opts.epochs - 1:
             w = [np.asarray(a, np.float64) for a in m.get_weights()]
             avg = w if avg is None else [a + b for a, b in zip(avg, w)]
@@ -123,7 +130,7 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
         m.set_weights([a / (v["swa"] + 1) for a in avg])
         bn_recompute(m, x, seed)
     row = {"variant": variant, **v, "members": len(teachers), "n_train": int(len(x)),
-           "train_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
+           "train_s": round(time.perf_counter() - t0, 1), **pre}  # fmt: skip
     fam = np.array([family(s) for s in arr["voice_test"]])
     for name, xs in (("test", ds.x_test), ("test_shift", arr["x_test_shift"])):
         ok = np.asarray(m.predict(xs, batch_size=512, verbose=0)).argmax(1) == ds.y_test

@@ -342,6 +342,29 @@ def test_soft_targets_average_the_members_at_the_temperature(tmp_path):
         D.teacher_files(tmp_path / "empty")
 
 
+def test_soft_targets_are_kept_for_a_resumed_run(tmp_path, monkeypatch):
+    from snapuq.nn import distill as D
+
+    x, _ = _data()
+    members = [_tiny(0), _tiny(1)]
+    rec, f = {"sha256": "a" * 64}, tmp_path / "checkpoint" / "soft_targets.npz"
+    first = D.cached_soft_targets(members, x, 2.0, rec, f)
+    np.testing.assert_array_equal(first, D.soft_targets(members, x, 2.0))
+    calls = []
+    real = D.soft_targets
+    monkeypatch.setattr(D, "soft_targets", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    np.testing.assert_array_equal(D.cached_soft_targets(members, x, 2.0, rec, f), first)  # read back
+    assert calls == []
+    # other teachers, another temperature or other inputs: computed again (and kept in their place)
+    D.cached_soft_targets(members, x, 3.0, rec, f)
+    D.cached_soft_targets(members, x, 3.0, {"sha256": "b" * 64}, f)
+    D.cached_soft_targets(members, x[::-1], 3.0, {"sha256": "b" * 64}, f)
+    assert calls == [3.0, 3.0, 3.0]
+    f.write_bytes(b"truncated")  # an unreadable file is computed again, not an error
+    np.testing.assert_array_equal(D.cached_soft_targets(members, x, 2.0, rec, f), first)
+    assert len(calls) == 4
+
+
 def test_train_distills_the_backbone_from_a_model_directorys_ensemble(tmp_path, capsys):
     """`snapuq train --distill-from DIR`: DIR's baselines are the teachers; config.json records them (files,
     digest, alpha 0.7 by default, T) and the recipe; the flags that cannot go together are refused in one

@@ -31,7 +31,7 @@ from snapuq.formats import MAX_SEED, read_config
 from snapuq.io import check_out_dir, write_json, write_text
 from snapuq.modeldir import ModelPaths, ModelStage
 from snapuq.nn.backbones import BACKBONES, DEFAULT_BACKBONE, backbone_module, build_backbone
-from snapuq.nn.distill import load_teachers, soft_targets
+from snapuq.nn.distill import cached_soft_targets, load_teachers
 from snapuq.nn.recipe import fit_backbone_resumable
 from snapuq.nn.saved import ModelDir
 from snapuq.nn.training import check_data, fit_heads, head_config, tap_entries
@@ -270,7 +270,8 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
     if getattr(args, "distill_from", None):
         check_teacher_frontend(Path(args.distill_from), ds)  # from config.json, before any model loads
         teachers, distill = load_teachers(args.distill_from, ds.input_shape, ds.n_classes)
-        soft = soft_targets(teachers, xtr, opts.distill_temperature)
+        soft = cached_soft_targets(teachers, xtr, opts.distill_temperature, distill,
+                                   out / "checkpoint" / "soft_targets.npz")  # a --resume reads them back
         distill.update(alpha=opts.distill_alpha, temperature=opts.distill_temperature,
                        teacher_train_accuracy=round(float((soft.argmax(1) == ytr).mean()), 5))  # fmt: skip
         del teachers

@@ -13,12 +13,14 @@ un-augmented clip's soft target.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from snapuq.errors import SnapuqError
+from snapuq.io import save_arrays
 
 TEACHER_GLOB = "ensemble_*.keras"
 
@@ -82,6 +84,27 @@ def soft_targets(models: list, x: np.ndarray, temperature: float, batch: int = 1
     if out is None:
         raise SnapuqError("--distill-from: no teacher, or no training input")
     return (out / len(models)).astype(np.float32)
+
+
+def cached_soft_targets(models: list, x: np.ndarray, temperature: float, record: dict[str, Any],
+                        path: str | Path) -> np.ndarray:  # fmt: skip
+    """`soft_targets`, kept in `path` (an .npz beside a run's checkpoint) with what they were computed from:
+    the teachers' digest, the temperature and a digest of the train inputs. A resumed run with the same three
+    reads them back instead of running every teacher over the train split again."""
+    key = json.dumps({"teachers_sha256": record["sha256"], "temperature": float(temperature),
+                      "x_sha256": hashlib.sha256(np.ascontiguousarray(x, np.float32).tobytes()).hexdigest()})
+    p = Path(path)
+    if p.is_file():
+        try:
+            with np.load(p) as z:
+                if str(z["key"]) == key and z["soft"].shape[0] == len(x):
+                    return np.asarray(z["soft"], np.float32)
+        except (OSError, ValueError, KeyError, EOFError):
+            pass  # unreadable (an interrupted write is never one: written atomically): computed again
+    soft = soft_targets(models, x, temperature)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    save_arrays(p, soft=soft, key=np.array(key))
+    return soft
 
 
 def distill_targets(y: np.ndarray, soft: np.ndarray | None, n_classes: int) -> np.ndarray:
