@@ -11,6 +11,10 @@ profile):
   same loop (the comparison row: this loop shuffles unlike snapuq's recipe).
 - ext<k>: every train clip of a flite / festival speaker k times per epoch (their share 25 % -> 40 % at k=2).
 - mix<beta>: mixup of the MFCC inputs and their targets, weight max(l, 1 - l), l ~ Beta(beta, beta).
+- envsil<p>: a share p of the train `_silence_` clips rendered again with the everyday backgrounds of
+  augment_audio.ENV_KINDS among the kinds (clatter, water, machine, animal; babble falls back to pink noise
+  here). Every row also reports the share of tools/kw12_noise_probe.py's clips of each kind called
+  `_silence_`.
 - swa<k>: stochastic weight averaging: after the cosine, k more epochs at a constant 10 % of the peak rate,
   the weights averaged over the end of the cosine and the end of each of those epochs, then the batch-norm
   statistics recomputed on the train clips for the averaged weights.
@@ -40,10 +44,12 @@ from snapuq.options import TrainOptions
 def parse(variant: str) -> dict:
     a, t, s, *rest = variant.split(":")
     out = {"alpha": float(a[1:]), "T": float(t[1:]), "seed": int(s[1:]), "epochs": 16, "ext_rep": 1,
-           "mix": 0.0, "swa": 0}
+           "mix": 0.0, "swa": 0, "envsil": 0.0}
     for r in rest:
         if r.startswith("ext"):
             out["ext_rep"] = int(r[3:])
+        elif r.startswith("envsil"):
+            out["envsil"] = float(r[6:])
         elif r.startswith("swa"):
             out["swa"] = int(r[3:])
         elif r.startswith("mix"):
@@ -53,6 +59,36 @@ def parse(variant: str) -> dict:
         else:
             raise SystemExit(f"kw12_distill_study: unknown part '{r}' of variant {variant}")
     return out
+
+
+def env_silence(ds, share: float, seed: int) -> np.ndarray:
+    """ds.x_train with a share of its `_silence_` clips rendered again, everyday backgrounds among the
+    kinds."""
+    from snapuq.data import audio
+    from snapuq.data import augment_audio as A
+
+    rows = np.nonzero(ds.y_train == K.CLASSES.index(K.SILENCE))[0]
+    rng = np.random.default_rng([seed, 77])
+    pick = np.sort(rng.choice(rows, int(round(share * len(rows))), replace=False))
+    kinds = A.NOISE_KINDS + A.ENV_KINDS
+    prof = A.PROFILES["train"]
+    gens = [np.random.default_rng([seed, 77, int(i)]) for i in pick]
+    waves = np.stack([audio.to_int16(A.silence(g, [], prof, kinds=kinds)) for g in gens])
+    x = ds.x_train.copy()
+    x[pick] = audio.features(waves, ds.meta["frontend"])
+    print(f"  {len(pick)} of {len(rows)} train _silence_ clips with {', '.join(A.ENV_KINDS)}", flush=True)
+    return x
+
+
+def probe_features(ds, cache: dict) -> dict:
+    """tools/kw12_noise_probe.py's clips (seed 1: not the probe's own draws), through the set's front end."""
+    from kw12_noise_probe import KINDS, render
+
+    from snapuq.data import audio
+
+    if "probe" not in cache:
+        cache["probe"] = {k: audio.features(render(k, 100, 1), ds.meta["frontend"]) for k in KINDS}
+    return cache["probe"]
 
 
 def bn_recompute(m, x: np.ndarray, seed: int, batches: int = 200, batch: int = 256) -> None:
@@ -83,6 +119,8 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
         cache[temp] = soft_targets(teachers, ds.x_train, temp)
     soft = cache.get(temp, np.zeros((len(ds.y_train), n_cls), np.float32))
     x, yt = ds.x_train, np.concatenate([np.eye(n_cls, dtype=np.float32)[ds.y_train], soft], 1)
+    if v["envsil"] > 0:
+        x = env_silence(ds, v["envsil"], seed)
     if v["ext_rep"] > 1:
         ext = np.array([family(s) == "ext" for s in arr["voice_train"]])
         idx = np.concatenate([np.arange(len(x))] + [np.nonzero(ext)[0]] * (v["ext_rep"] - 1))
@@ -138,6 +176,12 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
         if name not in cache:  # the ensemble's own accuracy: the same for every variant
             cache[name] = float((soft_targets(teachers, xs, 1.0).argmax(1) == ds.y_test).mean())
         row[f"ensemble_{name}_all12"] = cache[name]
+    probe = probe_features(ds, cache)
+    sil = K.CLASSES.index(K.SILENCE)
+    row["probe_silence_share"] = {k: float((np.asarray(m.predict(px, batch_size=512, verbose=0)).argmax(1)
+                                            == sil).mean()) for k, px in probe.items()}  # fmt: skip
+    print(f"  {variant}: test {row['test_all12']:.4f}, probe silence " + " ".join(
+        f"{k} {s:.2f}" for k, s in row["probe_silence_share"].items()), flush=True)
     sub = slice(None, None, 8)
     row["train_acc"] = float((np.asarray(m.predict(ds.x_train[sub], batch_size=1024, verbose=0)).argmax(1)
                               == ds.y_train[sub]).mean())  # fmt: skip

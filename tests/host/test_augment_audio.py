@@ -159,3 +159,44 @@ def test_timbre_colours_a_word_keeps_its_peak_and_only_train_eq_uses_it():
     assert A.PROFILES["train_eq"].p_eq > 0
     assert all(A.PROFILES[p].p_eq == 0 for p in ("clean", "train", "shift"))
     assert list(A.PROFILES)[:3] == ["clean", "train", "shift"]  # the rng key of a clip uses this order
+
+
+def test_environmental_noises_have_their_kinds_properties():
+    """The everyday backgrounds (ENV_KINDS): unit RMS, reproducible from the generator, and each with the
+    property that names it: clatter is impulsive, water lies in 300 Hz-6 kHz, a machine has a low drone
+    line, an animal call a voiced pitch within 250 Hz-2.5 kHz."""
+    from scipy.stats import kurtosis
+
+    f = np.fft.rfftfreq(A.N, 1 / A.SR)
+    for s in range(4):
+        x = {k: A.environmental_noise(k, A.N, np.random.default_rng(s)) for k in A.ENV_KINDS}
+        for k, v in x.items():
+            assert v.shape == (A.N,) and np.isfinite(v).all(), k
+            np.testing.assert_allclose(np.sqrt(np.mean(v**2)), 1.0, rtol=1e-6)
+            np.testing.assert_array_equal(v, A.environmental_noise(k, A.N, np.random.default_rng(s)))
+            assert not np.array_equal(v, A.environmental_noise(k, A.N, np.random.default_rng(s + 10)))
+        assert kurtosis(x["clatter"]) > 3.0  # Gaussian noise: 0
+        assert kurtosis(x["water"]) < 3.0
+        p = np.abs(np.fft.rfft(x["water"])) ** 2
+        assert p[(f >= 300) & (f <= 6000)].sum() > 0.9 * p.sum()
+        p = np.abs(np.fft.rfft(x["machine"])) ** 2
+        assert p[(f >= 15) & (f <= 85)].max() > 100 * np.median(p[(f >= 15) & (f <= 400)])
+        frames = x["animal"].reshape(-1, 1600)
+        loud = frames[np.argmax((frames**2).sum(1))]
+        pa = np.abs(np.fft.rfft(loud * np.hanning(1600))) ** 2
+        assert 250 <= np.fft.rfftfreq(1600, 1 / A.SR)[pa.argmax()] <= 2500
+    with pytest.raises(ValueError, match="unknown environmental noise kind 'traffic'"):
+        A.environmental_noise("traffic", A.N, np.random.default_rng(0))
+
+
+def test_silence_can_draw_everyday_backgrounds_and_keeps_its_default_draws():
+    pool = [np.sin(np.arange(8000) / 7.0)]
+    for s in range(5):
+        a = A.silence(np.random.default_rng(s), pool, A.PROFILES["train"])
+        b = A.silence(np.random.default_rng(s), pool, A.PROFILES["train"], kinds=A.NOISE_KINDS)
+        np.testing.assert_array_equal(a, b)
+    env = [A.silence(np.random.default_rng(s), [], A.PROFILES["train"], kinds=A.ENV_KINDS) for s in range(5)]
+    for e in env:
+        assert e.shape == (A.N,) and np.isfinite(e).all()
+        assert -81.0 <= 20 * np.log10(np.sqrt(np.mean(e**2))) <= -11.0
+
