@@ -62,6 +62,9 @@ def _check_choices(opts: Any, names: tuple[str, ...]) -> None:
                               f"{getattr(opts, f.name)!r}")  # fmt: skip
 
 
+SWA_LR_FRAC = 0.1  # the averaging epochs' rate, a fraction of the peak (keywords12: docs/AUDIO.md)
+
+
 @dataclass(frozen=True)
 class TrainOptions:
     """The backbone recipe. epochs / head_epochs: backbone and SNAP-head epochs; lr: the peak learning rate;
@@ -70,7 +73,8 @@ class TrainOptions:
     horizontal flip: natural images), "specaugment" (time / coefficient masks on MFCC inputs), "warp" (a
     random spectral-envelope warp of MFCC inputs: vocal-tract length perturbation), "none". distill_alpha /
     distill_temperature: the loss (1 - a) * cross-entropy + a * T^2 * KL(teachers at T || model at T) when
-    `snapuq train --distill-from` gives teachers (a deep ensemble: their probabilities averaged).
+    `snapuq train --distill-from` gives teachers (a deep ensemble: their probabilities averaged). swa_epochs:
+    stochastic weight averaging after the schedule (nn.recipe.fit_backbone_resumable).
     On the command line every one defaults to the dataset's recipe (RECIPES)."""
 
     epochs: int = _opt(10, "backbone epochs (--model: the head epochs, 10)")
@@ -88,6 +92,9 @@ class TrainOptions:
     distill_alpha: float = _opt(0.0, "weight of the distillation loss from the teachers of --distill-from "
                                      "(0: plain cross-entropy; with --distill-from it defaults to 0.7)")
     distill_temperature: float = _opt(3.0, "temperature of the distillation loss (--distill-from)")
+    swa_epochs: int = _opt(0, "stochastic weight averaging: after the schedule, this many epochs at a tenth "
+                              "of the peak rate; the weights averaged over the schedule's last epoch and "
+                              "these, then the batch-norm statistics recomputed (0: off)")
 
     def __post_init__(self) -> None:
         self.validate()
@@ -101,6 +108,7 @@ class TrainOptions:
         _check("momentum", self.momentum, 0, 1, hi_open=True)
         _check("distill_alpha", self.distill_alpha, 0, 1, hi_open=True)
         _check("distill_temperature", self.distill_temperature, 0, lo_open=True)
+        _check("swa_epochs", self.swa_epochs, 0, 1000, integer=True)
         _check_choices(self, ("optimizer", "schedule", "augment"))
 
     @property
@@ -118,8 +126,16 @@ class TrainOptions:
     def for_dataset(cls, dataset: str | None) -> TrainOptions:
         return cls(**RECIPES.get(dataset or "", {}))
 
+    @property
+    def total_epochs(self) -> int:
+        """The schedule's epochs and the weight-averaging epochs after it."""
+        return self.epochs + self.swa_epochs
+
     def lr_at(self, epoch: int) -> float:
-        """The learning rate of 0-based `epoch` (a pure function: resuming reproduces it)."""
+        """The learning rate of 0-based `epoch` (a pure function: resuming reproduces it); the averaging
+        epochs after the schedule (`swa_epochs`) run at SWA_LR_FRAC of the peak rate."""
+        if epoch >= self.epochs:
+            return float(self.lr) * SWA_LR_FRAC
         if self.schedule == "constant":
             return float(self.lr)
         if epoch < self.warmup_epochs:

@@ -13,7 +13,7 @@ from snapuq.options import CalibOptions, HeadOptions, TrainOptions
 NON_DEFAULT = {
     TrainOptions: TrainOptions(epochs=7, head_epochs=3, batch_size=32, lr=0.05, optimizer="sgd", momentum=0.8,
                                schedule="cosine", warmup_epochs=1, augment="shift", baseline_epochs=4,
-                               distill_alpha=0.5, distill_temperature=2.0),
+                               distill_alpha=0.5, distill_temperature=2.0, swa_epochs=2),
     HeadOptions: HeadOptions(rank=16, detach=False, joint=True, qat_frac=0.5, lambda_ss=3e-3, lambda_reg=0.0,
                              eps=0.05, floor="softplus", nll="huber", cov_rank=2),
     CalibOptions: CalibOptions(alpha=0.5, quantile=0.99, variant="literal", input_tap=False, alarm_rate=1e-6),
@@ -62,6 +62,7 @@ def test_config_json_records_the_head_options_whole():
         (TrainOptions, {"distill_alpha": 1.0}, "--distill-alpha must be a finite number in [0, 1)"),
         (TrainOptions, {"distill_temperature": 0.0}, "--distill-temperature must be a finite number > 0"),
         (TrainOptions, {"warmup_epochs": 11}, "--warmup-epochs must be an integer in [0, 10]"),
+        (TrainOptions, {"swa_epochs": -1}, "--swa-epochs must be an integer in [0, 1000]"),
     ],
 )
 def test_bad_values_are_one_line_errors_naming_the_flag(cls, bad, msg):

@@ -99,6 +99,78 @@ def test_resume_continues_from_the_last_epoch_and_matches_an_unbroken_run(tmp_pa
     assert h[-1]["loss"] == pytest.approx(h_full[-1]["loss"], rel=1e-4)
 
 
+def _tiny_bn(seed=0):
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((4, 4, 1))
+    h = keras.layers.Conv2D(4, 3, padding="same", use_bias=False)(inp)
+    h = keras.layers.ReLU()(keras.layers.BatchNormalization(momentum=0.9)(h))
+    h = keras.layers.GlobalAveragePooling2D()(h)
+    return keras.Model(inp, keras.layers.Dense(3)(h))
+
+
+def test_weight_averaging_after_the_schedule_resumes_like_an_unbroken_run(tmp_path, monkeypatch):
+    """--swa-epochs 2 after a 3-epoch schedule: epochs 4 and 5 at a tenth of the peak rate, the trainable
+    weights the mean of those after epochs 3, 4 and 5, the batch-norm statistics recomputed for them; a run
+    killed during the averaging resumes to the same weights; the distillation targets beside the checkpoint
+    are kept."""
+    import keras
+
+    x, y = _data()
+    o = R.TrainOptions(epochs=3, batch_size=16, lr=0.05, optimizer="sgd", schedule="cosine", swa_epochs=2)
+    ident = {"dataset": "t", "seed": 0}
+    snaps, real_write = [], R.Checkpoint.write
+
+    def spy(self, model, *a, **k):
+        snaps.append([np.asarray(w) for w in model.trainable_weights])
+        real_write(self, model, *a, **k)
+
+    monkeypatch.setattr(R.Checkpoint, "write", spy)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "soft_targets.npz").write_bytes(b"kept")
+    full = _tiny_bn()
+    h = R.fit_backbone_resumable(full, x, y, o, seed=0, ckpt_dir=tmp_path / "a", identity=ident,
+                                 progress=False)  # fmt: skip
+    assert [r["epoch"] for r in h] == [1, 2, 3, 4, 5] and h[3]["lr"] == h[4]["lr"] == pytest.approx(0.005)
+    for k, w in enumerate(full.trainable_weights):
+        want = np.mean([s[k] for s in snaps[2:]], axis=0)
+        np.testing.assert_allclose(np.asarray(w), want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(np.asarray(full.trainable_weights[0]), snaps[-1][0])
+    bn = next(la for la in full.layers if isinstance(la, keras.layers.BatchNormalization))
+    stats = [np.asarray(bn.moving_mean), np.asarray(bn.moving_variance)]
+    R.recompute_batchnorm(full, x, 0)  # the same statistics again: a function of the weights and the seed
+    np.testing.assert_allclose(np.asarray(bn.moving_mean), stats[0], rtol=1e-5, atol=1e-6)
+    assert bn.momentum == 0.9
+    left = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert left == ["backbone.e5.weights.h5", "optimizer.e5.npz", "soft_targets.npz", "state.json",
+                    "swa.e5.npz"]
+
+    def dying(self, *a, **k):  # killed right after epoch 4's checkpoint (one averaged epoch done)
+        real_write(self, *a, **k)
+        if a[2]["epoch"] == 4:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(R.Checkpoint, "write", dying)
+    with pytest.raises(KeyboardInterrupt):
+        R.fit_backbone_resumable(_tiny_bn(), x, y, o, seed=0, ckpt_dir=tmp_path / "b", identity=ident,
+                                 progress=False)  # fmt: skip
+    monkeypatch.setattr(R.Checkpoint, "write", real_write)
+    resumed = _tiny_bn(seed=5)
+    logs = []
+    R.fit_backbone_resumable(resumed, x, y, o, seed=0, ckpt_dir=tmp_path / "b", identity=ident, resume=True,
+                             progress=False, log=logs.append)  # fmt: skip
+    assert "after epoch 4 of 5" in logs[0]
+    for a, b in zip(full.get_weights(), resumed.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    # a finished checkpoint resumed again gives the averaged weights again, not the last epoch's
+    again = _tiny_bn(seed=7)
+    R.fit_backbone_resumable(again, x, y, o, seed=0, ckpt_dir=tmp_path / "b", identity=ident, resume=True,
+                             progress=False, log=logs.append)  # fmt: skip
+    for a, b in zip(full.get_weights(), again.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_a_kill_between_an_epochs_files_and_its_state_leaves_the_previous_epoch_whole(tmp_path, monkeypatch):
     """Killed after epoch 3's weights and optimizer files are written but before state.json names them:
     the checkpoint is still epoch 2's (its own files, not epoch 3's weights), and the resumed run ends with

@@ -120,12 +120,25 @@ class Checkpoint:
                 and all(isinstance(n, str) and n and Path(n).name == n for n in names)):  # fmt: skip
             raise SnapuqError(f"{self.state}: files {names!r} is not [weights, optimizer] of this folder")
         self.weights, self.optimizer = (self.root / n for n in names)
-        for p in (self.weights, self.optimizer):
+        swa = st.get("swa_file")
+        if swa is not None and not (isinstance(swa, str) and swa and Path(swa).name == swa):
+            raise SnapuqError(f"{self.state}: swa_file {swa!r} is not a file of this folder")
+        for p in (self.weights, self.optimizer) + ((self.root / swa,) if swa else ()):
             if not p.is_file():
                 raise SnapuqError(f"{p}: missing beside {self.state.name}; remove {self.root} to start over")
         return st
 
-    def write(self, model, optimizer, state: dict[str, Any]) -> None:
+    def read_swa(self, st: dict[str, Any]) -> tuple[list[np.ndarray], int] | None:
+        """The running sum of the averaged weights and its count, as of the state `st` (None: none yet)."""
+        if not st.get("swa_file"):
+            return None
+        with np.load(self.root / st["swa_file"]) as z:
+            n = len(z.files) - 1
+            return [np.asarray(z[f"arr_{i}"], np.float64) for i in range(n)], int(z["count"])
+
+    def write(self, model, optimizer, state: dict[str, Any],
+              swa: tuple[list[np.ndarray], int] | None = None) -> None:  # fmt: skip
+        """`swa`: the running sum of the averaged weights and its count, kept with the epoch's files."""
         self.root.mkdir(parents=True, exist_ok=True)
         e = int(state["epoch"])
         w, o = self.root / f"backbone.e{e}.weights.h5", self.root / f"optimizer.e{e}.npz"
@@ -134,11 +147,19 @@ class Checkpoint:
         os.replace(tmp_w, w)
         with atomic_open(o, "wb") as f:
             np.savez(f, *[np.asarray(v) for v in optimizer.variables])
-        write_text(self.state, json.dumps({"format": CHECKPOINT_FORMAT, **state, "files": [w.name, o.name]},
-                                          indent=1))  # fmt: skip
+        keep = [w, o]
+        extra: dict[str, Any] = {}
+        if swa is not None:
+            a = self.root / f"swa.e{e}.npz"
+            with atomic_open(a, "wb") as f:
+                np.savez(f, *swa[0], count=np.int64(swa[1]))
+            keep.append(a)
+            extra["swa_file"] = a.name
+        write_text(self.state, json.dumps({"format": CHECKPOINT_FORMAT, **state, "files": [w.name, o.name],
+                                           **extra}, indent=1))  # fmt: skip
         self.weights, self.optimizer = w, o
         for p in self.root.glob("*"):  # the previous epochs' files, now that state.json names these
-            if p.suffix in (".h5", ".npz") and p not in (w, o):
+            if p.suffix in (".h5", ".npz") and p not in keep and p.name != "soft_targets.npz":
                 p.unlink(missing_ok=True)
 
     def restore(self, model, optimizer) -> None:
@@ -196,7 +217,8 @@ def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOp
             metrics=None if output_keys else ["accuracy"],
         )
     optimizer.build(backbone.trainable_variables)
-    start, history = 0, []
+    start, history, swa = 0, [], None
+    total = opts.total_epochs
     if resume and ck.exists():
         st = ck.read()
         want = {"identity": identity, "recipe": opts.to_dict()}
@@ -211,11 +233,12 @@ def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOp
             ]
             raise SnapuqError(f"--resume: {ck.state} is from another run ({'; '.join(diff[:3])})")
         ck.restore(backbone, optimizer)
-        start, history = min(int(st["epoch"]), opts.epochs), list(st.get("history", []))
-        log(f"snapuq train: resuming the {desc} from {ck.root} after epoch {start} of {opts.epochs}")
-    bar = _Bar(opts.epochs, desc, not progress)
+        start, history = min(int(st["epoch"]), total), list(st.get("history", []))
+        swa = ck.read_swa(st)
+        log(f"snapuq train: resuming the {desc} from {ck.root} after epoch {start} of {total}")
+    bar = _Bar(total, desc, not progress)
     bar.bar.update(start)
-    end = opts.epochs if stop_after is None else max(start, min(opts.epochs, int(stop_after)))
+    end = total if stop_after is None else max(start, min(total, int(stop_after)))
     for epoch in range(start, end):
         optimizer.learning_rate.assign(opts.lr_at(epoch))
         h = backbone.fit(
@@ -225,9 +248,45 @@ def fit_backbone_resumable(backbone, x: np.ndarray, y: np.ndarray, opts: TrainOp
         rec = {"epoch": epoch + 1, "lr": round(opts.lr_at(epoch), 8)}
         rec.update({k: round(float(v[-1]), 5) for k, v in h.history.items()})
         history.append(rec)
+        if opts.swa_epochs and epoch + 1 >= opts.epochs:  # the schedule's last epoch and every one after it
+            w = [np.asarray(a, np.float64) for a in backbone.get_weights()]
+            swa = (w, 1) if swa is None else ([a + b for a, b in zip(swa[0], w)], swa[1] + 1)
         ck.write(backbone, optimizer, {"epoch": epoch + 1, "identity": identity, "recipe": opts.to_dict(),
-                                       "history": history})  # fmt: skip
+                                       "history": history}, swa=swa)  # fmt: skip
         bar.bar.set_postfix({k: f"{rec[k]:.3f}" for k in ("loss", "accuracy", "val_accuracy") if k in rec})
         bar.bar.update(1)
     bar.close()
+    if opts.swa_epochs and end == total and swa is not None:
+        backbone.set_weights([a / swa[1] for a in swa[0]])
+        recompute_batchnorm(backbone, x, seed)
     return history
+
+
+def recompute_batchnorm(model, x: np.ndarray, seed: int, batches: int = 200, batch_size: int = 256) -> None:
+    """The batch-norm moving statistics of `model` recomputed for its present (averaged) weights: the running
+    mean over `batches` random batches of the train inputs `x` (the first batch's statistics, then each
+    batch weighted 1/(i+1)); nothing else changes. Deterministic per seed."""
+    import keras
+
+    bns = [la for la in _layers(model) if isinstance(la, keras.layers.BatchNormalization)]
+    if not bns:
+        return
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5A])
+    keep = [la.momentum for la in bns]
+    try:
+        for i in range(batches):
+            for la in bns:
+                la.momentum = i / (i + 1)
+            idx = rng.choice(len(x), min(batch_size, len(x)), replace=False)
+            model(np.asarray(x[idx], np.float32), training=True)
+    finally:
+        for la, m in zip(bns, keep):
+            la.momentum = m
+
+
+def _layers(model) -> list:
+    """Every layer of a model, nested models' included."""
+    out = []
+    for la in model.layers:
+        out.extend(_layers(la) if hasattr(la, "layers") and la.layers else [la])
+    return out
