@@ -469,3 +469,18 @@ def test_train_distills_the_backbone_from_a_model_directorys_ensemble(tmp_path, 
         assert main(argv + ["1"] + extra) == 1, extra
         err = capsys.readouterr().err
         assert msg in err and "Traceback" not in err, (extra, err)
+
+
+def test_train_averages_the_weights_when_asked(tmp_path):
+    out = tmp_path / "m"
+    assert main(["train", "--dataset", "digits", "--out", str(out), "--epochs", "2", "--head-epochs", "1",
+                 "--swa-epochs", "1", "--no-baselines", "--no-progress"]) == 0  # fmt: skip
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["recipe"]["swa_epochs"] == 1
+    assert [h["epoch"] for h in cfg["backbone_history"]] == [1, 2, 3]
+    assert cfg["backbone_history"][2]["lr"] == pytest.approx(0.1 * cfg["recipe"]["lr"])
+    assert cfg["test_accuracy_float"] > 0.5
+    from snapuq.commands.multiseed import train_argv
+
+    a = train_argv(out, cfg, None, 1, tmp_path / "m_seed1", None)
+    assert a[a.index("--swa-epochs") + 1] == "1"
