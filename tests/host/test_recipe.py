@@ -65,6 +65,21 @@ def _data():
     return x, (x.mean(axis=(1, 2, 3)) * 3).astype(np.int64).clip(0, 2)
 
 
+def _killed_after(epoch: int, monkeypatch, model, x, y, o, ckpt_dir, ident) -> None:
+    """fit_backbone_resumable killed (KeyboardInterrupt) right after epoch `epoch`'s checkpoint is written."""
+    real_write = R.Checkpoint.write
+
+    def dying(self, *a, **k):
+        real_write(self, *a, **k)
+        if a[2]["epoch"] == epoch:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(R.Checkpoint, "write", dying)
+    with pytest.raises(KeyboardInterrupt):
+        R.fit_backbone_resumable(model, x, y, o, seed=0, ckpt_dir=ckpt_dir, identity=ident, progress=False)
+    monkeypatch.setattr(R.Checkpoint, "write", real_write)
+
+
 def test_resume_continues_from_the_last_epoch_and_matches_an_unbroken_run(tmp_path, monkeypatch):
     x, y = _data()
     o = R.TrainOptions(epochs=4, batch_size=16, lr=0.05, optimizer="sgd", schedule="cosine",
@@ -75,19 +90,7 @@ def test_resume_continues_from_the_last_epoch_and_matches_an_unbroken_run(tmp_pa
                                       progress=False)  # fmt: skip
     assert [r["epoch"] for r in h_full] == [1, 2, 3, 4]
 
-    real_write, calls = R.Checkpoint.write, []
-
-    def dying_write(self, *a, **k):  # the process is killed right after epoch 2's checkpoint
-        real_write(self, *a, **k)
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(R.Checkpoint, "write", dying_write)
-    with pytest.raises(KeyboardInterrupt):
-        R.fit_backbone_resumable(_tiny(), x, y, o, seed=0, ckpt_dir=tmp_path / "b", identity=ident,
-                                 progress=False)  # fmt: skip
-    monkeypatch.setattr(R.Checkpoint, "write", real_write)
+    _killed_after(2, monkeypatch, _tiny(), x, y, o, tmp_path / "b", ident)  # right after epoch 2's checkpoint
     assert json.loads((tmp_path / "b" / "state.json").read_text())["epoch"] == 2
     logs = []
     resumed = _tiny(seed=5)  # other initial weights: the checkpoint must overwrite them
@@ -146,16 +149,8 @@ def test_weight_averaging_after_the_schedule_resumes_like_an_unbroken_run(tmp_pa
     assert left == ["backbone.e5.weights.h5", "optimizer.e5.npz", "soft_targets.npz", "state.json",
                     "swa.e5.npz"]
 
-    def dying(self, *a, **k):  # killed right after epoch 4's checkpoint (one averaged epoch done)
-        real_write(self, *a, **k)
-        if a[2]["epoch"] == 4:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(R.Checkpoint, "write", dying)
-    with pytest.raises(KeyboardInterrupt):
-        R.fit_backbone_resumable(_tiny_bn(), x, y, o, seed=0, ckpt_dir=tmp_path / "b", identity=ident,
-                                 progress=False)  # fmt: skip
     monkeypatch.setattr(R.Checkpoint, "write", real_write)
+    _killed_after(4, monkeypatch, _tiny_bn(), x, y, o, tmp_path / "b", ident)  # one averaged epoch done
     resumed = _tiny_bn(seed=5)
     logs = []
     R.fit_backbone_resumable(resumed, x, y, o, seed=0, ckpt_dir=tmp_path / "b", identity=ident, resume=True,
