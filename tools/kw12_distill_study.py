@@ -38,6 +38,7 @@ from kw12_compare import accuracy_row, family, read_rows, record_row  # tools/ i
 from snapuq.data import keywords12 as K
 from snapuq.errors import SnapuqError
 from snapuq.nn.distill import load_teachers, soft_targets
+from snapuq.nn.recipe import recompute_batchnorm
 from snapuq.options import TrainOptions
 
 
@@ -89,22 +90,6 @@ def probe_features(ds, cache: dict) -> dict:
     if "probe" not in cache:
         cache["probe"] = {k: audio.features(render(k, 100, 1), ds.meta["frontend"]) for k in KINDS}
     return cache["probe"]
-
-
-def bn_recompute(m, x: np.ndarray, seed: int, batches: int = 200, batch: int = 256) -> None:
-    """The batch-norm moving statistics of model `m` recomputed for its present weights: momentum 0 for the
-    first batch, then the running mean over `batches` random batches of the train inputs (training=True only
-    in the BN layers' statistics; dropout draws but nothing is learned)."""
-    import keras
-
-    bns = [la for la in m.layers if isinstance(la, keras.layers.BatchNormalization)]
-    rng = np.random.default_rng(seed)
-    for i in range(batches):
-        for la in bns:
-            la.momentum = i / (i + 1)
-        m(x[rng.choice(len(x), batch, replace=False)], training=True)
-    for la in bns:
-        la.momentum = 0.9
 
 
 def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
@@ -166,7 +151,7 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
             avg = w if avg is None else [a + b for a, b in zip(avg, w)]
     if avg is not None:
         m.set_weights([a / (v["swa"] + 1) for a in avg])
-        bn_recompute(m, x, seed)
+        recompute_batchnorm(m, x, seed)
     row = {"variant": variant, **v, "members": len(teachers), "n_train": int(len(x)),
            "train_s": round(time.perf_counter() - t0, 1), **pre}  # fmt: skip
     fam = np.array([family(s) for s in arr["voice_test"]])
