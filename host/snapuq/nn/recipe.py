@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from snapuq.nn.training import _Bar
 from snapuq.options import TrainOptions
 
 CHECKPOINT_FORMAT = 1
+_EPOCH_FILE = re.compile(r"(backbone\.e\d+\.weights\.h5|optimizer\.e\d+\.npz|swa\.e\d+\.npz)")
 
 
 def augment_batch(x: np.ndarray, kind: str, rng: np.random.Generator) -> np.ndarray:
@@ -158,9 +160,15 @@ class Checkpoint:
         write_text(self.state, json.dumps({"format": CHECKPOINT_FORMAT, **state, "files": [w.name, o.name],
                                            **extra}, indent=1))  # fmt: skip
         self.weights, self.optimizer = w, o
-        for p in self.root.glob("*"):  # the previous epochs' files, now that state.json names these
-            if p.suffix in (".h5", ".npz") and p not in keep and p.name != "soft_targets.npz":
+        for p in self.root.glob("*"):  # the previous epochs' files, now that state.json names these; a
+            if p not in keep and self._own(p.name):  # caller's files beside them (soft targets) stay
                 p.unlink(missing_ok=True)
+
+    @classmethod
+    def _own(cls, name: str) -> bool:
+        """A file this class writes: an epoch's weights, optimizer or averaging sum, a legacy name or the
+        temporary weights file."""
+        return bool(_EPOCH_FILE.fullmatch(name)) or name in cls.LEGACY or name == ".tmp.weights.h5"
 
     def restore(self, model, optimizer) -> None:
         model.load_weights(self.weights)
