@@ -14,7 +14,9 @@ profile):
 - envsil<p>: a share p of the train `_silence_` clips rendered again with the everyday backgrounds of
   augment_audio.ENV_KINDS among the kinds (clatter, water, machine, animal; babble falls back to pink noise
   here). Every row also reports the share of tools/kw12_noise_probe.py's clips of each kind called
-  `_silence_`.
+  `_silence_`, and the keyword accuracy with each kind behind the test split's keywords at 10 and 0 dB SNR
+  (its `--speech-snr`). A `--cache` of `build_keywords12(..., backgrounds="everyday")` trains on that build
+  (its dev and test splits are the set's own).
 - swa<k>: stochastic weight averaging: after the cosine, k more epochs at a constant 10 % of the peak rate,
   the weights averaged over the end of the cosine and the end of each of those epochs, then the batch-norm
   statistics recomputed on the train clips for the averaged weights.
@@ -92,6 +94,26 @@ def probe_features(ds, cache: dict) -> dict:
     return cache["probe"]
 
 
+SPEECH_SNR_DB = (10.0, 0.0)
+
+
+def speech_features(ds, cache: dict) -> dict:
+    """The test split's keyword clips with each of tools/kw12_noise_probe.py's kinds behind them at
+    SPEECH_SNR_DB (its `--speech-snr`), through the set's front end; and the keywords' labels."""
+    from kw12_noise_probe import KINDS, behind_speech
+
+    from snapuq.data import audio
+
+    if "speech" not in cache:
+        kw = np.nonzero(ds.y_test < len(K.WORDS))[0]
+        waves = np.load(ds.meta["waves"]["test"])[kw]
+        fe = ds.meta["frontend"]
+        cache["speech"] = {f"{k} @ {snr:g} dB": audio.features(behind_speech(waves, k, snr, 0), fe)
+                           for snr in SPEECH_SNR_DB for k in KINDS}  # fmt: skip
+        cache["speech_y"] = ds.y_test[kw]
+    return cache["speech"]
+
+
 def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
     import keras
     import tensorflow as tf
@@ -167,6 +189,13 @@ def run_one(variant: str, ds, arr: dict, teachers: list, cache: dict) -> dict:
                                             == sil).mean()) for k, px in probe.items()}  # fmt: skip
     print(f"  {variant}: test {row['test_all12']:.4f}, probe silence " + " ".join(
         f"{k} {s:.2f}" for k, s in row["probe_silence_share"].items()), flush=True)
+    speech = speech_features(ds, cache)
+    row["behind_speech_keywords"] = {
+        k: float((np.asarray(m.predict(sx, batch_size=512, verbose=0)).argmax(1) == cache["speech_y"]).mean())
+        for k, sx in speech.items()
+    }
+    print(f"  {variant}: keywords behind " + " ".join(
+        f"{k} {s:.3f}" for k, s in row["behind_speech_keywords"].items()), flush=True)
     sub = slice(None, None, 8)
     row["train_acc"] = float((np.asarray(m.predict(ds.x_train[sub], batch_size=1024, verbose=0)).argmax(1)
                               == ds.y_train[sub]).mean())  # fmt: skip

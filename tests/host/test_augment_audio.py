@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -200,3 +202,34 @@ def test_silence_can_draw_everyday_backgrounds_and_keeps_its_default_draws():
         assert e.shape == (A.N,) and np.isfinite(e).all()
         assert -81.0 <= 20 * np.log10(np.sqrt(np.mean(e**2))) <= -11.0
 
+
+
+def test_a_profile_env_share_puts_everyday_sounds_behind_words_and_in_silence(monkeypatch):
+    """env_share: the share of background draws (behind a word, each part of a `_silence_` clip) that are
+    ENV_KINDS: 0 never (the set's profiles), 1 always, train_env about its share; the clip stays a clip."""
+    seen: list[str] = []
+    real = A.noise_of
+
+    def noise_of(kind, n, rng, pool):
+        seen.append(kind)
+        return real(kind, n, rng, pool)
+
+    monkeypatch.setattr(A, "noise_of", noise_of)
+    word = np.sin(2 * np.pi * 300 * np.arange(8000) / A.SR) * np.hanning(8000)
+    pool = [word]
+
+    def kinds(prof: A.MicProfile, n: int = 40) -> list[str]:
+        seen.clear()
+        for s in range(n):
+            x = A.mic(word, prof, np.random.default_rng(s), pool)
+            y = A.silence(np.random.default_rng(s), pool, prof)
+            assert x.shape == y.shape == (A.N,) and np.isfinite(x).all() and np.isfinite(y).all()
+        return list(seen)
+
+    always = replace(A.PROFILES["train"], p_noise=1.0)
+    assert A.PROFILES["train"].env_share == A.PROFILES["shift"].env_share == 0.0
+    assert not set(kinds(always)) & set(A.ENV_KINDS)
+    assert set(kinds(replace(always, env_share=1.0))) == set(A.ENV_KINDS)
+    got = kinds(replace(A.PROFILES["train_env"], p_noise=1.0), 200)
+    share = np.mean([k in A.ENV_KINDS for k in got])
+    assert abs(share - A.PROFILES["train_env"].env_share) < 0.08, share

@@ -280,3 +280,19 @@ def test_teachers_must_have_read_the_sets_front_end(tmp_path):
     # two records of front ends this package does not know are not the same front end
     with pytest.raises(SnapuqError, match="another front end"):
         check_teacher_frontend(t, SimpleNamespace(meta={"frontend": {**odd, "n_mel": 64}}))
+
+
+def test_everyday_backgrounds_change_only_the_train_split(tmp_path):
+    """backgrounds="everyday": the train split through the train_env profile (everyday sounds behind a share
+    of the words and in `_silence_`), its own cache and meta; dev and test the same bytes as the set's build;
+    an unknown name is one line."""
+    small = {"train": 2, "dev": 1, "test": 1}
+    base = K.load_keywords12(str(tmp_path), 0, small, takes=1)
+    env = K.load_keywords12(str(tmp_path), 0, small, takes=1, backgrounds="everyday")
+    assert env.meta["cache_dir"] != base.meta["cache_dir"] and "-everyday-" in env.meta["cache_dir"]
+    assert env.meta["backgrounds"] == "everyday" and base.meta["backgrounds"] == "set"
+    assert env.meta["profiles"]["train"] == "train_env" and base.meta["profiles"]["train"] == "train"
+    assert np.array_equal(env.x_test, base.x_test) and np.array_equal(env.x_dev, base.x_dev)
+    assert np.array_equal(env.y_train, base.y_train) and not np.allclose(env.x_train, base.x_train)
+    with pytest.raises(DatasetError, match="unknown backgrounds 'street'"):
+        K.load_keywords12(str(tmp_path), 0, small, takes=1, backgrounds="street")

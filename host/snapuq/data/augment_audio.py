@@ -33,6 +33,9 @@ class MicProfile:
     p_clip: float = 0.02
     p_eq: float = 0.0  # a random timbre (voice and microphone colour): peaking filters and a tilt
     eq_db: float = 9.0  # the largest boost or cut of one peaking filter (dB)
+    # the share of background draws (the noise behind a word, each component of a `_silence_` clip) that are
+    # everyday sounds (ENV_KINDS) instead of colours, hum and babble; 0 draws nothing more from the rng
+    env_share: float = 0.0
 
 
 PROFILES = {
@@ -43,6 +46,8 @@ PROFILES = {
                         tail_db=(-12.0, 0.0), p_band=0.6, p_noise=1.0, snr_db=(0.0, 20.0), p_clip=0.06),
     # the train profile + a random timbre on most words (last, so the other profiles keep their draws)
     "train_eq": MicProfile(p_eq=0.8),
+    # the train profile + everyday backgrounds in a third of the background draws (last, as train_eq)
+    "train_env": MicProfile(env_share=0.35),
 }  # fmt: skip
 
 
@@ -262,7 +267,7 @@ def mic(word: np.ndarray, prof: MicProfile, rng: np.random.Generator, pool: list
     if rng.random() < prof.p_noise:
         active = np.abs(clip) > 0.02 * (np.abs(clip).max() + 1e-12)
         sig = np.sqrt(np.mean(clip[active] ** 2)) if active.any() else 0.0
-        kind = str(rng.choice(NOISE_KINDS, p=[0.2, 0.25, 0.15, 0.1, 0.1, 0.2]))
+        kind = _everyday(rng, prof, str(rng.choice(NOISE_KINDS, p=[0.2, 0.25, 0.15, 0.1, 0.1, 0.2])))
         clip = clip + noise_of(kind, N, rng, pool) * sig * 10 ** (-rng.uniform(*prof.snr_db) / 20.0)
     if rng.random() < prof.p_clip:
         c = np.abs(clip).max() * rng.uniform(0.3, 0.8)
@@ -270,13 +275,22 @@ def mic(word: np.ndarray, prof: MicProfile, rng: np.random.Generator, pool: list
     return clip
 
 
+def _everyday(rng: np.random.Generator, prof: MicProfile, kind: str) -> str:
+    """`kind`, or with probability prof.env_share one of ENV_KINDS instead (no draw when env_share is 0, so
+    the profiles without it render what they always did)."""
+    if prof.env_share and rng.random() < prof.env_share:
+        return str(rng.choice(ENV_KINDS))
+    return kind
+
+
 def silence(rng: np.random.Generator, pool: list[np.ndarray], prof: MicProfile,
             kinds: tuple[str, ...] = NOISE_KINDS) -> np.ndarray:  # fmt: skip
-    """A `_silence_` clip: background alone (a noise colour, hum, babble or a mix; `kinds` may add ENV_KINDS;
-    sometimes filtered or reverberated) at a level from a near-digital-silence -80 dBFS to a loud -12 dBFS
-    RMS."""
+    """A `_silence_` clip: background alone (a noise colour, hum, babble or a mix; `kinds` may add ENV_KINDS,
+    and so may the profile's env_share; sometimes filtered or reverberated) at a level from a
+    near-digital-silence -80 dBFS to a loud -12 dBFS RMS."""
     k = int(rng.integers(1, 3))
-    x = sum(rng.uniform(0.3, 1.0) * noise_of(str(rng.choice(kinds)), N, rng, pool) for _ in range(k))
+    x = sum(rng.uniform(0.3, 1.0) * noise_of(_everyday(rng, prof, str(rng.choice(kinds))), N, rng, pool)
+            for _ in range(k))  # fmt: skip
     if rng.random() < 0.3:
         x = x * (1.0 + 0.8 * np.sin(2 * np.pi * rng.uniform(0.2, 3.0) * np.arange(N) / SR))  # swelling
     if rng.random() < prof.p_band:

@@ -67,6 +67,10 @@ EXT_SPLIT = {"ext:kal": "train", "ext:slt": "train", "ext:awb": "dev", "ext:rms"
              "ext:ked_diphone": "test"}  # fmt: skip
 PROFILE_OF = {"train": ("train", "clean"), "dev": ("shift", "train"), "test": ("train", "shift")}
 EXTRA_NAME = {"train": "x_train_clean", "dev": "x_dev_std", "test": "x_test_shift"}
+# the train split's microphone profile by the build's backgrounds: the set's own (colours, hum, babble), or
+# with everyday sounds (augment_audio.ENV_KINDS: dishes, a tap, a machine, animal calls) in a share of the
+# noise behind the words and of `_silence_`; dev and test are the same in both builds
+BACKGROUNDS = {"set": "train", "everyday": "train_env"}
 FRONT_END = audio.frontend(cmn=True)  # the set's features (the cache holds the plain MFCC of step 1-6)
 
 
@@ -212,21 +216,27 @@ def _sizes_tag(per_class: dict[str, int]) -> str:
 
 
 def _cache_dir(root: Path, seed: int, per_class: dict[str, int], takes: int = 1,
-               voices: dict | None = None) -> Path:  # fmt: skip
+               voices: dict | None = None, backgrounds: str = "set") -> Path:  # fmt: skip
     """The feature cache of a build; `voices`: its voice split (default: this machine's voice_split(seed))."""
     tag = _sizes_tag(per_class)
     vtag = _digest(voice_split(seed) if voices is None else voices)
-    return root / (f"keywords12-{VERSION}-s{seed}-{tag}" + (f"-t{takes}" if takes > 1 else "") + f"-v{vtag}")
+    bg = "" if backgrounds == "set" else f"-{backgrounds}"
+    return root / (f"keywords12-{VERSION}{bg}-s{seed}-{tag}" + (f"-t{takes}" if takes > 1 else "")
+                   + f"-v{vtag}")  # fmt: skip
 
 
 def build_keywords12(root: Path, seed: int, per_class: dict[str, int], takes: int = 1,
-                     progress: bool = True) -> Path:  # fmt: skip
+                     progress: bool = True, backgrounds: str = "set") -> Path:  # fmt: skip
     """The feature cache of one build: `takes` independent microphone renderings of every train utterance
-    (dev and test: one each)."""
+    (dev and test: one each); `backgrounds` (BACKGROUNDS) picks the train split's microphone profile."""
     if takes < 1:
         raise DatasetError(f"keywords12: train takes must be >= 1, got {takes}")
+    if backgrounds not in BACKGROUNDS:
+        raise DatasetError(f"keywords12: unknown backgrounds '{backgrounds}' (expected one of "
+                           f"{', '.join(BACKGROUNDS)})")  # fmt: skip
+    profile_of = dict(PROFILE_OF, train=(BACKGROUNDS[backgrounds], PROFILE_OF["train"][1]))
     vs = voice_split(seed)
-    d = _cache_dir(root, seed, per_class, takes, vs)
+    d = _cache_dir(root, seed, per_class, takes, vs, backgrounds)
     if (d / "meta.json").exists():
         return d
     t0 = time.perf_counter()
@@ -242,7 +252,7 @@ def build_keywords12(root: Path, seed: int, per_class: dict[str, int], takes: in
         )
         perm = np.random.default_rng([seed, SPLIT_IDS[split], 99]).permutation(len(clips))
         clips = clips[perm]
-        main, extra = PROFILE_OF[split]
+        main, extra = profile_of[split]
         for prof, key in ((main, f"x_{split}"), (extra, EXTRA_NAME[split])):
             if split == "train":
                 files[key] = mfcc_rendered(items, speech, prof, seed, split, clips)
@@ -259,20 +269,21 @@ def build_keywords12(root: Path, seed: int, per_class: dict[str, int], takes: in
         "version": VERSION, "seed": seed, "per_class": per_class, "train_takes": takes, "classes": CLASSES,
         "voices": {s: {e: v for e, v in vs[s].items()} for s in vs},
         "engines_missing": [e for e in ("flite", "festival") if not tts.available_voices()[e]],
-        "profiles": {s: PROFILE_OF[s][0] for s in PROFILE_OF}, "build_s": round(time.perf_counter() - t0, 2),
-        "frontend": audio.FRONTEND,
+        "profiles": {s: profile_of[s][0] for s in profile_of}, "build_s": round(time.perf_counter() - t0, 2),
+        "frontend": audio.FRONTEND, "backgrounds": backgrounds,
     }  # fmt: skip
     _write_atomic(d, files, meta)
     return d
 
 
 def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, int] | None = None,
-                    takes: int | None = None) -> Dataset:  # fmt: skip
+                    takes: int | None = None, backgrounds: str = "set") -> Dataset:  # fmt: skip
     """The 12-class synthesized set: MFCC (N, 49, 10, 1), labels in CLASSES order. Defaults: PER_CLASS
-    utterances per class and split, TRAIN_TAKES microphone renderings of each train utterance."""
+    utterances per class and split, TRAIN_TAKES microphone renderings of each train utterance, the set's
+    own backgrounds (BACKGROUNDS)."""
     pc = dict(PER_CLASS if per_class is None else per_class)
     n_takes = TRAIN_TAKES if takes is None else takes
-    return load_cache(build_keywords12(cache_root(data_dir), seed, pc, n_takes))
+    return load_cache(build_keywords12(cache_root(data_dir), seed, pc, n_takes, backgrounds=backgrounds))
 
 
 def load_cache(d: Path, raw: bool = False, frontend: dict | None = None) -> Dataset:
