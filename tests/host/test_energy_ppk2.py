@@ -194,9 +194,9 @@ def test_ppk2_energy_end_to_end_against_a_simulated_ppk2(firmware, sim, model, t
     # energy per inference = the active current x VDD x the windows' mean length (a host process can be
     # descheduled inside one timed inference, so that window is long: the mean, not the median, is compared)
     mean_window_us = e["samples_in_windows"] / e["windows"] * 10.0
-    assert e["energy_uj_per_inf"] == pytest.approx(ACTIVE_UA * 1e-6 * VDD_MV / 1000 * mean_window_us, rel=0.05)
-    assert e["energy_uj_median"] == pytest.approx(ACTIVE_UA * 1e-6 * VDD_MV / 1000 * e["window_us_median"],
-                                                  rel=0.1)
+    watts = ACTIVE_UA * 1e-6 * VDD_MV / 1000
+    assert e["energy_uj_per_inf"] == pytest.approx(watts * mean_window_us, rel=0.05)
+    assert e["energy_uj_median"] == pytest.approx(watts * e["window_us_median"], rel=0.1)
     # summary.json: the measured figure, labelled
     assert s["energy_source"] == "ppk2" and s["energy_uj_per_inf"] == e["energy_uj_per_inf"]
     assert "energy.json" in s["energy_note"] and "ampere meter" in s["energy_note"]
