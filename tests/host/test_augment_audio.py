@@ -230,6 +230,7 @@ def test_a_profile_env_share_puts_everyday_sounds_behind_words_and_in_silence(mo
     assert A.PROFILES["train"].env_share == A.PROFILES["shift"].env_share == 0.0
     assert not set(kinds(always)) & set(A.ENV_KINDS)
     assert set(kinds(replace(always, env_share=1.0))) == set(A.ENV_KINDS)
-    got = kinds(replace(A.PROFILES["train_env"], p_noise=1.0), 200)
-    share = np.mean([k in A.ENV_KINDS for k in got])
-    assert abs(share - A.PROFILES["train_env"].env_share) < 0.08, share
+    for name in ("train_env", "train_env_light"):
+        got = kinds(replace(A.PROFILES[name], p_noise=1.0), 200)
+        share = np.mean([k in A.ENV_KINDS for k in got])
+        assert abs(share - A.PROFILES[name].env_share) < 0.08, (name, share)

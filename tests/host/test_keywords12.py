@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from snapuq.data import audio, tts
+from snapuq.data import augment_audio as A
 from snapuq.data import keywords12 as K
 from snapuq.data.dataset import split_waves
 from snapuq.errors import DatasetError
@@ -294,5 +295,7 @@ def test_everyday_backgrounds_change_only_the_train_split(tmp_path):
     assert env.meta["profiles"]["train"] == "train_env" and base.meta["profiles"]["train"] == "train"
     assert np.array_equal(env.x_test, base.x_test) and np.array_equal(env.x_dev, base.x_dev)
     assert np.array_equal(env.y_train, base.y_train) and not np.allclose(env.x_train, base.x_train)
+    assert {K.BACKGROUNDS[b] for b in ("everyday", "everyday-light")} <= set(A.PROFILES)
+    assert "-everyday-light-" in K._cache_dir(tmp_path, 0, small, 1, backgrounds="everyday-light").name
     with pytest.raises(DatasetError, match="unknown backgrounds 'street'"):
         K.load_keywords12(str(tmp_path), 0, small, takes=1, backgrounds="street")

@@ -48,6 +48,8 @@ PROFILES = {
     "train_eq": MicProfile(p_eq=0.8),
     # the train profile + everyday backgrounds in a third of the background draws (last, as train_eq)
     "train_env": MicProfile(env_share=0.35),
+    # ... in about one draw in seven
+    "train_env_light": MicProfile(env_share=0.15),
 }  # fmt: skip
 
 

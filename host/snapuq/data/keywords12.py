@@ -69,8 +69,9 @@ PROFILE_OF = {"train": ("train", "clean"), "dev": ("shift", "train"), "test": ("
 EXTRA_NAME = {"train": "x_train_clean", "dev": "x_dev_std", "test": "x_test_shift"}
 # the train split's microphone profile by the build's backgrounds: the set's own (colours, hum, babble), or
 # with everyday sounds (augment_audio.ENV_KINDS: dishes, a tap, a machine, animal calls) in a share of the
-# noise behind the words and of `_silence_`; dev and test are the same in both builds
-BACKGROUNDS = {"set": "train", "everyday": "train_env"}
+# noise behind the words and of `_silence_` (0.35, or 0.15 for "everyday-light"); dev and test are the same
+# in every build
+BACKGROUNDS = {"set": "train", "everyday": "train_env", "everyday-light": "train_env_light"}
 FRONT_END = audio.frontend(cmn=True)  # the set's features (the cache holds the plain MFCC of step 1-6)
 
 
