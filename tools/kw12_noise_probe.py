@@ -27,6 +27,7 @@ from kw12_compare import load_raw, model_frontend  # tools/ is on sys.path when 
 from snapuq.baselines.snapadapter import make_scorer
 from snapuq.data import audio
 from snapuq.data import augment_audio as A
+from snapuq.data.keywords12 import WORDS
 from snapuq.io import write_text
 from snapuq.nn.saved import load_model_dir
 
@@ -39,7 +40,7 @@ def render(kind: str, n: int, seed: int) -> np.ndarray:
     out = np.empty((n, A.N), np.float64)
     for i in range(n):
         rng = np.random.default_rng([seed, KINDS.index(kind), i])
-        x = A.environmental_noise(kind, A.N, rng) if kind in A.ENV_KINDS else A.coloured_noise(kind, A.N, rng)
+        x = A.noise_of(kind, A.N, rng, [])
         out[i] = np.clip(x * 10 ** (rng.uniform(*LEVEL_DB) / 20), -1.0, 1.0)
     return out
 
@@ -65,16 +66,14 @@ def row(md, x: np.ndarray) -> dict:
 
 
 def behind_speech(waves: np.ndarray, kind: str, snr_db: float, seed: int) -> np.ndarray:
-    """int16 test clips with `kind` added at `snr_db` below each clip's active RMS (the samples above 2 % of
-    its peak, as augment_audio.mic measures a word); float in [-1, 1]."""
+    """int16 test clips with `kind` added at `snr_db` below each clip's augment_audio.active_rms (as
+    augment_audio.mic measures a word); float in [-1, 1]."""
     out = np.empty(waves.shape, np.float64)
     for i, w in enumerate(np.asarray(waves, np.float64) / 32768.0):
         rng = np.random.default_rng([seed, 50, KINDS.index(kind), i])
-        active = np.abs(w) > 0.02 * (np.abs(w).max() + 1e-12)
-        sig = np.sqrt(np.mean(w[active] ** 2)) if active.any() else 0.0
-        x = A.environmental_noise(kind, A.N, rng) if kind in A.ENV_KINDS else A.coloured_noise(kind, A.N, rng)
+        x = A.noise_of(kind, A.N, rng, [])
         x = x / (np.sqrt(np.mean(x**2)) + 1e-12)
-        out[i] = np.clip(w + x * sig * 10 ** (-snr_db / 20.0), -1.0, 1.0)
+        out[i] = np.clip(w + x * A.active_rms(w) * 10 ** (-snr_db / 20.0), -1.0, 1.0)
     return out
 
 
@@ -103,7 +102,7 @@ def main() -> int:
     res: dict = {"kinds": list(KINDS), "level_dbfs": list(LEVEL_DB), "n": a.n, "models": {}}
     speech: dict[str, np.ndarray] = {}
     if snrs:
-        kw = np.nonzero(ds.y_test < 10)[0]  # the ten keywords
+        kw = np.nonzero(ds.y_test < len(WORDS))[0]  # the ten keywords
         waves_test = np.load(ds.meta["waves"]["test"])[kw]
         speech = {f"{k} @ {snr:g} dB": audio.mfcc(behind_speech(waves_test, k, snr, a.seed))
                   for snr in snrs for k in KINDS}  # fmt: skip

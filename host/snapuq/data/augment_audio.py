@@ -254,6 +254,12 @@ def place(w: np.ndarray, rng: np.random.Generator, peak_db: tuple[float, float])
     return clip
 
 
+def active_rms(clip: np.ndarray) -> float:
+    """The RMS of a word's active samples (those above 2 % of its peak): the level an SNR is measured to."""
+    active = np.abs(clip) > 0.02 * (np.abs(clip).max() + 1e-12)
+    return float(np.sqrt(np.mean(clip[active] ** 2))) if active.any() else 0.0
+
+
 def mic(word: np.ndarray, prof: MicProfile, rng: np.random.Generator, pool: list[np.ndarray]) -> np.ndarray:
     """A clean word (float, 16 kHz) through the profile: a 1 s float clip."""
     w = trim(speed(word, rng.uniform(*prof.speed)))
@@ -267,8 +273,7 @@ def mic(word: np.ndarray, prof: MicProfile, rng: np.random.Generator, pool: list
     if rng.random() < prof.p_band:
         clip = band_limit(clip, rng)
     if rng.random() < prof.p_noise:
-        active = np.abs(clip) > 0.02 * (np.abs(clip).max() + 1e-12)
-        sig = np.sqrt(np.mean(clip[active] ** 2)) if active.any() else 0.0
+        sig = active_rms(clip)
         kind = _everyday(rng, prof, str(rng.choice(NOISE_KINDS, p=[0.2, 0.25, 0.15, 0.1, 0.1, 0.2])))
         clip = clip + noise_of(kind, N, rng, pool) * sig * 10 ** (-rng.uniform(*prof.snr_db) / 20.0)
     if rng.random() < prof.p_clip:
