@@ -51,7 +51,7 @@ def test_small_build(tmp_path):
     meta = json.loads(
         (tmp_path / K._cache_dir(tmp_path, 0, SMALL, K.TRAIN_TAKES).name / "meta.json").read_text()
     )
-    assert meta["profiles"] == {"train": "train", "dev": "shift", "test": "train"}
+    assert meta["profiles"] == {"train": "train_env_light", "dev": "shift", "test": "train"}
     assert meta["train_takes"] == K.TRAIN_TAKES and meta["per_class"] == SMALL
     assert set(meta["engines_missing"]) == {e for e in ("flite", "festival") if not tts.available_voices()[e]}
     x_ood = K.ood_keywords12(str(tmp_path), 6, 0, ds)
@@ -178,7 +178,7 @@ def test_a_model_of_another_front_end_reads_the_set_through_its_own(tmp_path, mo
     import snapuq.data as D
 
     small = K.load_keywords12(str(tmp_path), 0, SMALL)
-    monkeypatch.setattr(D, "_load", lambda name, data_dir, seed: small)
+    monkeypatch.setattr(D, "_load", lambda name, data_dir, seed, build=None: small)
     # a model trained before the set's front end gained CMN (config.json: the plain MFCC record)
     plain = D.load_dataset("keywords12", None, 0, frontend=json.loads(json.dumps(audio.frontend())))
     raw = K.load_cache(K._cache_dir(tmp_path, 0, SMALL, K.TRAIN_TAKES), raw=True)
@@ -213,7 +213,7 @@ def test_a_plain_mfcc_set_gives_any_cmn_front_end(tmp_path, monkeypatch):
     small = K.load_keywords12(str(tmp_path), 0, SMALL)
     plain = K.load_cache(K._cache_dir(tmp_path, 0, SMALL, K.TRAIN_TAKES), raw=True)
     plain = dataclasses.replace(plain, x_ood=plain.x_test[:3])
-    monkeypatch.setattr(D, "_load", lambda name, data_dir, seed: plain)
+    monkeypatch.setattr(D, "_load", lambda name, data_dir, seed, build=None: plain)
     for name, fe in audio.FRONTENDS.items():
         got = D.load_dataset("speech_commands", None, 0, frontend=json.loads(json.dumps(fe)))
         assert got.meta["frontend"] == fe, name
@@ -223,7 +223,7 @@ def test_a_plain_mfcc_set_gives_any_cmn_front_end(tmp_path, monkeypatch):
     np.testing.assert_allclose(D.load_dataset("keywords", None, 0, frontend=audio.FRONTENDS["cmn"]).x_test,
                                small.x_test, atol=1e-6)  # fmt: skip
     normed = dataclasses.replace(plain, meta={**plain.meta, "normalization": {"kind": "standard"}})
-    monkeypatch.setattr(D, "_load", lambda name, data_dir, seed: normed)
+    monkeypatch.setattr(D, "_load", lambda name, data_dir, seed, build=None: normed)
     with pytest.raises(DatasetError, match=r"front end \(config.json data_meta.frontend: cmn\) is not the "
                        r"set's \(mfcc\) and cannot be made from it"):  # fmt: skip
         D.load_dataset("speech_commands", None, 0, frontend=audio.FRONTENDS["cmn"])
@@ -260,6 +260,41 @@ def test_train_with_another_front_end(tmp_path, monkeypatch, capsys):
         assert msg in err and "Traceback" not in err, (extra, err)
 
 
+def test_train_on_another_build_and_read_it_back(tmp_path, monkeypatch, capsys):
+    """`snapuq train --backgrounds set`: config.json records the build, every later load of the set for the
+    model (dataset_of) gives its train split, not the default build's, and a second seed's command carries it;
+    a model recorded before the option reads the set's build; on a set made one way it is refused in one
+    line, an unknown name too."""
+    import snapuq.data as D
+    from snapuq.cli import main
+    from snapuq.commands.multiseed import train_argv
+
+    monkeypatch.setattr(K, "PER_CLASS", SMALL)
+    monkeypatch.setattr(K, "TRAIN_TAKES", 1)
+    data, out = str(tmp_path / "data"), tmp_path / "m"
+    argv = ["train", "--dataset", "keywords12", "--data-dir", data, "--no-progress", "--no-baselines",
+            "--epochs", "1", "--head-epochs", "1"]  # fmt: skip
+    assert main(argv + ["--out", str(out), "--backgrounds", "set"]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["data_meta"]["backgrounds"] == "set"
+    default = D.load_dataset("keywords12", data, 0)
+    assert default.meta["backgrounds"] == K.DEFAULT_BACKGROUNDS == "everyday-light"
+    mine = D.dataset_of(cfg, data)
+    assert mine.meta["backgrounds"] == "set" and not np.array_equal(mine.x_train, default.x_train)
+    np.testing.assert_array_equal(mine.x_test, default.x_test)
+    older = {**cfg, "data_meta": {k: v for k, v in cfg["data_meta"].items() if k != "backgrounds"}}
+    np.testing.assert_array_equal(D.dataset_of(older, data).x_train, mine.x_train)
+    a = train_argv(out, cfg, None, 1, tmp_path / "m_seed1", None)
+    assert a[a.index("--backgrounds") + 1] == "set"
+    capsys.readouterr()
+    bad = [(["--dataset", "digits", "--backgrounds", "set"], "--backgrounds goes with --dataset keywords12"),
+           (argv[1:3] + ["--data-dir", data, "--backgrounds", "street"], "unknown backgrounds 'street'")]
+    for extra, msg in bad:
+        assert main(["train", "--out", str(tmp_path / "x"), "--no-progress", "--epochs", "1"] + extra) == 1
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err, (extra, err)
+
+
 def test_teachers_must_have_read_the_sets_front_end(tmp_path):
     from types import SimpleNamespace
 
@@ -288,7 +323,7 @@ def test_everyday_backgrounds_change_only_the_train_split(tmp_path):
     of the words and in `_silence_`), its own cache and meta; dev and test the same bytes as the set's build;
     an unknown name is one line."""
     small = {"train": 2, "dev": 1, "test": 1}
-    base = K.load_keywords12(str(tmp_path), 0, small, takes=1)
+    base = K.load_keywords12(str(tmp_path), 0, small, takes=1, backgrounds="set")
     env = K.load_keywords12(str(tmp_path), 0, small, takes=1, backgrounds="everyday")
     assert env.meta["cache_dir"] != base.meta["cache_dir"] and "-everyday-" in env.meta["cache_dir"]
     assert env.meta["backgrounds"] == "everyday" and base.meta["backgrounds"] == "set"

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from snapuq.bench.board import check_build_paths, graph_split, measure_board, parse_boards
-from snapuq.data import frontend_of, load_dataset
+from snapuq.data import dataset_of
 from snapuq.errors import SnapuqError
 from snapuq.harness.reference import HostReference
 from snapuq.io import write_text
@@ -187,8 +187,7 @@ def _input(model_dir: Path, ref: Any, data_dir: str | None = None) -> np.ndarray
         cfg_path = ModelPaths(model_dir).config
         cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
 
-        ds = load_dataset(cfg.get("dataset", "digits"), data_dir, int(cfg.get("seed", 0)),
-            frontend=frontend_of(cfg))
+        ds = dataset_of(cfg, data_dir)
         return np.asarray(ref.quantize(ds.x_test[0]))
     except Exception:  # noqa: BLE001 - any dataset problem: counts do not depend on the data much
         g = read_graph(ref.tflite)

@@ -45,7 +45,7 @@ from snapuq.bench.firmware import (
 )
 from snapuq.bench.table_markdown import EVAL_METHOD, METHOD_LABEL, METHODS, _summary, markdown, paper_row
 from snapuq.bench.variants import load_variants, variant_files
-from snapuq.data import frontend_of, load_dataset
+from snapuq.data import dataset_of
 from snapuq.errors import SnapuqError
 from snapuq.export.convert import quantize_input
 from snapuq.harness.cycles import ERROR_BAR
@@ -79,8 +79,7 @@ def check_inputs(
     shape = tuple(inp["shape"])
     try:
         cfg = json.loads(ModelPaths(model_dir).config.read_text())
-        ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)),
-            frontend=frontend_of(cfg))
+        ds = dataset_of(cfg, data_dir)
         xs = [
             quantize_input(ds.x_test[i][None], inp["scale"], inp["zero_point"]).reshape(shape)
             for i in range(n)

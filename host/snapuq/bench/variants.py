@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from snapuq import tfquiet
-from snapuq.data import frontend_of, load_dataset
+from snapuq.data import dataset_of
 from snapuq.errors import SnapuqError
 from snapuq.export.convert import convert_keras
 from snapuq.export.tflm import arena_bytes
@@ -81,8 +81,7 @@ def export_variants(
     bdir = ModelPaths(d).baselines
     if not (bdir / "early_exit.keras").is_file() or not (bdir / "ensemble_0.keras").is_file():
         raise SnapuqError(f"{bdir}: no trained baselines (train without --no-baselines)")
-    ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)),
-        frontend=frontend_of(cfg))
+    ds = dataset_of(cfg, data_dir)
     rng = np.random.default_rng(int(cfg.get("seed", 0)))
     idx = rng.choice(len(ds.x_train), size=min(n_rep, len(ds.x_train)), replace=False)
     rep = np.asarray(ds.x_train[np.sort(idx)], np.float32)

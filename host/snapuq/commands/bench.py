@@ -24,7 +24,7 @@ from snapuq.bench.kernels import run_kernels
 from snapuq.bench.table import METHODS, make_safe_path, run_table
 from snapuq.bench.tflite import bench_tflite
 from snapuq.bench.variants import export_variants
-from snapuq.data import frontend_of, load_dataset
+from snapuq.data import dataset_of
 from snapuq.errors import SnapuqError
 from snapuq.formats import read_config
 from snapuq.harness.reference import HostReference
@@ -103,8 +103,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = read_config(cfg_path, need=()) if cfg_path.exists() else {}
 
     # --data-dir (else the one config.json records): a moved model directory's data.npz
-    ds = load_dataset(cfg.get("dataset", "digits"), args.data_dir, int(cfg.get("seed", 0)),
-        frontend=frontend_of(cfg))
+    ds = dataset_of(cfg, args.data_dir)
     x = ref.quantize(ds.x_test[0])
     boards: dict[str, Any] = {}
     for key in keys:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from snapuq.commands.export import export_model
 from snapuq.commands.flags import add_options, given
-from snapuq.data import frontend_of, load_dataset
+from snapuq.data import dataset_of
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import load
 from snapuq.formats import read_calib, validate_calib
@@ -47,8 +47,7 @@ def _recalibrate(args: argparse.Namespace, d: Path, paths: ModelPaths, md, up) -
         except SnapuqError as e:
             print(f"snapuq calibrate: warning: {e}; replacing it", file=sys.stderr)
     variant = args.variant or str((old or {}).get("variant", cfg.get("variant", "best")))
-    ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)),
-        frontend=frontend_of(cfg))
+    ds = dataset_of(cfg, args.data_dir)
     opts = CalibOptions(**{**given(CalibOptions, args), "variant": variant})
     calib = calibrate(md.predict, cfg, ds.x_dev, ds.y_dev, opts, seed=int(cfg.get("seed", 0)),
                       x_ref=getattr(ds, "x_train", None), y_ref=getattr(ds, "y_train", None))

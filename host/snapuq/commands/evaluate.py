@@ -20,7 +20,7 @@ import numpy as np
 from snapuq.baselines.methods import METHODS, SNAP, EvalContext, MethodUnavailable, make_method
 from snapuq.baselines.snapadapter import available_variants
 from snapuq.commands.multiseed import parse_seeds, run_seeds
-from snapuq.data import OOD_LOADERS, check_labels, frontend_of, load_dataset, load_ood_sets
+from snapuq.data import OOD_LOADERS, check_labels, dataset_of, load_ood_sets
 from snapuq.data.corruptions import MNIST_C_SEVERITY
 from snapuq.data.shifts import corruption_api
 from snapuq.data.user import load_ood_path
@@ -170,8 +170,7 @@ def run(args: argparse.Namespace) -> int:
         md = load(d)
     cfg = md.config
     with timer("load_data"):
-        ds = load_dataset(cfg["dataset"], args.data_dir, seed=int(cfg.get("seed", 0)),
-            frontend=frontend_of(cfg))
+        ds = dataset_of(cfg, args.data_dir)
     # the model's classes are its logits' width, never the labels present; a label outside them: one line
     n_classes = int(md.model.output["logits"].shape[-1])
     check_labels(ds, n_classes, str(cfg["dataset"]), ("dev", "test"))

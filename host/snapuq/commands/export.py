@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from snapuq.data import frontend_of, load_dataset, with_model_classes
+from snapuq.data import dataset_of, with_model_classes
 from snapuq.errors import ModelFormatError, SnapuqError
 from snapuq.export.cgen import write_c_model
 from snapuq.export.convert import convert_keras, quantize_input
@@ -83,8 +83,7 @@ def _export(d: Path, update: Any, own: bool, t0: float, data_dir: str | None, n_
     if md.calib is None:
         raise SnapuqError(f"{paths.calib}: missing (the SNAP constants come from `snapuq train`)")
     cfg = md.config
-    ds = load_dataset(cfg["dataset"], data_dir, int(cfg.get("seed", 0)),
-        frontend=frontend_of(cfg))
+    ds = dataset_of(cfg, data_dir)
     # the classes are the logits' width (what the device checks its buffers against; check_manifest holds the
     # converted model to it), never the labels the data happen to have: a label outside them is refused here
     n_classes = int(md.model.output["logits"].shape[-1])

@@ -19,7 +19,7 @@ import numpy as np
 
 from snapuq.commands import train as T
 from snapuq.commands.flags import to_argv
-from snapuq.data import frontend_of
+from snapuq.data import build_of, build_options, frontend_of
 from snapuq.data.audio import frontend_name
 from snapuq.errors import SnapuqError
 from snapuq.evaluation.loading import _check_model_dir, _jsonable
@@ -97,6 +97,8 @@ def train_argv(
         fe = frontend_of(cfg)
         if fe is not None and frontend_name(fe):  # the model's own features, whatever the set's default
             a += ["--frontend", frontend_name(fe)]
+        for k, v in build_options(str(cfg["dataset"]), build_of(cfg)).items():  # and its own build
+            a += [f"--{k.replace('_', '-')}", str(v)]
     recipe = cfg.get("recipe") if not user else None
     if isinstance(recipe, dict):  # the whole backbone recipe, as recorded
         a += to_argv(TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe"))

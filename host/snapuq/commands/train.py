@@ -24,7 +24,7 @@ from snapuq.baselines import train_baselines
 from snapuq.baselines.train import announce_baselines
 from snapuq.commands.flags import add_options, given
 from snapuq.commands.train_user import train_user_model
-from snapuq.data import frontend_at, frontend_of, load_dataset
+from snapuq.data import BUILD_OPTIONS, dataset_of, frontend_at, load_dataset
 from snapuq.data.audio import FRONTENDS, frontend_name, known_frontend
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED, read_config
@@ -100,6 +100,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "to a fixed channel and to the level) or cmn-keep-level (the level kept: a gain change stays visible "
         "to U); default: the set's own (keywords12: cmn; keywords, speech_commands: mfcc)",
     )  # fmt: skip
+    p.add_argument(
+        "--backgrounds", default=None, metavar="NAME",
+        help="keywords12: the sounds behind the train split's words and in its `_silence_`: set (noise "
+        "colours, hum, babble), everyday-light (15 %% of them everyday sounds: dishes, a tap, a machine, "
+        "animal calls; the default) or everyday (35 %%); dev and test are the same in every build",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -122,6 +128,10 @@ def check_args(args: argparse.Namespace) -> tuple[TrainOptions, HeadOptions, Cal
     if getattr(args, "frontend", None) and (args.model or getattr(args, "baselines_only", False)):
         raise SnapuqError("--frontend goes with --dataset (a built-in audio set); --baselines-only keeps the "
                           "model's own front end")  # fmt: skip
+    if getattr(args, "backgrounds", None) and (args.model or getattr(args, "baselines_only", False)
+                                               or args.dataset not in BUILD_OPTIONS):  # fmt: skip
+        raise SnapuqError(f"--backgrounds goes with --dataset {' or '.join(sorted(BUILD_OPTIONS))} (a set "
+                          "made in more than one way); --baselines-only keeps the model's own build")
     check_out_dir(args.out)
     return recipe, heads, calib
 
@@ -200,8 +210,7 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     resume = getattr(args, "resume", False)
     ensemble_from = [Path(t) for t in (getattr(args, "ensemble_from", None) or "").split(",") if t.strip()]
     t0 = time.perf_counter()
-    ds = load_dataset(cfg["dataset"], args.data_dir or cfg.get("data_dir"), seed=int(cfg.get("seed", 0)),
-        frontend=frontend_of(cfg))
+    ds = dataset_of(cfg, args.data_dir or cfg.get("data_dir"))
     stage = ModelStage(d)
     stage.open(resume=resume)
     try:
@@ -237,8 +246,10 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
     """The built-in recipe into the staging folder `out` (swapped in as --out by the caller)."""
 
     fe_name = getattr(args, "frontend", None)
+    bg = getattr(args, "backgrounds", None)
     ds = load_dataset(args.dataset, args.data_dir, seed=args.seed,
-                      frontend=FRONTENDS[fe_name] if fe_name else None)  # fmt: skip
+                      frontend=FRONTENDS[fe_name] if fe_name else None,
+                      build={"backgrounds": bg} if bg else None)  # fmt: skip
     if fe_name and (ds.meta or {}).get("frontend") is None:
         raise SnapuqError(f"--frontend: {args.dataset} is not an audio set (its inputs have no front end)")
     check_data(ds)
@@ -280,6 +291,8 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
                     "input_shape": list(ds.input_shape), "n_train": int(len(xtr))}  # fmt: skip
         if (ds.meta or {}).get("frontend") is not None:  # a resume reads the same features
             identity["frontend"] = frontend_name(ds.meta["frontend"]) or "another"
+        if (ds.meta or {}).get("backgrounds") is not None:  # and the same build
+            identity["backgrounds"] = ds.meta["backgrounds"]
         if distill:
             identity["teachers_sha256"] = distill["sha256"]
         history = fit_backbone_resumable(

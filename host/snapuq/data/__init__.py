@@ -16,7 +16,8 @@ from snapuq.data.user import is_data_path, load_user_data
 from snapuq.errors import DatasetError
 
 __all__ = ["SPLITS", "SPLIT_ARRAYS", "Dataset", "check_labels", "with_model_classes", "dataset_names",
-           "load_dataset", "load_ood", "load_ood_sets", "frontend_of", "frontend_at"]
+           "load_dataset", "dataset_of", "load_ood", "load_ood_sets", "frontend_of", "frontend_at",
+           "build_of", "build_at", "build_options"]
 
 
 # name -> "module:function"; function(data_dir: str | None, seed: int) -> Dataset
@@ -43,6 +44,12 @@ OOD_LOADERS: dict[str, str] = {
 }
 
 
+# name -> "module:function"; function(build: dict) -> keyword arguments of the set's loader: for the sets that
+# are made in more than one way, the options a build records in its meta (so a model's config.json
+# data_meta) that select it. A model reads the build it was trained on, whatever the set's default is now
+BUILD_OPTIONS: dict[str, str] = {"keywords12": "snapuq.data.keywords12:build_options"}
+
+
 def _resolve(spec: str):
     mod, fn = spec.split(":")
     return getattr(importlib.import_module(mod), fn)
@@ -63,22 +70,45 @@ def frontend_of(cfg: dict | None) -> dict | None:
     return ((cfg or {}).get("data_meta") or {}).get("frontend")
 
 
-def frontend_at(model_dir) -> dict | None:
-    """`frontend_of` the config.json in a model directory (None when there is none: a bare .tflite)."""
+def build_of(cfg: dict | None) -> dict | None:
+    """The build of its set a model was trained on (its config.json `data_meta`; None when not recorded)."""
+    return (cfg or {}).get("data_meta")
+
+
+def _config_at(model_dir) -> dict | None:
     p = Path(model_dir) / "config.json"
     try:
-        return frontend_of(json.loads(p.read_text())) if p.is_file() else None
+        return json.loads(p.read_text()) if p.is_file() else None
     except (OSError, ValueError):
         return None  # the commands that need config.json say what is wrong with it
 
 
-def load_dataset(name: str, data_dir: str | None = None, seed: int = 0,
-                 frontend: dict | None = None) -> Dataset:  # fmt: skip
+def frontend_at(model_dir) -> dict | None:
+    """`frontend_of` the config.json in a model directory (None when there is none: a bare .tflite)."""
+    return frontend_of(_config_at(model_dir))
+
+
+def build_at(model_dir) -> dict | None:
+    """`build_of` the config.json in a model directory (None when there is none: a bare .tflite)."""
+    return build_of(_config_at(model_dir))
+
+
+def load_dataset(name: str, data_dir: str | None = None, seed: int = 0, frontend: dict | None = None,
+                 build: dict | None = None) -> Dataset:  # fmt: skip
     """`frontend`: the front end of the model that will read the set (`frontend_of(config)`): an audio set
     made by another one is given through the model's where it can be (REFRAMERS), else refused in one line
-    (a model trained before a set changed its front end keeps reading what it was trained on)."""
-    ds = _load(name, data_dir, seed)
+    (a model trained before a set changed its front end keeps reading what it was trained on). `build`: the
+    build options of the set to make (`build_of(config)`: the one a model was trained on; BUILD_OPTIONS);
+    None: the set's default build."""
+    ds = _load(name, data_dir, seed, build)
     return ds if frontend is None else _through(name, ds, frontend)
+
+
+def dataset_of(cfg: dict, data_dir: str | None = None) -> Dataset:
+    """The set a model was trained on (its config.json: dataset, seed, build and front end); `data_dir`: where
+    its files are now (a moved model directory's data.npz, a set's --data-dir)."""
+    return load_dataset(cfg.get("dataset", "digits"), data_dir, int(cfg.get("seed", 0)),
+                        frontend=frontend_of(cfg), build=build_of(cfg))  # fmt: skip
 
 
 def _through(name: str, ds: Dataset, frontend: dict) -> Dataset:
@@ -113,7 +143,7 @@ def _finish_set(ds: Dataset, fe: dict) -> Dataset:
     return dataclasses.replace(ds, **arrays, meta={**(ds.meta or {}), "frontend": fe})
 
 
-def _load(name: str, data_dir: str | None, seed: int) -> Dataset:
+def _load(name: str, data_dir: str | None, seed: int, build: dict | None = None) -> Dataset:
     if name not in LOADERS:
         if is_data_path(name):
             # a moved model directory: --data-dir points at the new data.npz (or the folder holding it)
@@ -121,7 +151,13 @@ def _load(name: str, data_dir: str | None, seed: int) -> Dataset:
                 name = data_dir
             return load_user_data(name, seed)
         raise DatasetError(f"unknown dataset '{name}' (known: {', '.join(dataset_names())})")
-    return _resolve(LOADERS[name])(data_dir, seed)
+    return _resolve(LOADERS[name])(data_dir, seed, **build_options(name, build))
+
+
+def build_options(name: str, build: dict | None) -> dict:
+    """The loader's keyword arguments for a recorded build of set `name` (BUILD_OPTIONS; {} for the sets made
+    one way, and for None: the set's default build). `snapuq train` takes each as --<name with dashes>."""
+    return _resolve(BUILD_OPTIONS[name])(build) if build is not None and name in BUILD_OPTIONS else {}
 
 
 def load_ood(name: str, ds: Dataset, data_dir: str | None = None, n: int = 500, seed: int = 0) -> np.ndarray:

@@ -72,6 +72,8 @@ EXTRA_NAME = {"train": "x_train_clean", "dev": "x_dev_std", "test": "x_test_shif
 # noise behind the words and of `_silence_` (0.35, or 0.15 for "everyday-light"); dev and test are the same
 # in every build
 BACKGROUNDS = {"set": "train", "everyday": "train_env", "everyday-light": "train_env_light"}
+DEFAULT_BACKGROUNDS = "everyday-light"  # the set's build since 2026-12-07 ("set" before: what a model's
+# data_meta without "backgrounds" was trained on)
 FRONT_END = audio.frontend(cmn=True)  # the set's features (the cache holds the plain MFCC of step 1-6)
 
 
@@ -217,7 +219,7 @@ def _sizes_tag(per_class: dict[str, int]) -> str:
 
 
 def _cache_dir(root: Path, seed: int, per_class: dict[str, int], takes: int = 1,
-               voices: dict | None = None, backgrounds: str = "set") -> Path:  # fmt: skip
+               voices: dict | None = None, backgrounds: str = DEFAULT_BACKGROUNDS) -> Path:  # fmt: skip
     """The feature cache of a build; `voices`: its voice split (default: this machine's voice_split(seed))."""
     tag = _sizes_tag(per_class)
     vtag = _digest(voice_split(seed) if voices is None else voices)
@@ -227,7 +229,7 @@ def _cache_dir(root: Path, seed: int, per_class: dict[str, int], takes: int = 1,
 
 
 def build_keywords12(root: Path, seed: int, per_class: dict[str, int], takes: int = 1,
-                     progress: bool = True, backgrounds: str = "set") -> Path:  # fmt: skip
+                     progress: bool = True, backgrounds: str = DEFAULT_BACKGROUNDS) -> Path:  # fmt: skip
     """The feature cache of one build: `takes` independent microphone renderings of every train utterance
     (dev and test: one each); `backgrounds` (BACKGROUNDS) picks the train split's microphone profile."""
     if takes < 1:
@@ -278,13 +280,20 @@ def build_keywords12(root: Path, seed: int, per_class: dict[str, int], takes: in
 
 
 def load_keywords12(data_dir: str | None, seed: int = 0, per_class: dict[str, int] | None = None,
-                    takes: int | None = None, backgrounds: str = "set") -> Dataset:  # fmt: skip
+                    takes: int | None = None, backgrounds: str = DEFAULT_BACKGROUNDS) -> Dataset:  # fmt: skip
     """The 12-class synthesized set: MFCC (N, 49, 10, 1), labels in CLASSES order. Defaults: PER_CLASS
-    utterances per class and split, TRAIN_TAKES microphone renderings of each train utterance, the set's
-    own backgrounds (BACKGROUNDS)."""
+    utterances per class and split, TRAIN_TAKES microphone renderings of each train utterance, the
+    DEFAULT_BACKGROUNDS of BACKGROUNDS."""
     pc = dict(PER_CLASS if per_class is None else per_class)
     n_takes = TRAIN_TAKES if takes is None else takes
     return load_cache(build_keywords12(cache_root(data_dir), seed, pc, n_takes, backgrounds=backgrounds))
+
+
+def build_options(build: dict) -> dict:
+    """The loader's options of a recorded build (a Dataset's meta, a model's data_meta, or the options
+    `snapuq train --backgrounds` gives): its backgrounds, "set" where the record has none (a build made
+    before the option)."""
+    return {"backgrounds": str(build.get("backgrounds", "set"))}
 
 
 def load_cache(d: Path, raw: bool = False, frontend: dict | None = None) -> Dataset:
