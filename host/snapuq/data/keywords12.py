@@ -30,7 +30,13 @@ both. Cached under `$SNAPUQ_CACHE` or `--data-dir`: the synthesized speech of ea
 digest of the split's plan, i.e. its voices, words and prosody, so a machine with other voices never reads
 another's speech; a build that is stopped resumes from there; a change of the microphone profiles or of the
 takes re-renders without synthesizing again), the features in
-`keywords12-<version>-s<seed>-<sizes>[-t<takes>]-v<voices>/` (<voices>: a digest of the voice split).
+`keywords12-<version>[-<backgrounds>]-s<seed>-<sizes>[-t<takes>]-v<voices>/` (<voices>: a digest of the voice
+split; <backgrounds>: the build's BACKGROUNDS name, none for "set").
+
+Backgrounds: the train split's sounds behind the words and in `_silence_` (BACKGROUNDS): the set's colours,
+hum and babble ("set"), or with a share of everyday sounds ("everyday-light", DEFAULT_BACKGROUNDS;
+"everyday"). A model's config.json records its build (data_meta.backgrounds; `build_options` reads it
+back, an absent one being "set", the build before the option).
 Synthesis runs in fresh interpreters (espeak-ng keeps state between utterances); voices with a breath-noise
 source are not bit-reproducible from build to build, the cache is.
 """
