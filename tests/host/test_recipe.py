@@ -466,6 +466,41 @@ def test_train_distills_the_backbone_from_a_model_directorys_ensemble(tmp_path, 
         assert msg in err and "Traceback" not in err, (extra, err)
 
 
+def test_train_takes_the_baselines_of_the_model_it_distils_from(tmp_path, capsys):
+    """`snapuq train --distill-from T --baselines-from T`: T's deep ensemble and early-exit model are this
+    model's baselines (the bytes T has; config.json records where from and their digests), nothing of them
+    trains again; a T of another seed, baseline recipe or set build is refused in one line before training."""
+    import hashlib
+
+    teacher = tmp_path / "t"
+    common = ["--dataset", "digits", "--epochs", "2", "--baseline-epochs", "1", "--no-progress"]
+    assert main(["train", "--out", str(teacher)] + common) == 0
+    out = tmp_path / "s"
+    assert main(["train", "--out", str(out), "--distill-from", str(teacher), "--baselines-from", str(teacher)]
+                + common) == 0  # fmt: skip
+    cfg = json.loads((out / "config.json").read_text())
+    rec = cfg["baselines_from"]
+    assert rec["from"] == str(teacher) and "early_exit.keras" in rec["sha256"]
+    for f in ["baselines.json", "early_exit.keras"] + [f"ensemble_{k}.keras" for k in range(5)]:
+        b = (out / "baselines" / f).read_bytes()
+        assert b == (teacher / "baselines" / f).read_bytes()
+        assert rec["sha256"][f] == hashlib.sha256(b).hexdigest()
+    assert not (out / "checkpoint").exists()
+    capsys.readouterr()
+    bad = [(["--baseline-epochs", "2"], "trained by another recipe (epochs 1 vs 2)"),
+           (["--baseline-epochs", "1", "--seed", "1"], "has seed 0, this run 1"),
+           (["--baseline-epochs", "1", "--no-baselines"], "not with --model, --no-baselines"),
+           (["--baseline-epochs", "1", "--baselines-from", str(tmp_path)], "no readable baselines/")]
+    for extra, msg in bad:
+        argv = ["train", "--dataset", "digits", "--out", str(tmp_path / "x"), "--no-progress", "--epochs"]
+        argv += ["2"]
+        extra = extra if "--baselines-from" in extra else extra + ["--baselines-from", str(teacher)]
+        assert main(argv + extra) == 1, extra
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err, (extra, err)
+    assert not (tmp_path / "x").exists()
+
+
 def test_train_averages_the_weights_when_asked(tmp_path):
     out = tmp_path / "m"
     assert main(["train", "--dataset", "digits", "--out", str(out), "--epochs", "2", "--head-epochs", "1",

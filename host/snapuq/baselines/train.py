@@ -132,11 +132,7 @@ def train_baselines(
     if epochs < 1:
         raise SnapuqError(f"epochs must be >= 1, got {epochs}")
     if recipe is not None:
-        import dataclasses
-
-        recipe = dataclasses.replace(recipe, epochs=int(recipe.baseline_epochs or recipe.epochs),
-                                     warmup_epochs=min(recipe.warmup_epochs, int(recipe.baseline_epochs or
-                                                                                recipe.epochs)))  # fmt: skip
+        recipe = baseline_recipe(recipe)
         epochs, batch_size = recipe.epochs, recipe.batch_size
     elif max_epochs:
         epochs = min(int(epochs), int(max_epochs))
@@ -206,6 +202,81 @@ def train_baselines(
     info["timings_s"]["save"] = round(time.perf_counter() - t0, 2)
     write_text(bdir / "baselines.json", json.dumps(info, indent=2))
     return info
+
+
+def baseline_recipe(recipe: TrainOptions) -> TrainOptions:
+    """The recipe the baselines train by, from the backbone's: its `baseline_epochs` (else its epochs)."""
+    import dataclasses
+
+    n = int(recipe.baseline_epochs or recipe.epochs)
+    return dataclasses.replace(recipe, epochs=n, warmup_epochs=min(recipe.warmup_epochs, n))
+
+
+# what a set's recorded build holds beside its identity: how long it took, where its files are on this machine
+_BUILD_VOLATILE = ("build_s", "cache_dir", "waves")
+# the recipe's fields the baselines do not train by (the SNAP heads', the backbone's distillation)
+_NOT_BASELINE = ("head_epochs", "baseline_epochs", "distill_alpha", "distill_temperature")
+
+
+def check_baselines_source(src: str | Path, config: dict, recipe: TrainOptions) -> dict:
+    """`snapuq train --baselines-from SRC`: SRC's baselines are the ones this run would train, so they
+    serve as its own: the same set and build (config.json dataset and data_meta, beside where its files
+    are), backbone, input shape, classes and seed, and baselines.json's recipe equal to the one `recipe`
+    gives the baselines. `config`: this run's (dataset, backbone, input_shape, n_classes, seed, data_meta).
+    One-line SnapuqError naming the first difference; returns SRC's baselines.json."""
+    src = Path(src)
+    bdir = baselines_dir(src)
+    try:
+        info = json.loads((bdir / "baselines.json").read_text())
+    except (OSError, ValueError) as e:
+        raise SnapuqError(f"--baselines-from: {src} has no readable baselines/baselines.json ({e})") from e
+    c = model_dir_config(src)
+    n = int((info.get("ensemble") or {}).get("members") or 0)
+    missing = [f for f in [f"ensemble_{k}.keras" for k in range(n)] + ["early_exit.keras"]
+               if not (bdir / f).is_file()]  # fmt: skip
+    if n < 1 or missing or info.get("ensemble", {}).get("from_model_dirs"):
+        raise SnapuqError(f"--baselines-from: {bdir} is not a deep ensemble and early-exit model trained "
+                          f"there ({', '.join(missing) or 'no members'} missing, or members of other seeds)")
+    for key in ("dataset", "backbone", "input_shape", "n_classes", "seed"):
+        if c.get(key) != config.get(key):
+            raise SnapuqError(f"--baselines-from: {src} has {key} {c.get(key)!r}, this run "
+                              f"{config.get(key)!r}")  # fmt: skip
+
+    def build(meta) -> dict:
+        return {k: v for k, v in (meta or {}).items() if k not in _BUILD_VOLATILE}
+
+    have, want = build(c.get("data_meta")), build(config.get("data_meta"))
+    diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+    if diff:
+        raise SnapuqError(f"--baselines-from: {src} was trained on another build of {config.get('dataset')} "
+                          f"(data_meta differs in: {', '.join(diff)})")
+    mine = {k: v for k, v in baseline_recipe(recipe).to_dict().items() if k not in _NOT_BASELINE}
+    try:
+        theirs = TrainOptions.from_dict(info.get("recipe") or {}).to_dict()
+    except SnapuqError as e:
+        raise SnapuqError(f"--baselines-from: {bdir / 'baselines.json'} recipe: {e}") from e
+    diff = sorted(k for k in mine if theirs.get(k) != mine[k])
+    if diff:
+        raise SnapuqError(f"--baselines-from: {src}'s baselines trained by another recipe ("
+                          + ", ".join(f"{k} {theirs.get(k)!r} vs {mine[k]!r}" for k in diff) + ")")
+    return info
+
+
+def adopt_baselines(src: str | Path, out_dir: str | Path) -> dict:
+    """Copy SRC's baselines (checked by check_baselines_source) into D/baselines/; returns the record for
+    config.json: where they came from and the sha256 of each file."""
+    import hashlib
+    import shutil
+
+    sdir, bdir = baselines_dir(src), baselines_dir(out_dir)
+    bdir.mkdir(parents=True, exist_ok=True)
+    files = sorted(p.name for p in sdir.iterdir()
+                   if p.is_file() and (p.suffix == ".keras" or p.name == "baselines.json"))  # fmt: skip
+    sha = {}
+    for f in files:
+        shutil.copy2(sdir / f, bdir / f)
+        sha[f] = hashlib.sha256((bdir / f).read_bytes()).hexdigest()
+    return {"from": str(Path(src)), "sha256": sha}
 
 
 def _ensemble_sources(dirs: list[Path], config: dict) -> list:

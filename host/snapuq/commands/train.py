@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from snapuq.baselines import train_baselines
-from snapuq.baselines.train import announce_baselines
+from snapuq.baselines.train import adopt_baselines, announce_baselines, check_baselines_source
 from snapuq.commands.flags import add_options, given
 from snapuq.commands.train_user import train_user_model
 from snapuq.data import BUILD_OPTIONS, dataset_of, frontend_at, load_dataset
@@ -89,6 +89,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "seeds; their backbones are the deep ensemble (only the early-exit model trains)",
     )  # fmt: skip
     p.add_argument(
+        "--baselines-from", default=None, metavar="DIR",
+        help="take DIR's deep ensemble and early-exit model as this model's baselines instead of training "
+        "them: DIR trained on the same set and build, backbone, seed and baseline recipe (checked before "
+        "training; e.g. the model a --distill-from DIR learns from)",
+    )  # fmt: skip
+    p.add_argument(
         "--distill-from", default=None, metavar="DIR",
         help="distil the backbone from teachers: a model directory (its deep ensemble, baselines/"
         "ensemble_*.keras), a folder of logits .keras models, or one; --distill-alpha (default 0.7) and "
@@ -132,6 +138,10 @@ def check_args(args: argparse.Namespace) -> tuple[TrainOptions, HeadOptions, Cal
                                                or args.dataset not in BUILD_OPTIONS):  # fmt: skip
         raise SnapuqError(f"--backgrounds goes with --dataset {' or '.join(sorted(BUILD_OPTIONS))} (a set "
                           "made in more than one way); --baselines-only keeps the model's own build")
+    if getattr(args, "baselines_from", None) and (args.model or args.no_baselines
+                                                  or getattr(args, "baselines_only", False)):  # fmt: skip
+        raise SnapuqError("--baselines-from goes with --dataset (a built-in backbone trained with "
+                          "baselines), not with --model, --no-baselines or --baselines-only")  # fmt: skip
     check_out_dir(args.out)
     return recipe, heads, calib
 
@@ -278,6 +288,11 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
                                 detach=heads.detach, cov_rank=heads.cov_rank)  # fmt: skip
     history: list[dict] = []
     distill, soft = None, None
+    if getattr(args, "baselines_from", None):  # before any training: a source that does not fit fails now
+        mine = {"dataset": args.dataset, "backbone": bname, "input_shape": list(ds.input_shape),
+                "n_classes": ds.n_classes, "seed": int(args.seed),
+                "data_meta": json.loads(json.dumps(ds.meta, default=str))}  # as config.json will hold them
+        check_baselines_source(args.baselines_from, mine, opts)
     if getattr(args, "distill_from", None):
         check_teacher_frontend(Path(args.distill_from), ds)  # from config.json, before any model loads
         teachers, distill = load_teachers(args.distill_from, ds.input_shape, ds.n_classes)
@@ -349,7 +364,11 @@ def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibO
     cfg["dev_accuracy_float"] = float((md.predict(xdv)["logits"].argmax(1) == ydv).mean())
 
     # ---- trained baselines (deep ensemble, early exits)
-    if not args.no_baselines:
+    if getattr(args, "baselines_from", None):
+        t = time.perf_counter()
+        cfg["baselines_from"] = adopt_baselines(args.baselines_from, out)
+        timings["baselines"] = time.perf_counter() - t
+    elif not args.no_baselines:
         t = time.perf_counter()
 
         per = timings["backbone"] / max(1, epochs) if "backbone" in timings else None
