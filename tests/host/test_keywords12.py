@@ -316,6 +316,15 @@ def test_teachers_must_have_read_the_sets_front_end(tmp_path):
     # two records of front ends this package does not know are not the same front end
     with pytest.raises(SnapuqError, match="another front end"):
         check_teacher_frontend(t, SimpleNamespace(meta={"frontend": {**odd, "n_mel": 64}}))
+    # teachers of another build of the set: a warning (their targets on everyday sounds are the old build's)
+    ds = SimpleNamespace(name="keywords12", meta={"frontend": audio.FRONTENDS["cmn"],
+                                                  "backgrounds": "everyday-light"})  # fmt: skip
+    cases = (({}, True), ({"backgrounds": "everyday"}, True), ({"backgrounds": "everyday-light"}, False))
+    for rec, warned in cases:
+        (t / "config.json").write_text(json.dumps({"data_meta": {"frontend": audio.FRONTENDS["cmn"], **rec}}))
+        said: list[str] = []
+        check_teacher_frontend(t, ds, log=said.append)
+        assert bool(said) == warned and all("another build of keywords12" in m for m in said), (rec, said)
 
 
 def test_everyday_backgrounds_change_only_the_train_split(tmp_path):

@@ -24,7 +24,7 @@ from snapuq.baselines import train_baselines
 from snapuq.baselines.train import adopt_baselines, announce_baselines, check_baselines_source
 from snapuq.commands.flags import add_options, given
 from snapuq.commands.train_user import train_user_model
-from snapuq.data import BUILD_OPTIONS, dataset_of, frontend_at, load_dataset
+from snapuq.data import BUILD_OPTIONS, build_at, build_options, dataset_of, frontend_at, load_dataset
 from snapuq.data.audio import FRONTENDS, frontend_name, known_frontend
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED, read_config
@@ -238,8 +238,10 @@ def train_baselines_only(args: argparse.Namespace) -> dict:
     return cfg
 
 
-def check_teacher_frontend(src: Path, ds) -> None:
-    """Teachers from a model directory (or its baselines/) must have read the set through its front end."""
+def check_teacher_frontend(src: Path, ds, log=None) -> None:
+    """Teachers from a model directory (or its baselines/) must have read the set through its front end;
+    teachers trained on another build of the set (BUILD_OPTIONS: keywords12's backgrounds) are a warning on
+    `log` (default stderr): where the builds differ, their targets teach what they learned on theirs."""
     for d in (src, src.parent):
         if (d / "config.json").is_file():
             have, want = frontend_at(d), (ds.meta or {}).get("frontend")
@@ -248,7 +250,19 @@ def check_teacher_frontend(src: Path, ds) -> None:
                                                           else known != known_frontend(want)):
                 raise SnapuqError(f"--distill-from: {d} was trained on another front end than the set's "
                                   "(config.json data_meta.frontend)")  # fmt: skip
+            name = str(getattr(ds, "name", ""))
+            theirs, mine = build_options(name, build_at(d)), build_options(name, ds.meta or {})
+            if build_at(d) is not None and theirs != mine:
+                (log or _warn)(f"snapuq train: warning: --distill-from: {d} was trained on another build of "
+                               f"{name} ({theirs} vs this run's {mine}): its targets on what differs teach "
+                               "what it learned on its own (train the teachers on this build)")  # fmt: skip
             return
+
+
+def _warn(msg: str) -> None:
+    import sys
+
+    print(msg, file=sys.stderr)
 
 
 def _train_into(args, opts: TrainOptions, heads: HeadOptions, calib_opts: CalibOptions, out: Path,
