@@ -486,6 +486,11 @@ def test_train_takes_the_baselines_of_the_model_it_distils_from(tmp_path, capsys
         assert b == (teacher / "baselines" / f).read_bytes()
         assert rec["sha256"][f] == hashlib.sha256(b).hexdigest()
     assert not (out / "checkpoint").exists()
+    from snapuq.commands.multiseed import train_argv
+
+    # its teachers are its own baselines/ (the same bytes): a second seed distils from the directory itself
+    a = train_argv(out, cfg, None, 1, tmp_path / "s_seed1", None)
+    assert a[a.index("--distill-from") + 1] == str(out) and "--baselines-from" not in a
     capsys.readouterr()
     bad = [(["--baseline-epochs", "2"], "trained by another recipe (epochs 1 vs 2)"),
            (["--baseline-epochs", "1", "--seed", "1"], "has seed 0, this run 1"),

@@ -66,6 +66,15 @@ def seed_dir(d: Path, cfg: dict, seed: int) -> Path:
     return d if int(cfg.get("seed", 0)) == seed else d.parent / f"{d.name}_seed{seed}"
 
 
+def teachers_of(d: Path, cfg: dict) -> str:
+    """Where a distilled model's teachers are: the directory it recorded (config.json distill.from), or the
+    model directory itself when it took its baselines from there too (`--distill-from T --baselines-from
+    T`: its own baselines/ hold the teachers' bytes, so the directory carries them wherever it goes)."""
+    src = str(cfg["distill"]["from"])
+    own = cfg.get("baselines_from") if isinstance(cfg.get("baselines_from"), dict) else {}
+    return str(d) if own.get("from") == src else src
+
+
 def train_argv(
     d: Path,
     cfg: dict,
@@ -103,7 +112,7 @@ def train_argv(
     if isinstance(recipe, dict):  # the whole backbone recipe, as recorded
         a += to_argv(TrainOptions.from_dict(recipe, f"{ModelPaths(d).config} recipe"))
         if isinstance(cfg.get("distill"), dict) and cfg["distill"].get("from"):  # the same teachers
-            a += ["--distill-from", str(cfg["distill"]["from"])]
+            a += ["--distill-from", teachers_of(d, cfg)]
     elif cfg.get("epochs") is not None:  # your own model / a directory from before the recipe: head epochs
         a += ["--epochs", str(cfg["epochs"])]
     a += ([] if user else ["--backbone", str(cfg["backbone"])]) if cfg.get("backbone") else []
