@@ -11,13 +11,13 @@
 #define SNAPUQ_MODEL_NAME "keywords"
 /* sha256 of these SNAP constants as a blob's SNAP section (snapuq.native.blob.snap_sha256): the firmware
    reports it (`profile` snap_sha256=...), the harness refuses a device built from another export */
-#define SNAPUQ_MODEL_SNAP_SHA256 "5fcbc40a6e578a273ea0d11d585b4e0abe9b55b35effc89c61a7e9f25f0d148a"
+#define SNAPUQ_MODEL_SNAP_SHA256 "75aae6840fc6e7d3405cb1998b94353128769f13595842d196cbea32a4cede0b"
 #define SNAPUQ_MODEL_TFLITE_BYTES 100456u
 #define SNAPUQ_MODEL_N_CLASSES 12
 #define SNAPUQ_MODEL_N_TAPS 2
 #define SNAPUQ_MODEL_INPUT_BYTES 490u
-#define SNAPUQ_MODEL_INPUT_SCALE 0.9066870808601379f
-#define SNAPUQ_MODEL_INPUT_ZERO_POINT -8
+#define SNAPUQ_MODEL_INPUT_SCALE 0.8743700385093689f
+#define SNAPUQ_MODEL_INPUT_ZERO_POINT -3
 #define SNAPUQ_MODEL_INPUT_CHANNELS 1u
 #define SNAPUQ_MODEL_OUT_LOGITS 2
 #define SNAPUQ_MODEL_OUT_PROBS 5
