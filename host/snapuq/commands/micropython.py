@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from snapuq import resources
-from snapuq.data import frontend_at, load_dataset
+from snapuq.data import load_dataset, read_by
 from snapuq.errors import DeviceError, SnapuqError
 from snapuq.export.convert import quantize_input
 from snapuq.export.manifest import check_manifest
@@ -113,7 +113,7 @@ def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed:
 
     d = Path(model_dir)
     tfl, man = checked_model_files(d)
-    x = sample_inputs(man, n, seed, frontend=frontend_at(d))
+    x = sample_inputs(man, n, seed, **read_by(d))
     with tempfile.TemporaryDirectory() as td:
         blob = Path(td) / BLOB_NAME
         blob.write_bytes(write_blob(tfl, man))
@@ -135,11 +135,12 @@ def push(model_dir: str | Path, port: str, n: int = 5, twin: bool = False, seed:
     return rows
 
 
-def sample_inputs(man: dict[str, Any], n: int, seed: int = 0, frontend: dict | None = None) -> np.ndarray:
+def sample_inputs(man: dict[str, Any], n: int, seed: int = 0, frontend: dict | None = None,
+                  build: dict | None = None) -> np.ndarray:  # fmt: skip
     """``n`` int8 test inputs (N, input size) of the model's dataset (through the model's `frontend`, when
-    audio), quantized as the device does."""
+    audio, and from the `build` of the set it was trained on: data.read_by), quantized as the device does."""
 
-    ds = load_dataset(man.get("dataset", "digits"), None, seed, frontend=frontend)
+    ds = load_dataset(man.get("dataset", "digits"), None, seed, frontend=frontend, build=build)
     xs = np.asarray(ds.x_test[:n], dtype=np.float32)
     q = man["input"]
     return quantize_input(xs, float(q["scale"]), int(q["zero_point"])).reshape(len(xs), -1)

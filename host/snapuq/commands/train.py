@@ -24,7 +24,7 @@ from snapuq.baselines import train_baselines
 from snapuq.baselines.train import adopt_baselines, announce_baselines, check_baselines_source
 from snapuq.commands.flags import add_options, given
 from snapuq.commands.train_user import train_user_model
-from snapuq.data import BUILD_OPTIONS, build_at, build_options, dataset_of, frontend_at, load_dataset
+from snapuq.data import BUILD_OPTIONS, build_options, dataset_of, load_dataset, read_by
 from snapuq.data.audio import FRONTENDS, frontend_name, known_frontend
 from snapuq.errors import SnapuqError
 from snapuq.formats import MAX_SEED, read_config
@@ -244,15 +244,16 @@ def check_teacher_frontend(src: Path, ds, log=None) -> None:
     `log` (default stderr): where the builds differ, their targets teach what they learned on theirs."""
     for d in (src, src.parent):
         if (d / "config.json").is_file():
-            have, want = frontend_at(d), (ds.meta or {}).get("frontend")
+            r = read_by(d)
+            have, want = r["frontend"], (ds.meta or {}).get("frontend")
             known = known_frontend(have)
             if have is not None and want is not None and (have != want if known is None
                                                           else known != known_frontend(want)):
                 raise SnapuqError(f"--distill-from: {d} was trained on another front end than the set's "
                                   "(config.json data_meta.frontend)")  # fmt: skip
             name = str(getattr(ds, "name", ""))
-            theirs, mine = build_options(name, build_at(d)), build_options(name, ds.meta or {})
-            if build_at(d) is not None and theirs != mine:
+            theirs, mine = build_options(name, r["build"]), build_options(name, ds.meta or {})
+            if r["build"] is not None and theirs != mine:
                 (log or _warn)(f"snapuq train: warning: --distill-from: {d} was trained on another build of "
                                f"{name} ({theirs} vs this run's {mine}): its targets on what differs teach "
                                "what it learned on its own (train the teachers on this build)")  # fmt: skip

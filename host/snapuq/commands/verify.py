@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from snapuq.data import build_at, frontend_at, load_dataset
+from snapuq.data import load_dataset, read_by
 from snapuq.errors import ModelFormatError, SnapuqError
 from snapuq.export import load_exported
 from snapuq.export.cgen import check_c_header
@@ -76,8 +76,7 @@ def verify(d: str | Path, n: int = 100, data_dir: str | None = None, random: boo
         xs = [rng.integers(-128, 128, size=inp["shape"]).astype(np.int8) for _ in range(n)]
         source = "random int8"
     else:
-        ds = load_dataset(man["dataset"], data_dir, 0, frontend=frontend_at(paths.root),
-                          build=build_at(paths.root))
+        ds = load_dataset(man["dataset"], data_dir, 0, **read_by(paths.root))
         xt = ds.x_test[:n]
         xs = [quantize_input(x, inp["scale"], inp["zero_point"]) for x in xt]
         source = f"{man['dataset']} test split"

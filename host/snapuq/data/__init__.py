@@ -16,8 +16,8 @@ from snapuq.data.user import is_data_path, load_user_data
 from snapuq.errors import DatasetError
 
 __all__ = ["SPLITS", "SPLIT_ARRAYS", "Dataset", "check_labels", "with_model_classes", "dataset_names",
-           "load_dataset", "dataset_of", "load_ood", "load_ood_sets", "frontend_of", "frontend_at",
-           "build_of", "build_at", "build_options"]
+           "load_dataset", "dataset_of", "load_ood", "load_ood_sets", "frontend_of", "build_of", "reading",
+           "read_by", "build_options"]
 
 
 # name -> "module:function"; function(data_dir: str | None, seed: int) -> Dataset
@@ -83,14 +83,16 @@ def _config_at(model_dir) -> dict | None:
         return None  # the commands that need config.json say what is wrong with it
 
 
-def frontend_at(model_dir) -> dict | None:
-    """`frontend_of` the config.json in a model directory (None when there is none: a bare .tflite)."""
-    return frontend_of(_config_at(model_dir))
+def reading(cfg: dict | None) -> dict:
+    """How a model reads its set: `load_dataset`'s keyword arguments `frontend` and `build` from its
+    config.json (None each when not recorded)."""
+    return {"frontend": frontend_of(cfg), "build": build_of(cfg)}
 
 
-def build_at(model_dir) -> dict | None:
-    """`build_of` the config.json in a model directory (None when there is none: a bare .tflite)."""
-    return build_of(_config_at(model_dir))
+def read_by(model_dir) -> dict:
+    """`reading` of the config.json in a model directory, read once (None each when there is none: a bare
+    .tflite)."""
+    return reading(_config_at(model_dir))
 
 
 def load_dataset(name: str, data_dir: str | None = None, seed: int = 0, frontend: dict | None = None,
@@ -107,8 +109,7 @@ def load_dataset(name: str, data_dir: str | None = None, seed: int = 0, frontend
 def dataset_of(cfg: dict, data_dir: str | None = None) -> Dataset:
     """The set a model was trained on (its config.json: dataset, seed, build and front end); `data_dir`: where
     its files are now (a moved model directory's data.npz, a set's --data-dir)."""
-    return load_dataset(cfg.get("dataset", "digits"), data_dir, int(cfg.get("seed", 0)),
-                        frontend=frontend_of(cfg), build=build_of(cfg))  # fmt: skip
+    return load_dataset(cfg.get("dataset", "digits"), data_dir, int(cfg.get("seed", 0)), **reading(cfg))
 
 
 def _through(name: str, ds: Dataset, frontend: dict) -> Dataset:

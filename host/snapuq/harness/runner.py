@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from snapuq import resources
-from snapuq.data import build_at, frontend_at, load_dataset
+from snapuq.data import load_dataset, read_by
 from snapuq.data.shifts import corruption_api
 from snapuq.errors import DeviceError, SnapuqError
 from snapuq.export.convert import quantize_input
@@ -54,8 +54,7 @@ def _load_split(opts: Options, seed: int) -> tuple[np.ndarray, np.ndarray, list[
     `snapuq eval` builds it (clean, c_1, clean, c_2, ...; every corruption of the dataset at one severity).
     Returns (x, y, per-frame segment name or None)."""
 
-    ds = load_dataset(opts.dataset, opts.data_dir, seed, frontend=frontend_at(opts.model),
-                      build=build_at(opts.model))
+    ds = load_dataset(opts.dataset, opts.data_dir, seed, **read_by(opts.model))
     if opts.split not in ("train", "dev", "test"):
         raise SnapuqError(f"unknown split '{opts.split}' (train, dev, test)")
     x = np.asarray(getattr(ds, f"x_{opts.split}"), np.float32)
