@@ -3,7 +3,7 @@
 Expected layout (the extracted `speech_commands_v0.02.tar.gz`; DIR itself or DIR/speech_commands_v0.02):
 
     DIR/validation_list.txt   DIR/testing_list.txt   (paths relative to DIR: "yes/0a7c2a8d_nohash_0.wav")
-    DIR/<word>/*.wav          16 kHz mono PCM (16-bit int or float)
+    DIR/<word>/*.wav          16 kHz mono PCM (16-bit int or float; other rates are resampled)
 
 Task: the 10 words yes no up down left right on off stop go (QUTE / SNAP-UQ protocol), official splits:
 train = every file of those words not in either list, dev = validation list, test = testing list. The other
@@ -60,29 +60,19 @@ def _read_list(root: Path, name: str) -> set[str]:
     return out
 
 
-def read_wav(path: Path) -> np.ndarray:
-    """A 16 kHz mono wav -> int16 (16000,) (zero-padded / cut to 1 s)."""
-    from scipy.io import wavfile
+def read_audio(path: Path) -> np.ndarray:
+    """A wav file (any rate from 8 kHz, any channels: user_readers.read_audio) -> int16 at 16 kHz, whole."""
+    from snapuq.data.user_readers import read_audio as read_any
 
     try:
-        rate, data = wavfile.read(path)
-    except (ValueError, OSError, EOFError) as e:
-        raise DatasetError(f"speech_commands: cannot read {path}: {e}") from e
-    if rate != audio.SAMPLE_RATE:
-        raise DatasetError(f"speech_commands: {path} is {rate} Hz, expected {audio.SAMPLE_RATE} Hz")
-    if data.ndim != 1:
-        raise DatasetError(f"speech_commands: {path} has {data.shape[1]} channels, expected mono")
-    if data.dtype == np.int16:
-        w = data
-    elif np.issubdtype(data.dtype, np.floating):
-        w = audio.to_int16(data)
-    elif data.dtype == np.int32:
-        w = (data >> 16).astype(np.int16)
-    else:
-        raise DatasetError(
-            f"speech_commands: {path} has sample type {data.dtype}, expected 16-bit PCM or float"
-        )
-    return audio.fit_length(w)
+        return read_any(path)
+    except DatasetError as e:
+        raise DatasetError(f"speech_commands: {e}") from None
+
+
+def read_wav(path: Path) -> np.ndarray:
+    """A wav clip -> int16 (16000,): 1 s at 16 kHz (resampled, zero-padded / cut)."""
+    return audio.fit_length(read_audio(path)).astype(np.int16)
 
 
 def _split_files(root: Path) -> dict[str, list[tuple[str, int]]]:
@@ -203,15 +193,7 @@ UNKNOWN_TO_MODEL = -1  # label of a clip whose word the model has no class for (
 def _noise_clips(f: Path) -> np.ndarray:
     """A long background-noise recording -> its whole 1 s pieces (int16, (k, 16000)); a shorter file: one
     zero-padded clip."""
-    from scipy.io import wavfile
-
-    try:
-        rate, data = wavfile.read(f)
-    except (ValueError, OSError, EOFError) as e:
-        raise DatasetError(f"speech_commands: cannot read {f}: {e}") from e
-    if rate != audio.SAMPLE_RATE or data.ndim != 1:
-        raise DatasetError(f"speech_commands: {f} must be 16 kHz mono (got {rate} Hz, shape {data.shape})")
-    w = data if data.dtype == np.int16 else read_wav(f)  # other sample types: read_wav's conversion (1 s)
+    w = read_audio(f)
     k = max(1, len(w) // audio.CLIP_SAMPLES)
     return np.stack([audio.fit_length(w[i * audio.CLIP_SAMPLES : (i + 1) * audio.CLIP_SAMPLES])
                      for i in range(k)])  # fmt: skip

@@ -8,10 +8,10 @@
   windows or (N, H, W, C) images.
 - a folder ``ROOT/<class>/<file>`` (or ``ROOT/train/<class>/...`` + ``ROOT/test/<class>/...``): images are
   decoded with Pillow, converted to the model's channel count, resized to its input size and scaled to
-  [0, 1]; WAV clips (16 kHz mono, cut or zero-padded to 1 s) go through the MFCC front end of
-  `snapuq.data.audio` (49x10x1) and their int16 waves are kept for the audio corruptions. Without train/test
-  folders the files of each class are split 70/15/15 (train/dev/test) by seed. Class names are the sorted
-  folder names.
+  [0, 1]; WAV clips (resampled to 16 kHz mono when recorded otherwise, cut or zero-padded to 1 s) go
+  through the MFCC front end of `snapuq.data.audio` (49x10x1) and their int16 waves are kept for the audio
+  corruptions. Without train/test folders the files of each class are split 70/15/15 (train/dev/test) by
+  seed. Class names are the sorted folder names.
 
 Normalisation (``normalize``): "auto" scales integer arrays (uint8 images) by 1/255 and leaves float arrays
 as they are; "none" keeps the values; "standard" subtracts the per-channel training mean and divides by the

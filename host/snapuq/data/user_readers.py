@@ -1,4 +1,4 @@
-"""The readers of your own data folders (snapuq.data.user): images (Pillow) and 16 kHz WAV clips."""
+"""The readers of your own data folders (snapuq.data.user): images (Pillow) and WAV clips (to 16 kHz)."""
 
 from __future__ import annotations
 
@@ -55,13 +55,19 @@ def _read_image(f: Path, shape: tuple[int, ...] | None) -> np.ndarray:
     return a[..., None] if a.ndim == 2 else a
 
 
-def read_wav16k(f: Path) -> np.ndarray:
-    """A 16 kHz mono wav -> int16 (16000,) (zero-padded / cut to 1 s)."""
+MIN_RATE = 8000  # below it the front end's 20-4000 Hz mel bands are not in the recording
+
+
+def read_audio(f: Path) -> np.ndarray:
+    """A WAV file at any sample rate from 8 kHz up, mono or several channels (averaged), 8/16/32-bit PCM or
+    float -> int16 at 16 kHz, its whole length (resampled by scipy.signal.resample_poly when the file has
+    another rate: a phone's 8 kHz, a laptop's 44.1 / 48 kHz). Every problem is one DatasetError naming `f`."""
     import struct
     import warnings
+    from math import gcd
 
     from scipy.io import wavfile
-
+    from scipy.signal import resample_poly
 
     try:
         with warnings.catch_warnings(record=True) as seen:  # scipy's warnings: no lines of their own
@@ -72,23 +78,34 @@ def read_wav16k(f: Path) -> np.ndarray:
     cut = [str(w.message) for w in seen if "EOF" in str(w.message)]
     if cut:  # a data chunk shorter than its header says (an unknown chunk such as LIST is only skipped)
         raise DatasetError(f"{f}: the wav file is cut short ({cut[0]})")
-    if rate != audio.SAMPLE_RATE:
-        raise DatasetError(f"{f}: {rate} Hz, expected {audio.SAMPLE_RATE} Hz (resample the clips first)")
-    if data.ndim != 1:
-        raise DatasetError(f"{f}: {data.shape[1]} channels, expected mono")
+    if rate < MIN_RATE:
+        raise DatasetError(f"{f}: {rate} Hz; the front end needs at least {MIN_RATE} Hz (its mel bands reach "
+                           "4 kHz)")  # fmt: skip
+    if data.ndim == 2 and data.shape[1] == 0 or data.ndim > 2:
+        raise DatasetError(f"{f}: no channels of samples (shape {data.shape})")
     if np.issubdtype(data.dtype, np.floating):
         if not np.all(np.isfinite(data)):
             raise DatasetError(f"{f}: float samples that are NaN or inf")
-        w = audio.to_int16(data)
+        x = np.asarray(data, np.float64)
     elif data.dtype == np.int16:
-        w = data
+        x = data.astype(np.float64) / 32768.0
     elif data.dtype == np.int32:
-        w = (data >> 16).astype(np.int16)
+        x = data.astype(np.float64) / 2147483648.0
     elif data.dtype == np.uint8:
-        w = ((data.astype(np.int16) - 128) << 8).astype(np.int16)
+        x = (data.astype(np.float64) - 128.0) / 128.0
     else:
         raise DatasetError(f"{f}: unsupported sample type {data.dtype}")
-    return audio.fit_length(w).astype(np.int16)
+    if x.ndim == 2:
+        x = x.mean(axis=1)  # several channels of one scene: their average
+    if rate != audio.SAMPLE_RATE:
+        g = gcd(int(rate), audio.SAMPLE_RATE)
+        x = resample_poly(x, audio.SAMPLE_RATE // g, int(rate) // g)
+    return audio.to_int16(x)
+
+
+def read_wav16k(f: Path) -> np.ndarray:
+    """A WAV clip (read_audio: any rate, any channels) -> int16 (16000,): 1 s at 16 kHz (padded / cut)."""
+    return audio.fit_length(read_audio(f)).astype(np.int16)
 
 
 def _read_files(files: list[Path], kind: str, shape: tuple[int, ...] | None) -> np.ndarray:
