@@ -28,7 +28,7 @@ def _tree(root: Path, with_list: bool) -> dict:
     for i, (w, lab) in enumerate(zip(waves, y)):
         word = words[lab]
         (root / word).mkdir(parents=True, exist_ok=True)
-        rel = f"{word}/spk{i:03d}_nohash_0.wav"
+        rel = f"{word}/spk{i % 3}_nohash_{i}.wav"  # three speakers, Speech Commands' naming
         wavfile.write(root / rel, 16000, w)
         files[rel] = word
         if i % 2 == 0:
@@ -49,6 +49,9 @@ def test_read_test_tree_maps_words_by_name(tmp_path):
     # the listed files + 3 one-second pieces of the noise recording (in no list)
     assert len(r["labels"]) == len(t["listed"]) + 3
     by_word = {w: set(r["labels"][r["words"] == w].tolist()) for w in set(r["words"].tolist())}
+    noise = r["words"] == "_silence_"
+    assert sorted(r["files"][noise].tolist()) == [f"_background_noise_/white.wav#{k}" for k in range(3)]
+    assert sorted(r["files"][~noise].tolist()) == sorted(t["listed"])
     assert by_word["yes"] == {0} and by_word["_silence_"] == {2}
     assert by_word["bed"] == {3} and by_word["stop"] == {3}  # not a class of this model: _unknown_
     # without _unknown_ / _silence_ classes: other words and noise are unknown to the model
@@ -106,6 +109,12 @@ def test_eval_split_test_on_a_test_only_tree(tmp_path, with_list):
     assert 0.0 <= m["methods"]["snap"]["mean_p_err"] <= 1.0
     assert (rdir / "confusion.png").stat().st_size > 5000
     assert "confusion.png" in (rdir / "report.md").read_text()
+    # per speaker (the file name before its first '_'; the noise pieces have none), clips of known words
+    sp = m["per_speaker"]
+    assert sorted(sp) == ["spk0", "spk1", "spk2"]
+    assert sum(r["n"] for r in sp.values()) == m["n_known"] - (3 if "_silence_" in names else 0)
+    assert all(0.0 <= r["accuracy"] <= 1.0 and "mean_U" in r for r in sp.values())
+    assert "Per speaker (3 speakers" in (rdir / "report.md").read_text()
 
 
 def test_eval_split_one_line_errors(tmp_path):

@@ -206,8 +206,9 @@ def read_test_tree(data_dir: str | None, class_names: list[str], split: str = "t
     into 1 s pieces) and `_silence_` -> `_silence_`; any other word -> `_unknown_` when the model has that
     class, else UNKNOWN_TO_MODEL (-1). `split`: "test" = the files in testing_list.txt when the folder has
     one (else every clip), "dev" = validation_list.txt, "all" = every clip. Background noise is in no list
-    and is always read. Returns {"waves" int16 (N, 16000), "labels" (N,), "words" (N,) folder names,
-    "root", "listed" (the list used or None)}."""
+    and is always read. Returns {"waves" int16 (N, 16000), "labels" (N,), "words" (N,) folder names, "files"
+    (N,) `<word>/<file>.wav` (a background recording's pieces: `...wav#k`), "root", "listed" (the list used or
+    None)}."""
     if split not in TREE_SPLITS:
         raise DatasetError(f"speech_commands: --split must be one of {', '.join(TREE_SPLITS)}, got {split!r}")
     if not data_dir:
@@ -222,7 +223,7 @@ def read_test_tree(data_dir: str | None, class_names: list[str], split: str = "t
     if split == "dev" and listed is None:
         raise DatasetError(f"speech_commands: --split dev needs {root / LISTS[0]}")
     index = {n: i for i, n in enumerate(class_names)}
-    waves, labels, words = [], [], []
+    waves, labels, words, names = [], [], [], []
     for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         files = sorted(d.glob("*.wav"))
         if d.name == NOISE_DIR:
@@ -231,6 +232,7 @@ def read_test_tree(data_dir: str | None, class_names: list[str], split: str = "t
                 waves.extend(w)
                 labels += [index.get(SILENCE, UNKNOWN_TO_MODEL)] * len(w)
                 words += [SILENCE] * len(w)
+                names += [f"{d.name}/{f.name}#{k}" for k in range(len(w))]
             continue
         if listed is not None and d.name != SILENCE:
             files = [f for f in files if f"{d.name}/{f.name}" in listed]
@@ -239,6 +241,7 @@ def read_test_tree(data_dir: str | None, class_names: list[str], split: str = "t
             waves.append(read_wav(f))
             labels.append(lab)
             words.append(d.name)
+            names.append(f"{d.name}/{f.name}")
     if not waves:
         what = f"listed in {list_name}" if listed is not None else "in <word>/ folders"
         raise DatasetError(f"speech_commands: {root} holds no .wav clips {what}")
@@ -246,6 +249,7 @@ def read_test_tree(data_dir: str | None, class_names: list[str], split: str = "t
         "waves": np.stack(waves).astype(np.int16),
         "labels": np.asarray(labels, np.int64),
         "words": np.asarray(words),
+        "files": np.asarray(names),
         "root": str(root),
         "listed": list_name if listed is not None else None,
     }

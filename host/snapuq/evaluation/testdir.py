@@ -8,8 +8,9 @@ model has that class, else they are reported apart ("unknown to the model": no a
 AUROC of every method). Background noise (`_background_noise_`, cut into 1 s pieces, or `_silence_`) is
 `_silence_`.
 
-Writes RDIR/metrics.json (accuracy float and int8 when exported, per-class accuracy, per-word rows, the
-confusion matrix, the UQ metrics of SNAP, MSP, entropy and energy: AUROC / AUPR right-vs-wrong, AURC, ECE,
+Writes RDIR/metrics.json (accuracy float and int8 when exported, per-class accuracy, per-word rows,
+per-speaker rows when the file names carry the speaker as Speech Commands' do (`<speaker>_nohash_<n>.wav`),
+the confusion matrix, the UQ metrics of SNAP, MSP, entropy and energy: AUROC / AUPR right-vs-wrong, AURC, ECE,
 and for SNAP mean p_err vs the error rate, ECE of p_err, alarm rate), confusion.png and report.md.
 """
 
@@ -114,6 +115,26 @@ def _plot_confusion(path: Path, cm: np.ndarray, names: list[str], title: str) ->
     save_figure(fig, path)
 
 
+def speaker_of(files: np.ndarray) -> np.ndarray | None:
+    """The speaker of every clip by the Speech Commands naming `<word>/<speaker>_nohash_<n>.wav` (the file
+    name before its first '_'; background-noise pieces have none: ""); None when no clip name has one."""
+    out = np.array(["" if "#" in f or "_" not in Path(f).stem else Path(f).stem.split("_")[0] for f in files])
+    return out if (out != "").any() else None
+
+
+def per_speaker(speakers: np.ndarray, y: np.ndarray, pred: np.ndarray, snap) -> dict:
+    """Per speaker (clips of words the model knows): clips, accuracy, mean U."""
+    out = {}
+    for v in sorted(set(speakers.tolist()) - {""}):
+        sel = (speakers == v) & (y != UNKNOWN_TO_MODEL)
+        if sel.any():
+            row = {"n": int(sel.sum()), "accuracy": float(np.mean(pred[sel] == y[sel]))}
+            if snap is not None:
+                row["mean_U"] = float(np.mean(snap.u[sel]))
+            out[v] = row
+    return out
+
+
 def _int8(d: Path, x: np.ndarray) -> np.ndarray | None:
     if not ModelPaths(d).int8.exists():
         return None
@@ -147,10 +168,10 @@ def run_test_tree(args: Any) -> int:  # the eval command's parsed arguments
     names = [str(n) for n in cfg.get("class_names") or range(int(md.model.output["logits"].shape[-1]))]
     tree = read_test_tree(args.data_dir, names, args.split)
     rdir = Path(args.report) if args.report else Path(f"eval_{Path(tree['root']).name}_{args.split}")
-    y, words = tree["labels"], tree["words"]
+    y, words, files = tree["labels"], tree["words"], tree["files"]
     if args.limit:
         pick = np.sort(np.random.default_rng([args.seed, 17]).permutation(len(y))[: args.limit])
-        tree["waves"], y, words = tree["waves"][pick], y[pick], words[pick]
+        tree["waves"], y, words, files = tree["waves"][pick], y[pick], words[pick], files[pick]
     x = audio.features(tree["waves"], fe)
     n_classes = len(names)
     ctx = EvalContext(
@@ -195,6 +216,9 @@ def run_test_tree(args: Any) -> int:  # the eval command's parsed arguments
         "methods": uq_rows(results, y, known),
         "per_word": per_word(words, y, pred, names, results.get("snap")),
     }  # fmt: skip
+    speakers = speaker_of(files)
+    if speakers is not None:
+        out["per_speaker"] = per_speaker(speakers, y, pred, results.get("snap"))
     if SILENCE in names or UNKNOWN in names:
         kw = known & ~np.isin(y, [names.index(c) for c in (SILENCE, UNKNOWN) if c in names])
         out["accuracy"]["keywords_only"] = float(np.mean(pred[kw] == y[kw])) if kw.any() else None
@@ -239,5 +263,13 @@ def report_md(o: dict) -> str:
                   f"ECE of p_err {f(s['ece_p_err'])}; AUROC ok/err of p_err "
                   f"{f(s['auroc_ok_vs_err_p_err'])}; alarms on {f(s['alarm_rate'])} of all clips "
                   f"({f(s['alarm_rate_known'])} of known-word clips)."]  # fmt: skip
+    sp = o.get("per_speaker") or {}
+    if len(sp) > 1:
+        acc = sorted((r["accuracy"], r["n"], v) for v, r in sp.items())
+        q = np.percentile([a for a, _, _ in acc], [0, 25, 50, 75, 100])
+        lines += ["", f"Per speaker ({len(sp)} speakers, the file name before its first '_'): accuracy "
+                  f"min {q[0]:.3f}, quartiles {q[1]:.3f} / {q[2]:.3f} / {q[3]:.3f}, max {q[4]:.3f}; the "
+                  "lowest:", "", "| speaker | clips | accuracy |", "|---|---|---|"]  # fmt: skip
+        lines += [f"| {v} | {n} | {a:.3f} |" for a, n, v in acc[:10]]
     lines += ["", "![confusion](confusion.png)", ""]
     return "\n".join(lines)
