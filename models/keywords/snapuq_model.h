@@ -8,10 +8,10 @@
 #include "snapuq_input.h"
 #include "snapuq_snap.h"
 
-#define SNAPUQ_MODEL_NAME "keywords"
+#define SNAPUQ_MODEL_NAME "kw_c"
 /* sha256 of these SNAP constants as a blob's SNAP section (snapuq.native.blob.snap_sha256): the firmware
    reports it (`profile` snap_sha256=...), the harness refuses a device built from another export */
-#define SNAPUQ_MODEL_SNAP_SHA256 "75aae6840fc6e7d3405cb1998b94353128769f13595842d196cbea32a4cede0b"
+#define SNAPUQ_MODEL_SNAP_SHA256 "dc316f17d9bb0425f36704922209e9d5cf2f69de0f09deeec4ddb214f8da24a5"
 #define SNAPUQ_MODEL_TFLITE_BYTES 100456u
 #define SNAPUQ_MODEL_N_CLASSES 12
 #define SNAPUQ_MODEL_N_TAPS 2
