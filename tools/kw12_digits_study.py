@@ -69,14 +69,8 @@ def plan(split: str, n_per_class: int, seed: int, voices: dict[str, list[str]]) 
         eng = engines[int(rng.choice(len(engines), p=share / share.sum()))]
         voice = voices[eng][int(rng.integers(len(voices[eng])))]
         w = word if word is not None else others[int(rng.integers(len(others)))]
-        it = {"label": K.CLASSES.index(K.UNKNOWN), "digit": c, "word": w, "voice": voice}
-        if voice.startswith("espeak:"):
-            it.update(rate=int(rng.integers(110, 270)), pitch=int(rng.integers(10, 90)),
-                      range=int(rng.integers(10, 95)))  # fmt: skip
-        else:
-            it.update(stretch=float(rng.uniform(0.75, 1.45)),
-                      f0=float(rng.uniform(85, 220)) if rng.random() < 0.5 else None)  # fmt: skip
-        items.append(it)
+        items.append({"label": K.CLASSES.index(K.UNKNOWN), "digit": c, "word": w, "voice": voice,
+                      **K.prosody(voice, rng)})  # fmt: skip
     return items
 
 

@@ -128,15 +128,18 @@ def plan_split(split: str, n_per_class: int, seed: int, voices: dict[str, list[s
             voice = voices[eng][int(rng.integers(len(voices[eng])))]
             pool = words or UNKNOWN_WORDS
             word = CLASSES[c] if c < len(WORDS) else pool[int(rng.integers(len(pool)))]
-            it = {"label": c, "word": word, "voice": voice}
-            if voice.startswith("espeak:"):
-                it.update(rate=int(rng.integers(110, 270)), pitch=int(rng.integers(10, 90)),
-                          range=int(rng.integers(10, 95)))  # fmt: skip
-            else:
-                it.update(stretch=float(rng.uniform(0.75, 1.45)),
-                          f0=float(rng.uniform(85, 220)) if rng.random() < 0.5 else None)  # fmt: skip
-            items.append(it)
+            items.append({"label": c, "word": word, "voice": voice, **prosody(voice, rng)})
     return items
+
+
+def prosody(voice: str, rng: np.random.Generator) -> dict:
+    """The prosody of one utterance by `voice` (the item's last draws): espeak-ng rate / pitch / range, else
+    a duration stretch and (half of the time) an f0 mean."""
+    if voice.startswith("espeak:"):
+        return {"rate": int(rng.integers(110, 270)), "pitch": int(rng.integers(10, 90)),
+                "range": int(rng.integers(10, 95))}  # fmt: skip
+    return {"stretch": float(rng.uniform(0.75, 1.45)),
+            "f0": float(rng.uniform(85, 220)) if rng.random() < 0.5 else None}  # fmt: skip
 
 
 def synth_items(items: list[dict], position: int = 0) -> tuple[np.ndarray, np.ndarray]:
