@@ -15,13 +15,19 @@ Variants (name: microphone profile of the train split, front end, voices):
   env_cmn     the everyday-light profile ("train_env_light", the set's default build), MFCC + CMN
   espeak_cmn  as mic_cmn with espeak-ng voices only (no flite / festival speakers)
   env_cmn_kl  as env_cmn with the front end "cmn-keep-level" (coefficient 0, the level, kept)
+  env_cmn_zpad  as env_cmn, and a quarter of the train clips cut after their word and zero-padded (in the
+              MFCC: the frames from a random point after the last loud frame set to those of exact zeros), as
+              a reader pads a recording shorter than 1 s
   env_cmn_distill  as env_cmn, distilled (a = 0.7, T = 3, snapuq's --distill-from loss) from an ensemble of
               TEACHERS env_cmn models of their own seeds (trained first when missing)
 
 Usage: PYTHONPATH=host:tools nice -n 19 python tools/kw12_digits_study.py --tree TREE \\
            [--variants mic,mic_cmn,env_cmn] [--seeds 0,1] [--per-class 800] [--takes 2] [--epochs 16] \\
            [--out runs/kw12_digits_study.json]
-Resumable: finished (variant, seed) rows in --out are kept. The synthesized digits are cached
+Real clips are scored as read (each at the start of its second, zero-padded), centered, and both with white
+noise at FLOOR_DBFS over the whole second (a microphone's floor in place of the exact zeros around a trimmed
+word). Resumable: finished (variant, seed) rows in --out are kept; models are kept in --models and read back
+instead of trained again (a new --out re-scores them). The synthesized digits are cached
 ($SNAPUQ_CACHE/keywords12-digits-...).
 """
 
@@ -50,7 +56,10 @@ VARIANTS = {  # name: (train profile, front end, engines or None for all)
     "espeak_cmn": ("train", "cmn", ["espeak", "espeak_foreign"]),
     "env_cmn_kl": ("train_env_light", "cmn-keep-level", None),
     "env_cmn_distill": ("train_env_light", "cmn", None),
+    "env_cmn_zpad": ("train_env_light", "cmn", None),
 }
+ZPAD_SHARE = 0.25
+FLOOR_DBFS = -70.0  # the white noise floor of the real clips' second variant
 TEACHERS = (100, 101, 102)  # the seeds of the env_cmn teachers of env_cmn_distill
 POOL = 300  # other words for the babble behind a digit (never a digit)
 PROFILES = ("clean", "train", "train_env_light", "shift")
@@ -101,6 +110,21 @@ def build(seed: int, per_class: int, takes: int) -> dict[str, np.ndarray]:
     return out
 
 
+def zero_padded(x: np.ndarray, seed: int, share: float = ZPAD_SHARE) -> np.ndarray:
+    """Plain-MFCC clips (N, 49, 10, 1) with `share` of them cut after their word and padded with exact zeros:
+    the frames from a random point after the last frame within 30 units of c0 (about 15 dB) of the clip's
+    loudest take the MFCC of a frame of zeros."""
+    x = np.array(x, copy=True)
+    zero = audio.mfcc(np.zeros((1, audio.CLIP_SAMPLES), np.int16))[0, 0]
+    rng = np.random.default_rng([seed, 77])
+    for i in np.nonzero(rng.random(len(x)) < share)[0]:
+        c0 = x[i, :, 0, 0]
+        last = int(np.nonzero(c0 >= c0.max() - 30.0)[0].max())
+        if last + 1 < x.shape[1]:
+            x[i, int(rng.integers(last + 1, x.shape[1])) :] = zero
+    return x
+
+
 def family(v: str) -> str:
     if v.startswith("espeak:en"):
         return "espeak_en"
@@ -135,6 +159,8 @@ def run_one(name: str, seed: int, data: dict, real: dict, epochs: int, models: P
     prof, fe_name, engines = VARIANTS[name]
     fe = audio.FRONTENDS[fe_name]
     x, y = data[f"x_train_{prof}"], data["y_train"]
+    if name == "env_cmn_zpad":
+        x = zero_padded(x, seed)
     if engines is not None:
         keep = np.array([family(v) != "ext" for v in data["voice_train"]])
         x, y = x[keep], y[keep]
@@ -160,7 +186,7 @@ def run_one(name: str, seed: int, data: dict, real: dict, epochs: int, models: P
     row["synthetic_shift"] = float(np.mean(acc(data["x_test_shift"]) == data["y_test"]))
     for where, x_real in real["x"].items():
         rok = acc(x_real) == real["y"]
-        key = "real" if where == "start" else f"real_{where}"
+        key = "real" if where == "start" else f"real_{where.replace('start_', '')}"
         row[key] = float(rok.mean())
         row[f"{key}_per_speaker"] = {s: float(rok[real["speakers"] == s].mean())
                                      for s in sorted(set(real["speakers"]))}  # fmt: skip
@@ -178,6 +204,7 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=16)
     ap.add_argument("--out", default="runs/kw12_digits_study.json")
     ap.add_argument("--models", default="runs/kw12_digits_models", help="trained models, kept for a rerun")
+    ap.add_argument("--saved-only", action="store_true", help="score the saved models; train nothing")
     a = ap.parse_args()
     names = a.variants.split(",")
     unknown = [n for n in names if n not in VARIANTS]
@@ -187,6 +214,9 @@ def main() -> int:
     for where in ("start", "center"):  # each real clip at the start of its second (as read) and centered
         waves, words, speakers = read_tree(Path(a.tree), where)
         x_real[where] = audio.mfcc(waves)
+        # and with a microphone's noise floor over the second in place of the exact zeros around the word
+        floor = np.random.default_rng(0).standard_normal(waves.shape) * 10 ** (FLOOR_DBFS / 20)
+        x_real[f"{where}_floor70"] = audio.mfcc(audio.to_int16(waves / 32768.0 + floor))
     real = {"x": x_real, "y": np.array([DIGITS.index(w) for w in words]), "speakers": speakers}
     out = Path(a.out)
     rows = json.loads(out.read_text())["rows"] if out.exists() else []
@@ -194,12 +224,13 @@ def main() -> int:
     data = build(0, a.per_class, a.takes)
     for seed in [int(s) for s in a.seeds.split(",")]:
         for name in names:
-            if (name, seed) in done:
+            saved = (Path(a.models) / f"{name}_s{seed}.keras").exists()
+            if (name, seed) in done or a.saved_only and not saved:
                 continue
             r = run_one(name, seed, data, real, a.epochs, Path(a.models))
             rows.append(r)
             print(json.dumps({k: v for k, v in r.items() if "_per_" not in k}), flush=True)
-            for key in ("real", "real_center"):
+            for key in ("real", "real_center", "real_floor70", "real_center_floor70"):
                 per = r[f"{key}_per_speaker"]
                 print(f"   {key} per speaker " + " ".join(f"{k} {v:.2f}" for k, v in per.items()), flush=True)
             meta = {"tree": a.tree, "n_real": int(len(words)), "per_class": a.per_class, "takes": a.takes,
