@@ -233,6 +233,9 @@ def test_wav_of_any_rate_and_channels_is_read_at_16k(tmp_path, rate):
     assert abs(np.abs(w[2000:10000]).max() / 32768 - 0.375) < 0.01  # the channels' average
     clip = sc.read_wav(f)
     assert clip.shape == (16000,) and not clip[12100:].any() and np.array_equal(clip[:11900], w[:11900])
+    empty = tmp_path / "empty.wav"  # a header and no samples: a silent second
+    wavfile.write(empty, 44100, np.zeros(0, np.int16))
+    assert not sc.read_wav(empty).any() and sc.read_audio(empty).shape == (0,)
     u8 = tmp_path / "u8.wav"
     wavfile.write(u8, 16000, np.array([128, 255, 0, 192], np.uint8))
     assert sc.read_wav(u8)[:4].tolist() == [0, 32512, -32768, 16384]

@@ -97,7 +97,7 @@ def read_audio(f: Path) -> np.ndarray:
         raise DatasetError(f"{f}: unsupported sample type {data.dtype}")
     if x.ndim == 2:
         x = x.mean(axis=1)  # several channels of one scene: their average
-    if rate != audio.SAMPLE_RATE:
+    if rate != audio.SAMPLE_RATE and x.size:
         g = gcd(int(rate), audio.SAMPLE_RATE)
         x = resample_poly(x, audio.SAMPLE_RATE // g, int(rate) // g)
     return audio.to_int16(x)
