@@ -100,8 +100,13 @@ def test_wav_folder_goes_through_the_mfcc_front_end(tmp_path):
     assert ds.meta["waves"]["test"].shape == (len(ds.x_test), 16000)
     back = load_dataset(str(save_cache(ds, tmp_path / "data.npz")))
     assert back.meta["modality"] == "audio" and back.meta["waves"]["test"].shape[1] == 16000
-    wavfile.write(tmp_path / "w" / "low" / "bad.wav", 8000, np.zeros(8000, np.int16))
-    with pytest.raises(DatasetError, match="8000 Hz"):
+    # a clip recorded at 8 kHz is resampled (one more "low" clip); below 8 kHz: one line naming the file
+    phone = (0.3 * np.sin(np.arange(8000) * 0.3) * 32767).astype(np.int16)
+    wavfile.write(tmp_path / "w" / "low" / "phone.wav", 8000, phone)
+    more = load_folder(tmp_path / "w", seed=0)
+    assert sum(len(getattr(more, f"x_{s}")) - len(getattr(ds, f"x_{s}")) for s in ("train", "dev", "test")) == 1
+    wavfile.write(tmp_path / "w" / "low" / "bad.wav", 4000, np.zeros(4000, np.int16))
+    with pytest.raises(DatasetError, match=r"bad.wav: 4000 Hz; the front end needs at least 8000 Hz"):
         load_folder(tmp_path / "w")
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from snapuq.data import SPLIT_ARRAYS, Dataset, audio
 from snapuq.data.keywords import OOD_WORDS, WORDS, _write_atomic, cache_root
+from snapuq.data.user_readers import read_audio as read_any
 from snapuq.errors import DatasetError
 from snapuq.io import save_arrays
 
@@ -62,8 +63,6 @@ def _read_list(root: Path, name: str) -> set[str]:
 
 def read_audio(path: Path) -> np.ndarray:
     """A wav file (any rate from 8 kHz, any channels: user_readers.read_audio) -> int16 at 16 kHz, whole."""
-    from snapuq.data.user_readers import read_audio as read_any
-
     try:
         return read_any(path)
     except DatasetError as e:
