@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from kw12_real_unknown import DIGITS, read_tree  # tools/ is on sys.path when this script runs
+from kw12_compare import family  # tools/ is on sys.path when this script runs
+from kw12_real_unknown import DIGITS, read_tree
+from kw12_study import fit_dscnn
 
 from snapuq.data import audio
 from snapuq.data import keywords12 as K
@@ -125,31 +126,18 @@ def zero_padded(x: np.ndarray, seed: int, share: float = ZPAD_SHARE) -> np.ndarr
     return x
 
 
-def family(v: str) -> str:
-    if v.startswith("espeak:en"):
-        return "espeak_en"
-    return "espeak_foreign" if v.startswith("espeak:") else "ext"
-
-
 def train(x: np.ndarray, y: np.ndarray, epochs: int, seed: int, name: str, models: Path,
           soft: np.ndarray | None = None):  # fmt: skip
     """The DS-CNN of (variant `name`, seed): models/<name>_s<seed>.keras when a run saved it, else trained
     (distilled when `soft` gives the teachers' probabilities at T = 3) and saved there."""
     import keras
 
-    from snapuq.nn.backbones import build_backbone
-    from snapuq.nn.recipe import fit_backbone_resumable
-
     f = models / f"{name}_s{seed}.keras"
     if f.exists():
         return keras.models.load_model(f, compile=False)
-    keras.utils.set_random_seed(seed)
-    m = build_backbone("dscnn", audio.FEATURE_SHAPE, len(DIGITS))
     opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1,
                         distill_alpha=0.7 if soft is not None else 0.0, distill_temperature=3.0)  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="kw12digits") as tmp:
-        fit_backbone_resumable(m, x.astype(np.float32), y, opts, seed=seed, ckpt_dir=tmp, soft=soft,
-                               identity={"variant": name}, progress=False, log=lambda *a: None)  # fmt: skip
+    m, _ = fit_dscnn(x, y, opts, seed, name, n_classes=len(DIGITS), soft=soft)
     models.mkdir(parents=True, exist_ok=True)
     m.save(f)
     return m
@@ -164,14 +152,15 @@ def run_one(name: str, seed: int, data: dict, real: dict, epochs: int, models: P
     if engines is not None:
         keep = np.array([family(v) != "ext" for v in data["voice_train"]])
         x, y = x[keep], y[keep]
+    x = audio.finish(x, fe)
     t0 = time.perf_counter()
     soft = None
     if name == "env_cmn_distill":
         from snapuq.nn.distill import soft_targets
 
-        teachers = [train(audio.finish(x, fe), y, epochs, s, "env_cmn", models) for s in TEACHERS]
-        soft = soft_targets(teachers, audio.finish(x, fe).astype(np.float32), 3.0)
-    m = train(audio.finish(x, fe), y, epochs, seed, name, models, soft)
+        teachers = [train(x, y, epochs, s, "env_cmn", models) for s in TEACHERS]
+        soft = soft_targets(teachers, x.astype(np.float32), 3.0)
+    m = train(x, y, epochs, seed, name, models, soft)
     row: dict = {"variant": name, "seed": seed, "n_train": int(len(y)),
                  "train_s": round(time.perf_counter() - t0)}  # fmt: skip
 

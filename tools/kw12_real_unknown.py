@@ -31,9 +31,11 @@ from snapuq.baselines.snapadapter import make_scorer
 from snapuq.data import audio
 from snapuq.data import keywords12 as K
 from snapuq.data.user_readers import read_audio
+from snapuq.evaluation.testdir import speaker_of
 from snapuq.io import write_text
 from snapuq.nn.saved import load_model_dir
 from snapuq.uq import metrics as M
+from snapuq.uq.score import softmax
 
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
@@ -51,15 +53,16 @@ def place(w: np.ndarray, where: str) -> np.ndarray:
 def read_tree(tree: Path, where: str = "start") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """int16 (N, 16000) clips of the digit folders (each `place`d at `where`), their words and speakers
     (file name before the first '_')."""
-    waves, words, speakers = [], [], []
+    waves, words, files = [], [], []
     for w in DIGITS:
         for f in sorted((tree / w).glob("*.wav")):
             waves.append(place(read_audio(f), where))
             words.append(w)
-            speakers.append(f.stem.split("_")[0])
+            files.append(f"{w}/{f.name}")
     if not waves:
         raise SystemExit(f"{tree} holds no <digit word>/*.wav clips")
-    return np.stack(waves), np.asarray(words), np.asarray(speakers)
+    speakers = speaker_of(np.asarray(files))
+    return np.stack(waves), np.asarray(words), speakers if speakers is not None else np.full(len(files), "")
 
 
 def synthetic_digits(ds) -> tuple[np.ndarray, np.ndarray]:
@@ -78,10 +81,8 @@ def synthetic_digits(ds) -> tuple[np.ndarray, np.ndarray]:
 def scores(md, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
     outs = md.predict(x)
     logits = np.asarray(outs["logits"], np.float64)
-    p = np.exp(logits - logits.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
     sc, _ = make_scorer(md.calib, None)
-    return logits.argmax(1), 1.0 - p.max(1), sc.score(outs, x)
+    return logits.argmax(1), 1.0 - softmax(logits).max(1), sc.score(outs, x)
 
 
 def model_row(md, fe: dict, real: dict, syn_x: np.ndarray, syn_words: np.ndarray) -> dict:

@@ -57,7 +57,7 @@ def run_one(variant: str, ds: Dataset, arr: dict) -> dict:
     opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1,
                         augment="warp" if warp else "none")  # fmt: skip
     t0 = time.perf_counter()
-    m, hist = fit_dscnn(feats(ds.x_train), ds.y_train, opts, seed, variant, ds, filters=filters)
+    m, hist = fit_dscnn(feats(ds.x_train), ds.y_train, opts, seed, variant, filters=filters)
     row = {"variant": variant, "cache": cache, "filters": filters, "epochs": epochs, "seed": seed, "cmn": cmn,
            "cmvn": cmvn, "augment": opts.augment,
            "params": int(m.count_params()), "n_train": int(len(ds.y_train)),

@@ -48,7 +48,7 @@ def run_one(variant: str, seed: int, ds, ex: dict, epochs: int, per_class: int) 
     x, y = ds.x_train[idx], ds.y_train[idx]
     opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1)
     t0 = time.perf_counter()
-    m, _ = fit_dscnn(x, y, opts, seed, variant, ds)
+    m, _ = fit_dscnn(x, y, opts, seed, variant)
     row = {"variant": variant, "utterances_per_class": n_utt, "takes": n_takes, "seed": seed}
     row["epochs"] = epochs
     row.update(n_train=int(len(y)), train_s=round(time.perf_counter() - t0, 1))

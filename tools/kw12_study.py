@@ -56,19 +56,20 @@ def select(variant: str, fam: np.ndarray, y: np.ndarray, n_per_class: int, seed:
     return np.sort(np.concatenate(idx))
 
 
-def fit_dscnn(x: np.ndarray, y: np.ndarray, opts: TrainOptions, seed: int, variant: str, ds,
-              filters: int = 64) -> tuple:  # fmt: skip
-    """The DS-CNN backbone alone (`filters` wide), trained on (x, y) by `opts` (a scratch checkpoint folder):
-    (the model, its per-epoch history)."""
+def fit_dscnn(x: np.ndarray, y: np.ndarray, opts: TrainOptions, seed: int, variant: str, filters: int = 64,
+              n_classes: int = len(K.CLASSES), soft: np.ndarray | None = None) -> tuple:  # fmt: skip
+    """The DS-CNN backbone alone (`filters` wide, `n_classes` outputs, x's input shape), trained on (x, y) by
+    `opts` (a scratch checkpoint folder; distilled when `soft` gives the teachers' probabilities): (the model,
+    its per-epoch history)."""
     import keras
 
     from snapuq.nn.backbones import build_backbone
     from snapuq.nn.recipe import fit_backbone_resumable
 
     keras.utils.set_random_seed(seed)
-    m = build_backbone("dscnn", ds.input_shape, len(K.CLASSES), filters=filters)
+    m = build_backbone("dscnn", x.shape[1:], n_classes, filters=filters)
     with tempfile.TemporaryDirectory(prefix="kw12study") as tmp:
-        hist = fit_backbone_resumable(m, x.astype(np.float32), y, opts, seed=seed, ckpt_dir=tmp,
+        hist = fit_backbone_resumable(m, x.astype(np.float32), y, opts, seed=seed, ckpt_dir=tmp, soft=soft,
                                       identity={"variant": variant}, progress=False,
                                       log=lambda *a: None)  # fmt: skip
     return m, hist
@@ -102,7 +103,7 @@ def run_one(variant: str, seed: int, ds, ex: dict, epochs: int, n_per_class: int
     opts = TrainOptions(epochs=epochs, batch_size=64, lr=3e-3, schedule="cosine", warmup_epochs=1,
                         augment="specaugment" if variant == "all_spec" else "none")  # fmt: skip
     t0 = time.perf_counter()
-    m, _ = fit_dscnn(x, y, opts, seed, variant, ds)
+    m, _ = fit_dscnn(x, y, opts, seed, variant)
     row = {"variant": variant, "seed": seed, "n_train": int(len(y)),
            "train_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
     row.update(test_row(m, ds, ex))
