@@ -15,6 +15,7 @@ from scipy.io import wavfile
 from snapuq.data import keywords as K
 from snapuq.data.speech_commands import UNKNOWN_TO_MODEL, read_test_tree
 from snapuq.errors import DatasetError
+from snapuq.evaluation.testdir import report_md
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "keywords"
@@ -114,7 +115,32 @@ def test_eval_split_test_on_a_test_only_tree(tmp_path, with_list):
     assert sorted(sp) == ["spk0", "spk1", "spk2"]
     assert sum(r["n"] for r in sp.values()) == m["n_known"] - (3 if "_silence_" in names else 0)
     assert all(0.0 <= r["accuracy"] <= 1.0 and "mean_U" in r for r in sp.values())
-    assert "Per speaker (3 speakers" in (rdir / "report.md").read_text()
+    rep = (rdir / "report.md").read_text()
+    assert "Per speaker (3 speakers" in rep
+    # per folder word: its class, its accuracy and what it is called instead
+    assert "| word | clips | class | accuracy | mean U | called instead |" in rep
+    assert all(f"| {w} | " in rep for w in m["per_word"])
+
+
+def test_report_of_a_tree_without_keyword_clips():
+    """A folder of other words and background noise alone (e.g. real recordings of `_unknown_` words): the
+    keyword classes read "no clips", the keywords-only accuracy a dash, the figures are rounded."""
+    names = K.WORDS + ["_silence_", "_unknown_"]
+    counts = np.zeros((len(names) + 1, len(names)), int)
+    counts[-3, -3], counts[-3, 2] = 9, 1  # _silence_: 9 right, 1 called "up"
+    counts[-2, -1], counts[-2, 6] = 7, 3  # _unknown_: 7 right, 3 called "on"
+    o = {"model_dir": "m", "data_dir": "d", "split": "test", "list": "none", "n_clips": 20, "n_known": 20,
+         "n_unknown_to_model": 0, "class_names": names,
+         "accuracy": {"float": 0.8, "int8": 0.75, "keywords_only": None},
+         "per_class_accuracy": {n: None for n in K.WORDS} | {"_silence_": 0.9, "_unknown_": 0.7},
+         "confusion": {"counts": counts.tolist()},
+         "per_word": {"four": {"n": 10, "label": "_unknown_", "predicted": {"on": 3, "_unknown_": 7},
+                               "accuracy": 0.7, "mean_U": 0.41234}},
+         "methods": {}}  # fmt: skip
+    rep = report_md(o)
+    assert "Accuracy float 0.800, int8 0.750, keywords only – (no keyword clips)." in rep
+    assert "| yes | 0 | – (no clips) |" in rep and "| _silence_ | 10 | 0.900 |" in rep
+    assert "| four | 10 | _unknown_ | 0.700 | 0.412 | on 3 |" in rep
 
 
 def test_eval_split_one_line_errors(tmp_path):

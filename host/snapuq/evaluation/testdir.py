@@ -232,28 +232,47 @@ def run_test_tree(args: Any) -> int:  # the eval command's parsed arguments
                         f"accuracy {acc if acc is None else round(acc, 4)}")  # fmt: skip
         write_text(stage / "metrics.json", json.dumps(_jsonable(out), indent=2))
         write_text(stage / "report.md", report_md(_jsonable(out)))
+    acc = out["accuracy"]["float"]
     print(f"snapuq eval: {len(y)} clips ({int((~known).sum())} of words unknown to the model), accuracy "
-          f"{out['accuracy']['float']}; report in {rdir / 'report.md'}")  # fmt: skip
+          f"{'–' if acc is None else f'{acc:.4f}'}; report in {rdir / 'report.md'}")  # fmt: skip
     return 0
+
+
+def _top_calls(predicted: dict, exclude: str, k: int = 3) -> str:
+    """The classes most called instead of `exclude`, as "on 89, off 61"."""
+    wrong = sorted(((c, n) for n, c in predicted.items() if n != exclude), reverse=True)[:k]
+    return ", ".join(f"{n} {c}" for c, n in wrong)
 
 
 def report_md(o: dict) -> str:
     a = o["accuracy"]
+    f = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    kw = ""
+    if "keywords_only" in a:
+        k = a["keywords_only"]
+        kw = ", keywords only " + (f(k) if k is not None else "– (no keyword clips)")
+    counts = o["confusion"]["counts"]
     lines = [
         f"# {o['model_dir']} on {o['data_dir']} (split {o['split']}, list: {o['list']})", "",
         f"{o['n_clips']} clips, {o['n_known']} of words the model knows, "
         f"{o['n_unknown_to_model']} unknown to it.",
-        f"Accuracy float {a['float']}, int8 {a['int8']}"
-        + (f", keywords only {a['keywords_only']}" if "keywords_only" in a else "") + ".", "",
-        "| class | accuracy |", "|---|---|",
+        f"Accuracy float {f(a['float'])}, int8 {f(a['int8'])}{kw}.", "",
+        "| class | clips | accuracy |", "|---|---|---|",
     ]  # fmt: skip
-    lines += [f"| {n} | {'' if v is None else f'{v:.3f}'} |" for n, v in o["per_class_accuracy"].items()]
+    lines += [f"| {n} | {int(sum(counts[i]))} | {f(v) if v is not None else '– (no clips)'} |"
+              for i, (n, v) in enumerate(o["per_class_accuracy"].items())]  # fmt: skip
+    pw = o.get("per_word") or {}
+    if pw:
+        lines += ["", "Per folder word (its class, accuracy, mean U, what it is called instead):", "",
+                  "| word | clips | class | accuracy | mean U | called instead |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {w} | {r['n']} | {r['label']} | {f(r.get('accuracy'))} | {f(r.get('mean_U'))} | "
+                  f"{_top_calls(r['predicted'], r['label'])} |" for w, r in pw.items()]  # fmt: skip
     lines += [
         "",
         "| method | AUROC ok/err | AUPR ok/err | AURC | ECE | known vs unknown word |",
         "|---|---|---|---|---|---|",
     ]
-    f = lambda v: "" if v is None else f"{v:.3f}"  # noqa: E731
     for n, r in o["methods"].items():
         lines.append(f"| {n} | {f(r['auroc_ok_vs_err'])} | {f(r['aupr_ok_vs_err'])} | {f(r['aurc'])} | "
                      f"{f(r['ece'])} | {f(r.get('auroc_known_vs_unknown_word'))} |")  # fmt: skip

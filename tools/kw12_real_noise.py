@@ -1,0 +1,132 @@
+"""Real background sounds through the keywords models: what a 12-class model calls one-second pieces of
+real recordings with no keyword in them (the Speech Commands task wants `_silence_` for background noise;
+`_unknown_` is a harmless answer too; any of the ten keywords is a false trigger).
+
+Real recordings are not in this repository and nothing here fetches them: DIR is a folder of
+`<category>/*.wav` recordings you have, of any length, rate (from 8 kHz) and channel count
+(snapuq.data.user_readers.read_audio), e.g. street, ventilation, engine, music or talk recorded on a phone.
+Each recording is cut into its whole 1 s pieces (a shorter one: one piece, zero-padded), as `snapuq eval`
+cuts a test tree's `_background_noise_` recordings; `--gains` plays every piece again at other levels (dB,
+clipped to int16) for a quieter or louder room.
+
+Per model directory (each through its own front end) and category: the share of pieces called `_silence_`,
+`_unknown_` and a keyword (with the keywords most called), the mean p_err, mean U and the alarm rate; and the
+same over all categories, with U's and MSP's AUROC for the false triggers against the rest.
+
+Usage: PYTHONPATH=host:tools python tools/kw12_real_noise.py MODEL_DIR [MODEL_DIR ...] --dir DIR
+           [--gains 0,-20] [--out runs/kw12_real_noise.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from kw12_compare import model_frontend  # tools/ is on sys.path when this script runs
+
+from snapuq.baselines.snapadapter import make_scorer
+from snapuq.data import audio
+from snapuq.data import keywords12 as K
+from snapuq.data.user_readers import read_audio
+from snapuq.io import write_text
+from snapuq.nn.saved import load_model_dir
+from snapuq.uq import metrics as M
+from snapuq.uq.score import softmax
+
+
+def pieces(f: Path) -> np.ndarray:
+    """A recording -> its whole 1 s pieces (int16, (k, 16000)); a shorter one: one zero-padded piece."""
+    w = read_audio(f)
+    k = max(1, len(w) // audio.CLIP_SAMPLES)
+    return np.stack([audio.fit_length(w[i * audio.CLIP_SAMPLES : (i + 1) * audio.CLIP_SAMPLES])
+                     for i in range(k)])  # fmt: skip
+
+
+def read_dir(d: Path) -> tuple[np.ndarray, np.ndarray, dict]:
+    """int16 (N, 16000) pieces of every `<category>/*.wav`, their categories, recordings per category."""
+    waves, cats, files = [], [], {}
+    for c in sorted(p for p in d.iterdir() if p.is_dir()):
+        fs = sorted(c.glob("*.wav"))
+        for f in fs:
+            p = pieces(f)
+            waves.append(p)
+            cats += [c.name] * len(p)
+        if fs:
+            files[c.name] = len(fs)
+    if not waves:
+        raise SystemExit(f"{d} holds no <category>/*.wav recordings")
+    return np.concatenate(waves), np.asarray(cats), files
+
+
+def at_gain(w: np.ndarray, db: float) -> np.ndarray:
+    return np.clip(np.rint(w.astype(np.float64) * 10 ** (db / 20)), -32768, 32767).astype(np.int16)
+
+
+def summary(names: list[str], pred: np.ndarray, msp_u: np.ndarray, s: dict, sel: np.ndarray) -> dict:
+    p = pred[sel]
+    kw = np.isin(p, [names.index(w) for w in K.WORDS])
+    counts = np.bincount(p[kw], minlength=len(names))
+    both = 0 < kw.sum() < len(kw)  # U's and MSP's AUROC: false triggers (a keyword called) vs the rest
+    return {
+        "n": int(sel.sum()),
+        "silence": float(np.mean(p == names.index(K.SILENCE))),
+        "unknown": float(np.mean(p == names.index(K.UNKNOWN))),
+        "keyword": float(kw.mean()),
+        "keywords_called": {names[i]: int(counts[i]) for i in np.argsort(counts)[::-1][:3] if counts[i]},
+        "mean_p_err": float(np.mean(np.asarray(s["p_err"])[sel])),
+        "mean_U": float(np.mean(np.asarray(s["U"])[sel])),
+        "alarm_rate": float(np.mean(np.asarray(s.get("alarm", np.zeros(len(pred))))[sel] > 0)),
+        "auroc_trigger_U": float(M.auroc(np.asarray(s["U"], np.float64)[sel], kw)) if both else None,
+        "auroc_trigger_MSP": float(M.auroc(msp_u[sel], kw)) if both else None,
+    }
+
+
+def model_rows(md, waves: np.ndarray, cats: np.ndarray, gains: list[float]) -> dict:
+    names = list(md.config["class_names"])
+    if K.SILENCE not in names or K.UNKNOWN not in names:
+        raise SystemExit(f"{md.config.get('dataset')}: not a 12-class model (no {K.SILENCE} / {K.UNKNOWN})")
+    fe = model_frontend(md)
+    sc, _ = make_scorer(md.calib, None)
+    out = {}
+    for g in gains:
+        x = audio.finish(audio.mfcc(at_gain(waves, g)), fe)
+        outs = md.predict(x)
+        logits = np.asarray(outs["logits"], np.float64)
+        pred, msp_u = logits.argmax(1), 1.0 - softmax(logits).max(1)
+        s = sc.score(outs, x)
+        rows = {c: summary(names, pred, msp_u, s, cats == c) for c in sorted(set(cats.tolist()))}
+        rows["all"] = summary(names, pred, msp_u, s, np.ones(len(cats), bool))
+        out[f"{g:+g} dB"] = rows
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model_dirs", nargs="+")
+    ap.add_argument("--dir", required=True, help="<category>/*.wav recordings with no keyword in them")
+    ap.add_argument("--gains", default="0", help="levels to play every piece at, dB (comma-separated)")
+    ap.add_argument("--out", default="runs/kw12_real_noise.json")
+    a = ap.parse_args()
+    gains = [float(g) for g in a.gains.split(",")]
+    waves, cats, files = read_dir(Path(a.dir))
+    res: dict = {"dir": str(a.dir), "recordings": files, "pieces": int(len(cats)), "gains_db": gains,
+                 "models": {}}  # fmt: skip
+    for d in a.model_dirs:
+        rows = model_rows(load_model_dir(d), waves, cats, gains)
+        res["models"][d] = rows
+        for g, r in rows.items():
+            v = r["all"]
+            print(f"{d} ({g}): {v['n']} pieces: `_silence_` {v['silence']:.3f}, `_unknown_` "
+                  f"{v['unknown']:.3f}, a keyword {v['keyword']:.3f} {v['keywords_called']}; false trigger "
+                  f"vs rest AUROC U {v['auroc_trigger_U']} MSP {v['auroc_trigger_MSP']}; alarms "
+                  f"{v['alarm_rate']:.3f}", flush=True)  # fmt: skip
+            print("   keyword per category " + ", ".join(f"{c} {v['keyword']:.2f}" for c, v in r.items()
+                                                          if c != "all"))  # fmt: skip
+    write_text(Path(a.out), json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
