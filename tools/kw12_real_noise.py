@@ -11,7 +11,10 @@ clipped to int16) for a quieter or louder room.
 
 Per model directory (each through its own front end) and category: the share of pieces called `_silence_`,
 `_unknown_` and a keyword (with the keywords most called), the mean p_err, mean U and the alarm rate; and the
-same over all categories, with U's and MSP's AUROC for the false triggers against the rest.
+same over all categories, with U's and MSP's AUROC for the false triggers against the rest. With `--keep K`
+(default 0.95) each model also gates its keywords as a device would: a keyword counts only when U (or MSP's
+1 - max softmax) is at most the threshold that keeps the share K of the keywords it gets right on the
+synthetic test split; the false triggers left after each gate are reported beside the ungated ones.
 
 Usage: PYTHONPATH=host:tools python tools/kw12_real_noise.py MODEL_DIR [MODEL_DIR ...] --dir DIR
            [--gains 0,-20] [--out runs/kw12_real_noise.json]
@@ -24,7 +27,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from kw12_compare import model_frontend  # tools/ is on sys.path when this script runs
+from kw12_compare import load_raw, model_frontend  # tools/ is on sys.path when this script runs
 
 from snapuq.baselines.snapadapter import make_scorer
 from snapuq.data import audio
@@ -64,7 +67,26 @@ def at_gain(w: np.ndarray, db: float) -> np.ndarray:
     return np.clip(np.rint(w.astype(np.float64) * 10 ** (db / 20)), -32768, 32767).astype(np.int16)
 
 
-def summary(names: list[str], pred: np.ndarray, msp_u: np.ndarray, s: dict, sel: np.ndarray) -> dict:
+def gate_thresholds(md, sc, fe: dict, syn: tuple[np.ndarray, np.ndarray], keep: float) -> dict:
+    """The U and MSP thresholds that keep the share `keep` of the synthetic test keywords the model gets
+    right, and the keyword recall left on that split after each gate."""
+    x, y = syn
+    x = audio.finish(x, fe)
+    outs = md.predict(x)
+    logits = np.asarray(outs["logits"], np.float64)
+    pred, msp_u = logits.argmax(1), 1.0 - softmax(logits).max(1)
+    u = np.asarray(sc.score(outs, x)["U"], np.float64)
+    kw = y < len(K.WORDS)
+    ok = kw & (pred == y)
+    t = {"U": float(np.quantile(u[ok], keep)), "MSP": float(np.quantile(msp_u[ok], keep))}
+    return {"keep": keep, "thresholds": t,
+            "recall_ungated": float(ok.sum() / kw.sum()),
+            "recall_U": float((ok & (u <= t["U"])).sum() / kw.sum()),
+            "recall_MSP": float((ok & (msp_u <= t["MSP"])).sum() / kw.sum())}  # fmt: skip
+
+
+def summary(names: list[str], pred: np.ndarray, msp_u: np.ndarray, s: dict, sel: np.ndarray,
+            gate: dict | None = None) -> dict:  # fmt: skip
     p = pred[sel]
     kw = np.isin(p, [names.index(w) for w in K.WORDS])
     counts = np.bincount(p[kw], minlength=len(names))
@@ -80,24 +102,29 @@ def summary(names: list[str], pred: np.ndarray, msp_u: np.ndarray, s: dict, sel:
         "alarm_rate": float(np.mean(np.asarray(s.get("alarm", np.zeros(len(pred))))[sel] > 0)),
         "auroc_trigger_U": float(M.auroc(np.asarray(s["U"], np.float64)[sel], kw)) if both else None,
         "auroc_trigger_MSP": float(M.auroc(msp_u[sel], kw)) if both else None,
-    }
+    } | ({} if gate is None else {
+        "keyword_gated_U": float(np.mean(kw & (np.asarray(s["U"])[sel] <= gate["thresholds"]["U"]))),
+        "keyword_gated_MSP": float(np.mean(kw & (msp_u[sel] <= gate["thresholds"]["MSP"]))),
+    })  # fmt: skip
 
 
-def model_rows(md, waves: np.ndarray, cats: np.ndarray, gains: list[float]) -> dict:
+def model_rows(md, waves: np.ndarray, cats: np.ndarray, gains: list[float], syn=None,
+               keep: float = 0.0) -> dict:  # fmt: skip
     names = list(md.config["class_names"])
     if K.SILENCE not in names or K.UNKNOWN not in names:
         raise SystemExit(f"{md.config.get('dataset')}: not a 12-class model (no {K.SILENCE} / {K.UNKNOWN})")
     fe = model_frontend(md)
     sc, _ = make_scorer(md.calib, None)
-    out = {}
+    gate = gate_thresholds(md, sc, fe, syn, keep) if keep > 0 and syn is not None else None
+    out: dict = {"gate": gate} if gate else {}
     for g in gains:
         x = audio.finish(audio.mfcc(at_gain(waves, g)), fe)
         outs = md.predict(x)
         logits = np.asarray(outs["logits"], np.float64)
         pred, msp_u = logits.argmax(1), 1.0 - softmax(logits).max(1)
         s = sc.score(outs, x)
-        rows = {c: summary(names, pred, msp_u, s, cats == c) for c in sorted(set(cats.tolist()))}
-        rows["all"] = summary(names, pred, msp_u, s, np.ones(len(cats), bool))
+        rows = {c: summary(names, pred, msp_u, s, cats == c, gate) for c in sorted(set(cats.tolist()))}
+        rows["all"] = summary(names, pred, msp_u, s, np.ones(len(cats), bool), gate)
         out[f"{g:+g} dB"] = rows
     return out
 
@@ -107,21 +134,37 @@ def main() -> int:
     ap.add_argument("model_dirs", nargs="+")
     ap.add_argument("--dir", required=True, help="<category>/*.wav recordings with no keyword in them")
     ap.add_argument("--gains", default="0", help="levels to play every piece at, dB (comma-separated)")
+    ap.add_argument("--keep", type=float, default=0.95,
+                    help="gate keywords at the U / MSP threshold keeping this share of the right synthetic "
+                    "test keywords (0: no gate)")  # fmt: skip
     ap.add_argument("--out", default="runs/kw12_real_noise.json")
     a = ap.parse_args()
     gains = [float(g) for g in a.gains.split(",")]
     waves, cats, files = read_dir(Path(a.dir))
     res: dict = {"dir": str(a.dir), "recordings": files, "pieces": int(len(cats)), "gains_db": gains,
                  "models": {}}  # fmt: skip
+    syn = None
+    if a.keep > 0:
+        ds, _ = load_raw(0)
+        syn = (ds.x_test, ds.y_test)
     for d in a.model_dirs:
-        rows = model_rows(load_model_dir(d), waves, cats, gains)
+        rows = model_rows(load_model_dir(d), waves, cats, gains, syn, a.keep)
         res["models"][d] = rows
-        for g, r in rows.items():
+        gate = rows.get("gate")
+        if gate:
+            print(f"{d}: gates keeping {gate['keep']} of the right synthetic test keywords: U <= "
+                  f"{gate['thresholds']['U']:.3f}, MSP u <= {gate['thresholds']['MSP']:.3f} (keyword "
+                  f"recall {gate['recall_ungated']:.3f} -> {gate['recall_U']:.3f} / "
+                  f"{gate['recall_MSP']:.3f})")  # fmt: skip
+        for g, r in ((g, r) for g, r in rows.items() if g != "gate"):
             v = r["all"]
             print(f"{d} ({g}): {v['n']} pieces: `_silence_` {v['silence']:.3f}, `_unknown_` "
                   f"{v['unknown']:.3f}, a keyword {v['keyword']:.3f} {v['keywords_called']}; false trigger "
                   f"vs rest AUROC U {v['auroc_trigger_U']} MSP {v['auroc_trigger_MSP']}; alarms "
                   f"{v['alarm_rate']:.3f}", flush=True)  # fmt: skip
+            if gate:
+                print(f"   false triggers gated by U {v['keyword_gated_U']:.3f}, by MSP "
+                      f"{v['keyword_gated_MSP']:.3f}")
             print("   keyword per category " + ", ".join(f"{c} {v['keyword']:.2f}" for c, v in r.items()
                                                           if c != "all"))  # fmt: skip
     write_text(Path(a.out), json.dumps(res, indent=1))
