@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from scipy.io import wavfile
 from snapuq.data import keywords as K
 from snapuq.data.speech_commands import UNKNOWN_TO_MODEL, read_test_tree
 from snapuq.errors import DatasetError
-from snapuq.evaluation.testdir import report_md
+from snapuq.evaluation.testdir import keyword_gate, report_md
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "keywords"
@@ -120,6 +121,27 @@ def test_eval_split_test_on_a_test_only_tree(tmp_path, with_list):
     # per folder word: its class, its accuracy and what it is called instead
     assert "| word | clips | class | accuracy | mean U | called instead |" in rep
     assert all(f"| {w} | " in rep for w in m["per_word"])
+    # keywords gated on U: fewer keyword answers let through, on keyword clips and on the others
+    g = m["keyword_gate"]
+    assert g["n_keyword_clips"] + g["n_other_clips"] == m["n_clips"]
+    for k in ("snap@0.95", "snap@0.9", "msp@0.95"):
+        assert g[k]["keyword_recall"] <= g["ungated"]["keyword_recall"]
+        assert g[k]["false_keyword_rate"] <= g["ungated"]["false_keyword_rate"]
+    assert "| ungated |" in rep and "| snap@0.95 |" in rep
+
+
+def test_keyword_gate_counts():
+    """The gate's threshold keeps the given share of the right keyword clips; the false keywords are the
+    keyword answers let through on the other clips."""
+    names = K.WORDS + ["_silence_", "_unknown_"]
+    y = np.array([0, 0, 0, 0, 10, 11])
+    pred = np.array([0, 0, 0, 1, 2, 11])  # 3 right keywords, 1 wrong; silence called "up"; unknown right
+    r = SimpleNamespace(u=np.array([0.1, 0.2, 0.3, 0.9, 0.8, 0.1]))
+    g = keyword_gate({"snap": r}, y, pred, names)
+    assert g["ungated"] == {"keyword_recall": 0.75, "false_keyword_rate": 0.5}
+    assert g["snap@0.95"]["keyword_recall"] == 0.5 and g["snap@0.95"]["false_keyword_rate"] == 0.0
+    assert abs(g["snap@0.95"]["threshold"] - np.quantile([0.1, 0.2, 0.3], 0.95)) < 1e-12
+    assert keyword_gate({"snap": r}, y[4:], pred[4:], names) is None  # no keyword clips: no gate
 
 
 def test_report_of_a_tree_without_keyword_clips():

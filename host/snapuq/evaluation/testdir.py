@@ -88,6 +88,33 @@ def uq_rows(results: dict, y: np.ndarray, known: np.ndarray) -> dict:
     return rows
 
 
+GATE_KEEPS = (0.95, 0.90)  # shares of the right keyword clips a gate keeps
+
+
+def keyword_gate(results: dict, y: np.ndarray, pred: np.ndarray, names: list[str]) -> dict | None:
+    """Keywords gated on each method's U, as a device would: a keyword answer counts only when U is at most
+    the threshold that keeps the share `keep` (GATE_KEEPS) of this folder's right keyword clips. Per gate:
+    the keyword recall (right keyword answers let through, over the keyword clips) and the false keywords
+    (keyword answers let through on the other clips: `_silence_`, `_unknown_` words and words unknown to the
+    model), beside the ungated figures. None when the folder lacks right keyword clips or other clips."""
+    kw_ids = [i for i, n in enumerate(names) if n not in (SILENCE, UNKNOWN)]
+    kw_clip = np.isin(y, kw_ids)
+    called = np.isin(pred, kw_ids)
+    right = kw_clip & (pred == y)
+    if not right.any() or kw_clip.all():
+        return None
+    row = lambda let: {"keyword_recall": float((right & let).sum() / kw_clip.sum()),  # noqa: E731
+                       "false_keyword_rate": float(np.mean((called & let)[~kw_clip]))}  # fmt: skip
+    out: dict = {"n_keyword_clips": int(kw_clip.sum()), "n_other_clips": int((~kw_clip).sum()),
+                 "ungated": row(np.ones(len(y), bool))}  # fmt: skip
+    for name, r in results.items():
+        u = np.asarray(r.u, np.float64)
+        for keep in GATE_KEEPS:
+            t = float(np.quantile(u[right], keep))
+            out[f"{name}@{keep:g}"] = {"threshold": t} | row(u <= t)
+    return out
+
+
 def confusion(y: np.ndarray, pred: np.ndarray, n_classes: int) -> np.ndarray:
     """(n_classes + 1, n_classes) counts: rows = true class (last row: words unknown to the model)."""
     cm = np.zeros((n_classes + 1, n_classes), np.int64)
@@ -216,6 +243,9 @@ def run_test_tree(args: Any) -> int:  # the eval command's parsed arguments
         "methods": uq_rows(results, y, known),
         "per_word": per_word(words, y, pred, names, results.get("snap")),
     }  # fmt: skip
+    gate = keyword_gate(results, y, pred, names)
+    if gate is not None:
+        out["keyword_gate"] = gate
     speakers = speaker_of(files)
     if speakers is not None:
         out["per_speaker"] = per_speaker(speakers, y, pred, results.get("snap"))
@@ -276,6 +306,15 @@ def report_md(o: dict) -> str:
     for n, r in o["methods"].items():
         lines.append(f"| {n} | {f(r['auroc_ok_vs_err'])} | {f(r['aupr_ok_vs_err'])} | {f(r['aurc'])} | "
                      f"{f(r['ece'])} | {f(r.get('auroc_known_vs_unknown_word'))} |")  # fmt: skip
+    g = o.get("keyword_gate")
+    if g:
+        lines += ["", f"Keywords gated on U ({g['n_keyword_clips']} keyword clips, {g['n_other_clips']} "
+                  "other clips): a keyword answer counts when the method's U is at most the threshold "
+                  "keeping the given share of the right keyword clips.", "",
+                  "| gate | keyword recall | false keywords on the other clips |",
+                  "|---|---|---|"]  # fmt: skip
+        lines += [f"| {k} | {f(v['keyword_recall'])} | {f(v['false_keyword_rate'])} |" for k, v in g.items()
+                  if isinstance(v, dict)]  # fmt: skip
     s = o["methods"].get("snap")
     if s:
         lines += ["", f"SNAP: mean p_err {f(s['mean_p_err'])} vs error rate {f(s['error_rate'])}; "
