@@ -28,15 +28,14 @@ from pathlib import Path
 
 import numpy as np
 from kw12_compare import load_raw, model_frontend  # tools/ is on sys.path when this script runs
+from kw12_real_unknown import scores
 
-from snapuq.baselines.snapadapter import make_scorer
 from snapuq.data import audio
 from snapuq.data import keywords12 as K
 from snapuq.data.user_readers import read_audio
 from snapuq.io import write_text
 from snapuq.nn.saved import load_model_dir
 from snapuq.uq import metrics as M
-from snapuq.uq.score import softmax
 
 
 def pieces(f: Path) -> np.ndarray:
@@ -67,15 +66,12 @@ def at_gain(w: np.ndarray, db: float) -> np.ndarray:
     return np.clip(np.rint(w.astype(np.float64) * 10 ** (db / 20)), -32768, 32767).astype(np.int16)
 
 
-def gate_thresholds(md, sc, fe: dict, syn: tuple[np.ndarray, np.ndarray], keep: float) -> dict:
+def gate_thresholds(md, fe: dict, syn: tuple[np.ndarray, np.ndarray], keep: float) -> dict:
     """The U and MSP thresholds that keep the share `keep` of the synthetic test keywords the model gets
     right, and the keyword recall left on that split after each gate."""
     x, y = syn
-    x = audio.finish(x, fe)
-    outs = md.predict(x)
-    logits = np.asarray(outs["logits"], np.float64)
-    pred, msp_u = logits.argmax(1), 1.0 - softmax(logits).max(1)
-    u = np.asarray(sc.score(outs, x)["U"], np.float64)
+    pred, msp_u, s = scores(md, audio.finish(x, fe))
+    u = np.asarray(s["U"], np.float64)
     kw = y < len(K.WORDS)
     ok = kw & (pred == y)
     t = {"U": float(np.quantile(u[ok], keep)), "MSP": float(np.quantile(msp_u[ok], keep))}
@@ -114,19 +110,18 @@ def model_rows(md, waves: np.ndarray, cats: np.ndarray, gains: list[float], syn=
     if K.SILENCE not in names or K.UNKNOWN not in names:
         raise SystemExit(f"{md.config.get('dataset')}: not a 12-class model (no {K.SILENCE} / {K.UNKNOWN})")
     fe = model_frontend(md)
-    sc, _ = make_scorer(md.calib, None)
-    gate = gate_thresholds(md, sc, fe, syn, keep) if keep > 0 and syn is not None else None
+    gate = gate_thresholds(md, fe, syn, keep) if keep > 0 and syn is not None else None
     out: dict = {"gate": gate} if gate else {}
     for g in gains:
-        x = audio.finish(audio.mfcc(at_gain(waves, g)), fe)
-        outs = md.predict(x)
-        logits = np.asarray(outs["logits"], np.float64)
-        pred, msp_u = logits.argmax(1), 1.0 - softmax(logits).max(1)
-        s = sc.score(outs, x)
+        pred, msp_u, s = scores(md, audio.finish(audio.mfcc(at_gain(waves, g)), fe))
         rows = {c: summary(names, pred, msp_u, s, cats == c, gate) for c in sorted(set(cats.tolist()))}
         rows["all"] = summary(names, pred, msp_u, s, np.ones(len(cats), bool), gate)
         out[f"{g:+g} dB"] = rows
     return out
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
 
 
 def main() -> int:
@@ -160,7 +155,7 @@ def main() -> int:
             v = r["all"]
             print(f"{d} ({g}): {v['n']} pieces: `_silence_` {v['silence']:.3f}, `_unknown_` "
                   f"{v['unknown']:.3f}, a keyword {v['keyword']:.3f} {v['keywords_called']}; false trigger "
-                  f"vs rest AUROC U {v['auroc_trigger_U']} MSP {v['auroc_trigger_MSP']}; alarms "
+                  f"vs rest AUROC U {_f(v['auroc_trigger_U'])} MSP {_f(v['auroc_trigger_MSP'])}; alarms "
                   f"{v['alarm_rate']:.3f}", flush=True)  # fmt: skip
             if gate:
                 print(f"   false triggers gated by U {v['keyword_gated_U']:.3f}, by MSP "
