@@ -5,9 +5,9 @@ real recordings with no keyword in them (the Speech Commands task wants `_silenc
 Real recordings are not in this repository and nothing here fetches them: DIR is a folder of
 `<category>/*.wav` recordings you have, of any length, rate (from 8 kHz) and channel count
 (snapuq.data.user_readers.read_audio), e.g. street, ventilation, engine, music or talk recorded on a phone.
-Each recording is cut into its whole 1 s pieces (a shorter one: one piece, zero-padded), as `snapuq eval`
-cuts a test tree's `_background_noise_` recordings; `--gains` plays every piece again at other levels (dB,
-clipped to int16) for a quieter or louder room.
+Each recording is cut into its whole 1 s pieces (a shorter one: one piece, zero-padded) by the function
+`snapuq eval` cuts a test tree's `_background_noise_` recordings with (speech_commands.noise_pieces);
+`--gains` plays every piece again at other levels (dB, clipped to int16) for a quieter or louder room.
 
 Per model directory (each through its own front end) and category: the share of pieces called `_silence_`,
 `_unknown_` and a keyword (with the keywords most called), the mean p_err, mean U and the alarm rate; and the
@@ -32,18 +32,10 @@ from kw12_real_unknown import scores
 
 from snapuq.data import audio
 from snapuq.data import keywords12 as K
-from snapuq.data.user_readers import read_audio
+from snapuq.data.speech_commands import noise_pieces
 from snapuq.io import write_text
 from snapuq.nn.saved import load_model_dir
 from snapuq.uq import metrics as M
-
-
-def pieces(f: Path) -> np.ndarray:
-    """A recording -> its whole 1 s pieces (int16, (k, 16000)); a shorter one: one zero-padded piece."""
-    w = read_audio(f)
-    k = max(1, len(w) // audio.CLIP_SAMPLES)
-    return np.stack([audio.fit_length(w[i * audio.CLIP_SAMPLES : (i + 1) * audio.CLIP_SAMPLES])
-                     for i in range(k)])  # fmt: skip
 
 
 def read_dir(d: Path) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -52,7 +44,7 @@ def read_dir(d: Path) -> tuple[np.ndarray, np.ndarray, dict]:
     for c in sorted(p for p in d.iterdir() if p.is_dir()):
         fs = sorted(c.glob("*.wav"))
         for f in fs:
-            p = pieces(f)
+            p = noise_pieces(f)
             waves.append(p)
             cats += [c.name] * len(p)
         if fs:

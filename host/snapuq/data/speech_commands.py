@@ -189,7 +189,7 @@ TREE_SPLITS = ("test", "dev", "all")
 UNKNOWN_TO_MODEL = -1  # label of a clip whose word the model has no class for (and no `_unknown_` class)
 
 
-def _noise_clips(f: Path) -> np.ndarray:
+def noise_pieces(f: Path) -> np.ndarray:
     """A long background-noise recording -> its whole 1 s pieces (int16, (k, 16000)); a shorter file: one
     zero-padded clip."""
     w = read_audio(f)
@@ -227,7 +227,7 @@ def read_test_tree(data_dir: str | None, class_names: list[str], split: str = "t
         files = sorted(d.glob("*.wav"))
         if d.name == NOISE_DIR:
             for f in files:
-                w = _noise_clips(f)
+                w = noise_pieces(f)
                 waves.extend(w)
                 labels += [index.get(SILENCE, UNKNOWN_TO_MODEL)] * len(w)
                 words += [SILENCE] * len(w)

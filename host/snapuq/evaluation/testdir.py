@@ -91,13 +91,18 @@ def uq_rows(results: dict, y: np.ndarray, known: np.ndarray) -> dict:
 GATE_KEEPS = (0.95, 0.90)  # shares of the right keyword clips a gate keeps
 
 
+def keyword_ids(names: list[str]) -> list[int]:
+    """The model's keyword classes: every class but `_silence_` and `_unknown_`."""
+    return [i for i, n in enumerate(names) if n not in (SILENCE, UNKNOWN)]
+
+
 def keyword_gate(results: dict, y: np.ndarray, pred: np.ndarray, names: list[str]) -> dict | None:
     """Keywords gated on each method's U, as a device would: a keyword answer counts only when U is at most
     the threshold that keeps the share `keep` (GATE_KEEPS) of this folder's right keyword clips. Per gate:
     the keyword recall (right keyword answers let through, over the keyword clips) and the false keywords
     (keyword answers let through on the other clips: `_silence_`, `_unknown_` words and words unknown to the
     model), beside the ungated figures. None when the folder lacks right keyword clips or other clips."""
-    kw_ids = [i for i, n in enumerate(names) if n not in (SILENCE, UNKNOWN)]
+    kw_ids = keyword_ids(names)
     kw_clip = np.isin(y, kw_ids)
     called = np.isin(pred, kw_ids)
     right = kw_clip & (pred == y)
@@ -250,7 +255,7 @@ def run_test_tree(args: Any) -> int:  # the eval command's parsed arguments
     if speakers is not None:
         out["per_speaker"] = per_speaker(speakers, y, pred, results.get("snap"))
     if SILENCE in names or UNKNOWN in names:
-        kw = known & ~np.isin(y, [names.index(c) for c in (SILENCE, UNKNOWN) if c in names])
+        kw = np.isin(y, keyword_ids(names))
         out["accuracy"]["keywords_only"] = float(np.mean(pred[kw] == y[kw])) if kw.any() else None
     if notes:
         out["notes"] = notes
